@@ -1,0 +1,25 @@
+// Every tinit op schema, defined once; backend files only add implementations.
+// Python registers the fake (meta) kernels in tinit/ops.py.
+#include <Python.h>
+#include <torch/library.h>
+
+// An importable module so `import tinit._C` loads the op registrations.
+PyMODINIT_FUNC PyInit__C(void) {
+  static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1,
+                                      nullptr};
+  return PyModule_Create(&module);
+}
+
+TORCH_LIBRARY(tinit, m) {
+  // Fills `self` in place with the truncated normal of tinit/transform.h.
+  // Element j of `self` (row-major) takes stream index offset + j.
+  // `transform` holds the kParamCount constants produced by tinit/params.py.
+  m.def(
+      "trunc_normal_(Tensor(a!) self, int seed, int stream, int offset, "
+      "float[] transform) -> ()");
+  // Raw uint32 stream words (stored in an int32 tensor) for tests and tools.
+  m.def("philox_(Tensor(a!) self, int seed, int stream, int offset) -> ()");
+  // One raw Philox4x32-10 call on explicit counter and key words (each a
+  // uint32 in an int), for the known-answer test of the engine itself.
+  m.def("philox4x32_10(int[] counter, int[] key) -> int[]");
+}

@@ -1,0 +1,76 @@
+"""Thin wrappers over ``torch.ops.tinit.*`` and their fake (meta) kernels.
+
+The native extension ``tinit._C`` registers the ops (``csrc/ops.cpp``); this
+module loads it if it was built and registers the fake kernels that let the
+ops run under FakeTensorMode, meta tensors and ``torch.compile``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:
+    from tinit import _C  # noqa: F401  (loading it registers torch.ops.tinit)
+
+    _LOAD_ERROR: str | None = None
+except ImportError as exc:
+    _LOAD_ERROR = str(exc)
+
+BUILD_HINT = "build it with `pip install --no-build-isolation -e .` from the tinit checkout"
+
+
+def native_available() -> bool:
+    """True when the C++ extension is built and its ops are registered."""
+    return _LOAD_ERROR is None
+
+
+def native_load_error() -> str | None:
+    """Why the C++ extension could not be loaded, or None when it is loaded."""
+    return _LOAD_ERROR
+
+
+if native_available():
+
+    @torch.library.register_fake("tinit::trunc_normal_")
+    def _trunc_normal_fake(self, seed, stream, offset, transform):
+        return None
+
+    @torch.library.register_fake("tinit::philox_")
+    def _philox_fake(self, seed, stream, offset):
+        return None
+
+
+def as_int64(value: int) -> int:
+    """A uint64 (0 <= value < 2**64) as the int64 with the same bits."""
+    if not 0 <= value < 2**64:
+        raise ValueError(f"expected an unsigned 64-bit integer, got {value}")
+    return value - 2**64 if value >= 2**63 else value
+
+
+def trunc_normal_native(tensor: torch.Tensor, seed: int, stream: int, offset: int,
+                        constants: tuple[float, ...]) -> None:
+    """Fill contiguous ``tensor`` in place through ``torch.ops.tinit.trunc_normal_``."""
+    torch.ops.tinit.trunc_normal_(tensor, as_int64(seed), as_int64(stream), offset, list(constants))
+
+
+def philox_words(numel: int, seed: int, stream: int, offset: int = 0,
+                 device: torch.device | str = "cpu") -> torch.Tensor:
+    """The uint32 stream words for indices [offset, offset + numel) as int64 in [0, 2**32).
+
+    Args:
+        numel: number of words.
+        seed, stream: unsigned 64-bit Philox key and stream id.
+        offset: index of the first word (>= 0).
+        device: where the native op runs.
+
+    Returns:
+        int64 tensor of shape (numel,).
+
+    Raises:
+        RuntimeError: the native extension is not built.
+    """
+    if not native_available():
+        raise RuntimeError(f"tinit native extension not available ({_LOAD_ERROR}); {BUILD_HINT}")
+    out = torch.empty(numel, dtype=torch.int32, device=device)
+    torch.ops.tinit.philox_(out, as_int64(seed), as_int64(stream), offset)
+    return out.to(torch.int64) & 0xFFFFFFFF

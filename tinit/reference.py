@@ -1,0 +1,108 @@
+"""Pure-torch reference backend: the same stream, fp64 math.
+
+Used by the tests and as the fallback when the C++ extension is not built.
+The Philox4x32-10 stream is the one defined in ``csrc/include/tinit/philox.h``;
+the transform follows ``csrc/include/tinit/transform.h`` but computes in fp64
+with ``torch.special.ndtri`` as the inverse CDF, so it is an independent
+implementation of the same mathematical function. Runs on any device torch
+supports; it allocates a few fp64/int64 temporaries of the tensor's size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tinit.params import MODE_TAIL
+
+_MASK32 = 0xFFFFFFFF
+_M0, _M1 = 0xD2511F53, 0xCD9E8D57
+_W0, _W1 = 0x9E3779B9, 0xBB67AE85
+
+
+def philox4x32_10(c0, c1, c2, c3, k0: int, k1: int):
+    """Philox4x32-10 on int64 tensors holding uint32 counter words.
+
+    Args:
+        c0..c3: int64 tensors (same shape) with values in [0, 2**32).
+        k0, k1: key words, ints in [0, 2**32).
+
+    Returns:
+        Four int64 tensors of output words in [0, 2**32).
+    """
+    for _ in range(10):
+        p0 = c0 * _M0  # < 2**64: wraps in int64 but keeps all 64 bits
+        p1 = c2 * _M1
+        hi0 = (p0 >> 32) & _MASK32
+        hi1 = (p1 >> 32) & _MASK32
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, p1 & _MASK32, hi0 ^ c3 ^ k1, p0 & _MASK32
+        k0 = (k0 + _W0) & _MASK32
+        k1 = (k1 + _W1) & _MASK32
+    return c0, c1, c2, c3
+
+
+def stream_words(numel: int, seed: int, stream: int, offset: int = 0,
+                 device: torch.device | str = "cpu") -> torch.Tensor:
+    """Stream words for indices [offset, offset + numel): int64 tensor in [0, 2**32).
+
+    Args:
+        numel: number of words; seed, stream: unsigned 64-bit; offset: >= 0.
+    """
+    first = offset // 4
+    nblk = (offset + numel + 3) // 4 - first
+    blk = torch.arange(first, first + nblk, dtype=torch.int64, device=device)
+    c0 = blk & _MASK32
+    c1 = (blk >> 32) & _MASK32
+    c2 = torch.full_like(blk, stream & _MASK32)
+    c3 = torch.full_like(blk, (stream >> 32) & _MASK32)
+    words = torch.stack(philox4x32_10(c0, c1, c2, c3, seed & _MASK32, (seed >> 32) & _MASK32), dim=1)
+    skip = offset - 4 * first
+    return words.reshape(-1)[skip:skip + numel]
+
+
+def uniforms(words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(u, 1 - u) in fp64, exactly (w + 1/2) / 2**32 and (~w + 1/2) / 2**32."""
+    w = words.to(torch.float64)
+    u = w * 2.0**-32 + 2.0**-33
+    uc = (_MASK32 - w) * 2.0**-32 + 2.0**-33
+    return u, uc
+
+
+def _upper_tail_quantile_from_log(log_p: torch.Tensor) -> torch.Tensor:
+    c = -log_p - 0.5 * math.log(2.0 * math.pi)
+    y = torch.sqrt(2.0 * c)
+    for _ in range(8):
+        t = 1.0 / (y * y)
+        m = torch.full_like(y, 10395.0)
+        for coef in (-945.0, 105.0, -15.0, 3.0, -1.0, 1.0):
+            m = m * t + coef
+        y = torch.sqrt(2.0 * (c - torch.log(y) + torch.log(m)))
+    return y
+
+
+def transform(words: torch.Tensor, constants: tuple[float, ...]) -> torch.Tensor:
+    """fp64 truncated-normal values for stream words, clamped to [lo, hi].
+
+    Args:
+        words: int64 tensor of uint32 words.
+        constants: the packed tuple of ``tinit.params.transform_constants``.
+
+    Returns:
+        fp64 tensor shaped like ``words``.
+    """
+    mode, sign, a_cdf, b_sf, mass, log_b_cdf, ratio, split, mean, std, lo, hi = constants
+    u, uc = uniforms(words)
+    if mode == MODE_TAIL:
+        z = -_upper_tail_quantile_from_log(log_b_cdf + torch.log(u + ratio * uc))
+    else:
+        lower = words <= int(split)
+        z = torch.where(lower, torch.special.ndtri(a_cdf + u * mass), -torch.special.ndtri(b_sf + uc * mass))
+    return (mean + std * (sign * z)).clamp_(lo, hi)
+
+
+def trunc_normal_(tensor: torch.Tensor, seed: int, stream: int, offset: int,
+                  constants: tuple[float, ...]) -> None:
+    """Fill contiguous ``tensor`` in place (same contract as the native op)."""
+    words = stream_words(tensor.numel(), seed, stream, offset, device=tensor.device)
+    tensor.copy_(transform(words, constants).view(tensor.shape))

@@ -1,0 +1,1 @@
+"""Triton kernels of tinit, shipped as ``tinit.triton_kernels``."""
