@@ -35,6 +35,9 @@ def _extensions():
         "-fno-trapping-math",
         # The AVX-512 clone may use 512-bit vectors (no effect on other clones).
         "-mprefer-vector-width=512",
+        # at::parallel_for is OpenMP in torch's CPU builds; without this flag
+        # its pragmas compile away and the op runs on one thread.
+        "-fopenmp",
     ]
     sources = ["csrc/ops.cpp", "csrc/cpu/trunc_normal.cpp"]
     ext = CppExtension(
@@ -42,6 +45,7 @@ def _extensions():
         sources=sources,
         include_dirs=[str(ROOT / "csrc" / "include")],
         extra_compile_args={"cxx": cxx},
+        extra_link_args=["-fopenmp"],
         py_limited_api=False,
     )
     return [ext], {"build_ext": BuildExtension.with_options(use_ninja=True)}

@@ -92,6 +92,8 @@ def transform(words: torch.Tensor, constants: tuple[float, ...]) -> torch.Tensor
         fp64 tensor shaped like ``words``.
     """
     mode, sign, a_cdf, b_sf, mass, log_b_cdf, ratio, split, mean, std, lo, hi = constants
+    if sign < 0:  # the mirrored frame takes the complement word (transform.h)
+        words = _MASK32 - words
     u, uc = uniforms(words)
     if mode == MODE_TAIL:
         z = -_upper_tail_quantile_from_log(log_b_cdf + torch.log(u + ratio * uc))

@@ -3,14 +3,17 @@
 // Computed in T = float for fp32/bf16/fp16 tensors and T = double for fp64
 // tensors, from IEEE basic operations only (+ - * / sqrt, compares and bit
 // casts): no libm/libdevice calls on the float path, no fused multiply-add
-// (builds use -ffp-contract=off / --fmad=false), so every backend computes the
+// (builds use -ffp-contract=off / --fmad=false; fused steps are explicit
+// fma_rn calls, correctly rounded everywhere), so every backend computes the
 // same float bits. The stream that feeds it is defined in tinit/philox.h.
 //
 // Sampling x ~ N(mean, std^2) truncated to [a, b] by inversion:
 //   alpha = (a - mean) / std, beta = (b - mean) / std
 //   x = mean + std * Phi^-1(Phi(alpha) + u (Phi(beta) - Phi(alpha)))
 // The window is first mirrored so that its heavier side is the lower tail
-// (alpha' = -beta, beta' = -alpha, sign = -1 when alpha > -beta). Then
+// (alpha' = -beta, beta' = -alpha, sign = -1 when alpha > -beta; the mirrored
+// frame then takes the complement word ~w, so in every case the value is
+// x = F^-1(u), increasing in the word). Then
 //   two-sided mode: p = Phi(alpha') + u D and q = Q(beta') + (1-u) D are both
 //     formed from small, accurate terms (D = Phi(beta') - Phi(alpha'),
 //     Q = 1 - Phi); the smaller of the two is inverted, so neither tail loses
@@ -43,6 +46,8 @@ template <typename T>
 struct TruncNormalParams {
   int mode;      // TransformMode
   T sign;        // +1, or -1 when the window was mirrored
+  uint32_t flip;   // ~0 when mirrored: the mirrored frame uses word ~w, so
+                   // the value is increasing in w (x = F^-1(u)) either way
   T a_cdf;       // Phi(alpha')
   T b_sf;        // 1 - Phi(beta')
   T mass;        // Phi(beta') - Phi(alpha')
@@ -56,6 +61,7 @@ struct TruncNormalParams {
     TruncNormalParams r;
     r.mode = static_cast<int>(p[0]);
     r.sign = static_cast<T>(p[1]);
+    r.flip = p[1] < 0 ? 0xffffffffu : 0u;
     r.a_cdf = static_cast<T>(p[2]);
     r.b_sf = static_cast<T>(p[3]);
     r.mass = static_cast<T>(p[4]);
@@ -90,96 +96,129 @@ TINIT_HD float bits_as_float(uint32_t u) {
 #endif
 }
 
+// Correctly rounded a*b + c: one rounding on every backend (hardware FMA on
+// x86-64-v3+, CUDA and Triton), so results stay bit-identical while each
+// Horner step costs one instruction.
+TINIT_HD float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return __builtin_fmaf(a, b, c);
+#endif
+}
+TINIT_HD double fma_rn(double a, double b, double c) {
+#if defined(__CUDA_ARCH__)
+  return __fma_rn(a, b, c);
+#else
+  return __builtin_fma(a, b, c);
+#endif
+}
+
 // (0, 1): word * 2^-32 + 2^-33. The complement 1 - u is uniform_open(~word).
 template <typename T>
 TINIT_HD T uniform_open(uint32_t w) {
-  return static_cast<T>(w) * static_cast<T>(2.3283064365386962890625e-10) +
-         static_cast<T>(1.16415321826934814453125e-10);
+  return fma_rn(static_cast<T>(w), static_cast<T>(2.3283064365386962890625e-10),
+                static_cast<T>(1.16415321826934814453125e-10));
 }
 
-// Natural log for x > 0 (subnormals included), Cephes logf polynomial on
+// Natural log for normal x > 0 (callers never pass subnormals: see the
+// tail-mode edge in tinit/params.py), Cephes logf polynomial on
 // [sqrt(1/2), sqrt(2)); about 1 ulp.
 TINIT_HD float log_pos(float x) {
-  const bool sub = x < 1.17549435e-38f;
-  x = sub ? x * 8388608.0f : x;
   const uint32_t bits = float_as_bits(x);
-  int e = static_cast<int>((bits >> 23) & 0xffu) - 126;
-  float m = bits_as_float((bits & 0x007fffffu) | 0x3f000000u);  // [0.5, 1)
-  const bool low = m < 0.70710678118654752f;
-  e = low ? e - 1 : e;
-  e = sub ? e - 23 : e;
-  m = low ? (m + m) - 1.0f : m - 1.0f;
-  const float fe = static_cast<float>(e);
+  const float m0 = bits_as_float((bits & 0x007fffffu) | 0x3f000000u);  // [0.5, 1)
+  const bool low = m0 < 0.70710678118654752f;
+  const float e = static_cast<float>(static_cast<int>(bits >> 23) - (low ? 127 : 126));
+  const float m = low ? (m0 + m0) - 1.0f : m0 - 1.0f;
   const float z = m * m;
   float y = 7.0376836292e-2f;
-  y = y * m - 1.1514610310e-1f;
-  y = y * m + 1.1676998740e-1f;
-  y = y * m - 1.2420140846e-1f;
-  y = y * m + 1.4249322787e-1f;
-  y = y * m - 1.6668057665e-1f;
-  y = y * m + 2.0000714765e-1f;
-  y = y * m - 2.4999993993e-1f;
-  y = y * m + 3.3333331174e-1f;
+  y = fma_rn(y, m, -1.1514610310e-1f);
+  y = fma_rn(y, m, 1.1676998740e-1f);
+  y = fma_rn(y, m, -1.2420140846e-1f);
+  y = fma_rn(y, m, 1.4249322787e-1f);
+  y = fma_rn(y, m, -1.6668057665e-1f);
+  y = fma_rn(y, m, 2.0000714765e-1f);
+  y = fma_rn(y, m, -2.4999993993e-1f);
+  y = fma_rn(y, m, 3.3333331174e-1f);
   y = y * m * z;
-  y = y + fe * -2.12194440e-4f;
-  y = y - 0.5f * z;
-  float r = m + y;
-  r = r + fe * 0.693359375f;
-  return r;
+  y = fma_rn(e, -2.12194440e-4f, y);
+  y = fma_rn(-0.5f, z, y);
+  const float r = m + y;
+  return fma_rn(e, 0.693359375f, r);
 }
 
 TINIT_HD double log_pos(double x) { return ::log(x); }
 TINIT_HD float sqrt_rn(float x) { return ::sqrtf(x); }
 TINIT_HD double sqrt_rn(double x) { return ::sqrt(x); }
 
-// Phi^-1(s) for s in (0, 1/2], given s and log(s) (either may be the
-// primary quantity). Wichura, "Algorithm AS 241: The percentage points of the
-// normal distribution", Applied Statistics 37(3), 1988 (PPND16 coefficients).
-// The branches are evaluated with per-lane coefficient selects so that the
-// loop vectorises without divergent control flow; Far = false drops the
-// s < e^-25 branch for windows that cannot reach it.
-template <typename T, bool Far = true>
-TINIT_HD T ndtri_lower(T s, T log_s) {
-  const T q = s - T(0.5);
-  const bool central = q >= T(-0.425);
-  const T rt = sqrt_rn(-log_s);
-  const bool far = Far && rt > T(5);
-  const T t = central ? T(0.180625) - q * q : (far ? rt - T(5) : rt - T(1.6));
-#define TINIT_C(a, c, e) (central ? T(a) : (far ? T(e) : T(c)))
-  T num = TINIT_C(2.5090809287301226727e+3, 7.74545014278341407640e-4,
-                  2.01033439929228813265e-7);
-  num = num * t + TINIT_C(3.3430575583588128105e+4, 2.27238449892691845833e-2,
-                          2.71155556874348757815e-5);
-  num = num * t + TINIT_C(6.7265770927008700853e+4, 2.41780725177450611770e-1,
-                          1.24266094738807843860e-3);
-  num = num * t + TINIT_C(4.5921953931549871457e+4, 1.27045825245236838258e+0,
-                          2.65321895265761230930e-2);
-  num = num * t + TINIT_C(1.3731693765509461125e+4, 3.64784832476320460504e+0,
-                          2.96560571828504891230e-1);
-  num = num * t + TINIT_C(1.9715909503065514427e+3, 5.76949722146069140550e+0,
-                          1.78482653991729133580e+0);
-  num = num * t + TINIT_C(1.3314166789178437745e+2, 4.63033784615654529590e+0,
-                          5.46378491116411436990e+0);
-  num = num * t + TINIT_C(3.3871328727963666080e+0, 1.42343711074968357734e+0,
-                          6.65790464350110377720e+0);
-  T den = TINIT_C(5.2264952788528545610e+3, 1.05075007164441684324e-9,
-                  2.04426310338993978564e-15);
-  den = den * t + TINIT_C(2.8729085735721942674e+4, 5.47593808499534494600e-4,
-                          1.42151175831644588870e-7);
-  den = den * t + TINIT_C(3.9307895800092710610e+4, 1.51986665636164571966e-2,
-                          1.84631831751005468180e-5);
-  den = den * t + TINIT_C(2.1213794301586595867e+4, 1.48103976427480074590e-1,
-                          7.86869131145613259100e-4);
-  den = den * t + TINIT_C(5.3941960214247511077e+3, 6.89767334985100004550e-1,
-                          1.48753612908506148525e-2);
-  den = den * t + TINIT_C(6.8718700749205790830e+2, 1.67638483018380384940e+0,
-                          1.36929880922735805310e-1);
-  den = den * t + TINIT_C(4.2313330701600911252e+1, 2.05319162663775882187e+0,
-                          5.99832206555887937690e-1);
+// c ? a : b through integer masks: compilers otherwise turn select-then-
+// divide into two divisions and a select.
+TINIT_HD float select_bits(bool c, float a, float b) {
+  const uint32_t m = c ? 0xffffffffu : 0u;
+  return bits_as_float((float_as_bits(a) & m) | (float_as_bits(b) & ~m));
+}
+TINIT_HD double select_bits(bool c, double a, double b) { return c ? a : b; }
+
+// c0 + t (c1 + t (c2 + ...)), one fma per coefficient, highest first.
+template <typename T>
+TINIT_HD T horner(T, T c) {
+  return c;
+}
+template <typename T, typename... Rest>
+TINIT_HD T horner(T t, T c, Rest... rest) {
+  return fma_rn(horner<T>(t, rest...), t, c);
+}
+
+// Phi^-1(s) for s in (0, 1/2], given s and log(s). Wichura, "Algorithm AS 241:
+// The percentage points of the normal distribution", Applied Statistics
+// 37(3), 1988 (PPND16 coefficients). The central and tail rationals are both
+// evaluated (two independent fma chains) and selected per lane, so the loop
+// vectorises without divergent control flow; Far = false drops the s < e^-25
+// branch for windows that cannot reach it.
+//
+// A is the precision of the rationals. In fp32 they lose up to ~4.5 ulp, so
+// fp32 tensors evaluate them in fp64 from the fp32 inputs (result within
+// ~1 ulp); bf16/fp16 tensors, whose ulp is 2^16 / 2^13 times coarser, use
+// fp32 (A = T).
+template <typename T, bool Far = true, typename A = T>
+TINIT_HD T ndtri_lower(T s_in, T log_s_in) {
+  const A s = s_in, log_s = log_s_in;
+  const A q = s - A(0.5);
+  const bool central = q >= A(-0.425);
+  const A tc = fma_rn(-q, q, A(0.180625));
+  const A num_c = horner<A>(tc, A(3.3871328727963666080e+0), A(1.3314166789178437745e+2),
+                            A(1.9715909503065514427e+3), A(1.3731693765509461125e+4),
+                            A(4.5921953931549871457e+4), A(6.7265770927008700853e+4),
+                            A(3.3430575583588128105e+4), A(2.5090809287301226727e+3));
+  const A den_c = horner<A>(tc, A(1), A(4.2313330701600911252e+1), A(6.8718700749205790830e+2),
+                            A(5.3941960214247511077e+3), A(2.1213794301586595867e+4),
+                            A(3.9307895800092710610e+4), A(2.8729085735721942674e+4),
+                            A(5.2264952788528545610e+3));
+  const A rt = sqrt_rn(-log_s);
+  const bool far = Far && rt > A(5);
+  const A tt = far ? rt - A(5) : rt - A(1.6);
+#define TINIT_C(near_coef, far_coef) (far ? A(far_coef) : A(near_coef))
+  const A num_t = horner<A>(
+      tt, TINIT_C(1.42343711074968357734e+0, 6.65790464350110377720e+0),
+      TINIT_C(4.63033784615654529590e+0, 5.46378491116411436990e+0),
+      TINIT_C(5.76949722146069140550e+0, 1.78482653991729133580e+0),
+      TINIT_C(3.64784832476320460504e+0, 2.96560571828504891230e-1),
+      TINIT_C(1.27045825245236838258e+0, 2.65321895265761230930e-2),
+      TINIT_C(2.41780725177450611770e-1, 1.24266094738807843860e-3),
+      TINIT_C(2.27238449892691845833e-2, 2.71155556874348757815e-5),
+      TINIT_C(7.74545014278341407640e-4, 2.01033439929228813265e-7));
+  const A den_t = horner<A>(
+      tt, A(1), TINIT_C(2.05319162663775882187e+0, 5.99832206555887937690e-1),
+      TINIT_C(1.67638483018380384940e+0, 1.36929880922735805310e-1),
+      TINIT_C(6.89767334985100004550e-1, 1.48753612908506148525e-2),
+      TINIT_C(1.48103976427480074590e-1, 7.86869131145613259100e-4),
+      TINIT_C(1.51986665636164571966e-2, 1.84631831751005468180e-5),
+      TINIT_C(5.47593808499534494600e-4, 1.42151175831644588870e-7),
+      TINIT_C(1.05075007164441684324e-9, 2.04426310338993978564e-15));
 #undef TINIT_C
-  den = den * t + T(1);
-  const T ratio = num / den;
-  return central ? q * ratio : -ratio;
+  // Select before dividing (bitwise, so the compiler keeps one division).
+  const A ratio = select_bits(central, num_c, num_t) / select_bits(central, den_c, den_t);
+  return static_cast<T>(central ? q * ratio : -ratio);
 }
 
 // y > 0 with log Q(y) = log_p, for y beyond ~11 (float) / ~37 (double):
@@ -190,7 +229,12 @@ template <typename T>
 TINIT_HD T upper_tail_quantile_from_log(T log_p) {
   const T c = -log_p - T(0.91893853320467274178);
   T y = sqrt_rn(c + c);
-  const int iterations = sizeof(T) == 4 ? 4 : 6;
+  constexpr int iterations = sizeof(T) == 4 ? 4 : 6;
+#if defined(__CUDACC__)
+#pragma unroll
+#else
+#pragma GCC unroll 8
+#endif
   for (int k = 0; k < iterations; ++k) {
     const T t = T(1) / (y * y);
     T m = T(10395);
@@ -207,8 +251,9 @@ TINIT_HD T upper_tail_quantile_from_log(T log_p) {
 }
 
 // Standard-normal deviate for word w of the stream, in the mirrored frame.
-template <typename T, int Mode>
-TINIT_HD T standard_deviate(uint32_t w, const TruncNormalParams<T>& P) {
+template <typename T, int Mode, typename A = T>
+TINIT_HD T standard_deviate(uint32_t word, const TruncNormalParams<T>& P) {
+  const uint32_t w = word ^ P.flip;
   if (Mode == kTail) {
     const T u = uniform_open<T>(w);
     const T uc = uniform_open<T>(~w);
@@ -216,16 +261,17 @@ TINIT_HD T standard_deviate(uint32_t w, const TruncNormalParams<T>& P) {
     return -upper_tail_quantile_from_log<T>(log_p);
   }
   const bool lower = w <= P.split;
-  const T s = (lower ? P.a_cdf : P.b_sf) + uniform_open<T>(lower ? w : ~w) * P.mass;
-  const T z = ndtri_lower<T, Mode == kTwoSidedFar>(s, log_pos(s));
+  const T s = fma_rn(uniform_open<T>(lower ? w : ~w), P.mass,
+                     lower ? P.a_cdf : P.b_sf);
+  const T z = ndtri_lower<T, Mode == kTwoSidedFar, A>(s, log_pos(s));
   return lower ? z : -z;
 }
 
-// The value for word w in tensor units, inside [lo, hi].
-template <typename T, int Mode>
+// The value for word w in tensor units, inside [lo, hi]; A as in ndtri_lower.
+template <typename T, int Mode, typename A = T>
 TINIT_HD T trunc_normal_value(uint32_t w, const TruncNormalParams<T>& P) {
-  const T z = standard_deviate<T, Mode>(w, P) * P.sign;
-  const T x = P.mean + P.std * z;
+  const T z = standard_deviate<T, Mode, A>(w, P) * P.sign;
+  const T x = fma_rn(P.std, z, P.mean);
   const T c = x < P.lo ? P.lo : x;
   return c > P.hi ? P.hi : c;
 }
