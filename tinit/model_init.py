@@ -9,6 +9,7 @@ import torch
 
 from tinit import schemes
 from tinit.fill import fill_
+from tinit.params import check_dtype
 from tinit.roles import infer_layer, infer_role
 
 
@@ -65,9 +66,15 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         One ``ParamInit`` per parameter written, in ``named_parameters`` order.
 
     Raises:
-        KeyError: unknown scheme; ValueError: a scheme needs a value that is missing.
+        KeyError: unknown scheme; ValueError: a scheme needs a value that is
+        missing, or a parameter is on the meta device; TypeError: a parameter
+        has a dtype tinit cannot fill. All raised before anything is written.
     """
     named = list(model.named_parameters())
+    on_meta = [name for name, param in named if param.device.type == "meta"]
+    if on_meta:
+        raise ValueError(f"init_model_: {len(on_meta)} parameters are on the meta device "
+                         f"(first: {on_meta[0]}); materialise with model.to_empty(device=...) first")
     if n_layers is None:
         n_layers = _count_layers(n for n, _ in named)
     plan = []
@@ -76,6 +83,7 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         layer = infer_layer(name)
         spec = schemes.get(scheme).spec(role=role, layer_idx=layer, n_layers=n_layers,
                                         shape=tuple(param.shape), **options)
+        check_dtype(param)
         plan.append((name, param, role, layer, spec))
     summary = []
     items = progress(plan) if progress is not None else plan

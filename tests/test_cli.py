@@ -1,0 +1,172 @@
+"""``tinit init``: the printed report is parsed and checked against the model and the scheme."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tinit.cli import build_model, main, materialise_, truncated_std
+from tinit.models import GPT, GPTConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["--layers", "2", "--d-model", "64", "--no-progress"]
+STD = 0.02
+
+
+def _hf_available() -> bool:
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_hf = pytest.mark.skipif(not _hf_available(), reason="transformers is not installed (pip install transformers)")
+
+
+def _parse(out: str) -> dict:
+    """The numbers of a ``tinit init`` report: count, tied lines, timings and the role table."""
+    lines = out.splitlines()
+    report = {"tied": [], "rows": {}}
+    for line in lines:
+        if line.startswith("parameters:"):
+            report["count"] = int(line.split()[1].replace(",", ""))
+        elif line.startswith("tied:"):
+            report["tied"].append(line)
+        elif line.startswith("tensors written:"):
+            written, distinct = (int(part.split(":")[1]) for part in line.split(","))
+            report["written"], report["distinct"] = written, distinct
+        elif line.startswith("tinit again:"):
+            report["second_pass_identical"] = "values identical to the first pass" in line
+        elif line.startswith("speed-up:"):
+            report["speedup"] = float(line.split()[1].rstrip("x"))
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["role", "tensors"])
+    header = lines[start].split()
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        row = dict(zip(header, line.split(), strict=True))
+        assert row["role"] not in report["rows"], f"two table rows for role {row['role']}: {out}"
+        report["rows"][row["role"]] = row
+    return report
+
+
+def _run(capsys, *argv: str) -> dict:
+    status = main(["init", *argv])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    return _parse(out)
+
+
+def _check_report(report: dict, model: torch.nn.Module, n_layers: int, dtype_tol: float = 0.0) -> None:
+    unique = sum(p.numel() for p in model.parameters())
+    assert report["count"] == unique
+    assert sum(int(r["elements"].replace(",", "")) for r in report["rows"].values()) == unique
+    assert report["written"] == report["distinct"] == len(list(model.parameters()))
+    assert len(report["tied"]) == 1
+    assert "transformer.wte.weight = lm_head.weight" in report["tied"][0]
+    assert report["tied"][0].endswith("written 1x")
+
+    rows = report["rows"]
+    assert set(rows) == {"embedding", "weight", "residual", "norm", "bias"}
+    expected_parent = {"embedding": STD, "weight": STD, "residual": STD / math.sqrt(2 * n_layers)}
+    for role, parent in expected_parent.items():
+        row = rows[role]
+        assert float(row["parent_std"]) == pytest.approx(parent, rel=1e-5), role
+        assert float(row["trunc"]) == 2.0
+        intended = float(row["intended"])
+        assert intended == pytest.approx(parent * 0.879626, rel=1e-4), role
+        measured = float(row["measured"])
+        assert abs(measured / intended - 1) < 0.03 + dtype_tol, f"{role}: measured {measured}, intended {intended}"
+        assert abs(float(row["mean"])) < 0.05 * intended, role
+    for role, value in (("norm", 1.0), ("bias", 0.0)):
+        assert rows[role]["intended"] == f"={value:g}"
+        assert float(rows[role]["measured"]) == value
+        assert rows[role]["error"] == "dev=0"
+
+
+def _meta_gpt(n_layers: int, d_model: int) -> GPT:
+    with torch.device("meta"):
+        return GPT(GPTConfig(n_layers=n_layers, d_model=d_model, n_heads=1))
+
+
+def test_init_tinit_model(capsys):
+    report = _run(capsys, *SMALL)
+    _check_report(report, _meta_gpt(2, 64), n_layers=2)
+
+
+def test_residual_std_follows_depth(capsys):
+    report = _run(capsys, "--layers", "8", "--d-model", "64", "--no-progress")
+    assert float(report["rows"]["residual"]["parent_std"]) == pytest.approx(STD / 4.0, rel=1e-5)
+    _check_report(report, _meta_gpt(8, 64), n_layers=8)
+
+
+def test_init_compare_bf16(capsys):
+    report = _run(capsys, *SMALL, "--compare", "--dtype", "bfloat16", "--seed", "7")
+    _check_report(report, _meta_gpt(2, 64), n_layers=2, dtype_tol=0.01)
+    assert report["speedup"] > 0
+    assert report["second_pass_identical"]
+    for role in ("embedding", "weight", "residual"):
+        row = report["rows"][role]
+        assert abs(float(row["torch_measured"]) / float(row["intended"]) - 1) < 0.04, role
+
+
+@needs_hf
+def test_init_hf_gpt2(capsys):
+    import transformers
+
+    report = _run(capsys, "--model", "hf-gpt2", *SMALL)
+    with torch.device("meta"):
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=1))
+    _check_report(report, model, n_layers=2)
+
+
+def test_hf_missing_is_a_clear_error(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # makes `import transformers` raise ImportError
+    with pytest.raises(SystemExit) as exit_info:
+        main(["init", "--model", "hf-gpt2", *SMALL])
+    assert exit_info.value.code == 2
+    assert "pip install transformers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["gpt2-small", pytest.param("hf-gpt2", marks=needs_hf)])
+def test_materialise_restores_tie(name):
+    model, _, _ = build_model(name, layers=1, d_model=64)
+    materialise_(model)
+    assert model.lm_head.weight is model.transformer.wte.weight
+    assert model.lm_head.weight.device.type == "cpu"
+
+
+def test_materialise_restores_tie_without_tie_weights():
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    model[1].weight = model[0].weight
+    materialise_(model)
+    assert model[1].weight is model[0].weight
+
+
+def test_materialise_warns_about_buffers():
+    with torch.device("meta"):
+        model = torch.nn.BatchNorm1d(4)
+    with pytest.warns(RuntimeWarning, match="buffers uninitialised"):
+        materialise_(model)
+
+
+@pytest.mark.parametrize("alpha,beta", [(-2.0, 2.0), (-3.0, 3.0), (0.0, math.inf), (-1.0, 0.5), (8.0, 100.0)],
+                         ids=["2sigma", "3sigma", "half", "skew", "far-tail"])
+def test_truncated_std_matches_scipy(alpha, beta):
+    truncnorm = pytest.importorskip("scipy.stats").truncnorm
+    assert truncated_std(0.02, alpha, beta) == pytest.approx(0.02 * truncnorm.std(alpha, beta), rel=1e-6)
+
+
+def test_python_dash_m():
+    result = subprocess.run([sys.executable, "-m", "tinit", "init", "--layers", "1", "--d-model", "64",
+                             "--no-progress"], check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    report = _parse(result.stdout)
+    assert report["count"] == sum(p.numel() for p in _meta_gpt(1, 64).parameters())

@@ -1,0 +1,410 @@
+"""``tinit init``: initialise a whole model through tinit and report what was written.
+
+    tinit init                              # tinit's GPT-2 small, scheme gpt2
+    tinit init --model hf-gpt2 --compare    # transformers.GPT2LMHeadModel(GPT2Config())
+    python -m tinit init --layers 2 --d-model 64
+
+The model is built on the meta device (no memory, no init), materialised on
+the CPU with ``to_empty`` (ties restored), then every parameter is written
+once by ``tinit.init_model_``. The report gives the parameter count, wall time,
+G elements/s and, per role, the intended and the measured std.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+from tqdm import tqdm
+
+import tinit
+from tinit import dispatch, schemes
+from tinit.models import GPT, GPTConfig
+
+MODELS = ("gpt2-small", "hf-gpt2")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16,
+          "float16": torch.float16, "float64": torch.float64}
+_CHUNK = 1 << 22  # elements per fp64 chunk when measuring moments
+
+
+def truncated_std(std: float, alpha: float, beta: float) -> float:
+    """Standard deviation of N(mu, std^2) truncated to [mu + alpha std, mu + beta std].
+
+    Args:
+        std: std of the parent normal, tensor units, > 0.
+        alpha, beta: bounds in units of std, alpha < beta (either may be infinite).
+
+    Returns:
+        std * sqrt(1 + (alpha phi(alpha) - beta phi(beta)) / Z
+        - ((phi(alpha) - phi(beta)) / Z)^2), Z = Phi(beta) - Phi(alpha)
+        (Johnson, Kotz & Balakrishnan, Continuous Univariate Distributions
+        vol. 1, 2nd ed., eq. 13.134). For +-2 std the factor is 0.879626.
+        Computed on the mirrored window when it lies mostly above the mean,
+        so one-sided tail windows keep their digits (a = 8, b = 100 -> 0.1197).
+    """
+    def pdf(x):
+        return 0.0 if math.isinf(x) else math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+    def x_pdf(x):
+        return 0.0 if math.isinf(x) else x * pdf(x)
+
+    def cdf(x):  # accurate in the lower tail
+        return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+    if alpha + beta > 0:  # the same std on the mirrored window, which lies in the accurate tail
+        alpha, beta = -beta, -alpha
+    mass = cdf(beta) - cdf(alpha)
+    shift = (pdf(alpha) - pdf(beta)) / mass
+    return std * math.sqrt(1.0 + (x_pdf(alpha) - x_pdf(beta)) / mass - shift * shift)
+
+
+def _default_heads(d_model: int) -> int:
+    """Heads of width 64 as in GPT-2 (768 -> 12); the largest divisor of d_model at most d_model // 64."""
+    heads = max(1, d_model // 64)
+    while d_model % heads:
+        heads -= 1
+    return heads
+
+
+def build_model(name: str, *, layers: int | None = None, d_model: int | None = None,
+                heads: int | None = None) -> tuple[torch.nn.Module, int, str]:
+    """Build ``name`` on the meta device (no memory is allocated, nothing is initialised).
+
+    Args:
+        name: "gpt2-small" (``tinit.models.GPT``) or "hf-gpt2"
+            (``transformers.GPT2LMHeadModel(GPT2Config(...))``, no download).
+        layers, d_model, heads: override GPT-2 small's 12 / 768 / 12; ``heads``
+            defaults to d_model // 64 (rounded down to a divisor of d_model).
+
+    Returns:
+        (model on the meta device, number of blocks L, one-line description).
+
+    Raises:
+        ImportError: "hf-gpt2" without transformers installed.
+        ValueError: unknown model name or an invalid shape.
+    """
+    sizes = {}
+    if layers is not None:
+        sizes["n_layers"] = layers
+    if d_model is not None:
+        sizes["d_model"] = d_model
+        sizes["n_heads"] = _default_heads(d_model)
+    if heads is not None:
+        sizes["n_heads"] = heads
+    if name == "gpt2-small":
+        config = GPTConfig(**sizes)
+        with torch.device("meta"):
+            model = GPT(config)
+        return model, config.n_layers, (
+            f"gpt2-small (tinit.models.GPT): {config.n_layers} layers, d_model {config.d_model}, "
+            f"{config.n_heads} heads, vocab {config.vocab}, n_ctx {config.n_ctx}")
+    if name == "hf-gpt2":
+        try:
+            import transformers
+        except ImportError as err:
+            raise ImportError(f"--model hf-gpt2 needs transformers (pip install transformers): {err}") from err
+        renames = {"n_layers": "n_layer", "d_model": "n_embd", "n_heads": "n_head"}
+        config = transformers.GPT2Config(**{renames[k]: v for k, v in sizes.items()})
+        with torch.device("meta"):
+            model = transformers.GPT2LMHeadModel(config)
+        return model, config.n_layer, (
+            f"hf-gpt2 (transformers {transformers.__version__} GPT2LMHeadModel): {config.n_layer} layers, "
+            f"d_model {config.n_embd}, {config.n_head} heads, vocab {config.vocab_size}, n_ctx {config.n_positions}")
+    raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
+
+
+def tied_groups(model: torch.nn.Module) -> list[list[str]]:
+    """Names that share one Parameter, e.g. [["transformer.wte.weight", "lm_head.weight"]].
+
+    Args:
+        model: any module.
+
+    Returns:
+        One list per shared Parameter with more than one name, in
+        ``named_parameters`` order (the first name is the one tinit writes).
+    """
+    groups = defaultdict(list)
+    for name, param in model.named_parameters(remove_duplicate=False):
+        groups[id(param)].append(name)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def materialise_(model: torch.nn.Module, device: str = "cpu") -> torch.nn.Module:
+    """``to_empty(device=...)`` then restore every tie the model had before.
+
+    ``to_empty`` replaces each module's parameters one module at a time, so a
+    Parameter shared by two modules (GPT-2's ``lm_head``/``wte``) comes back
+    as two tensors. The model's own ``tie_weights()`` is called when it has
+    one; any tie still broken is restored by pointing the later names at the
+    first one's Parameter.
+
+    Args:
+        model: a module (typically on the meta device).
+        device: where to allocate (uninitialised) storage.
+
+    Returns:
+        ``model``, with uninitialised parameters and buffers on ``device``
+        (a RuntimeWarning names the buffers: their values are lost too).
+
+    Raises:
+        RuntimeError: a tie could not be restored.
+    """
+    groups = tied_groups(model)
+    model.to_empty(device=device)
+    if callable(getattr(model, "tie_weights", None)):
+        model.tie_weights()
+    for first, *others in groups:
+        shared = model.get_parameter(first)
+        for name in others:
+            if model.get_parameter(name) is not shared:
+                owner, _, leaf = name.rpartition(".")
+                setattr(model.get_submodule(owner), leaf, shared)
+    lost = [g for g in groups if len({id(model.get_parameter(n)) for n in g}) != 1]
+    if lost:
+        raise RuntimeError(f"tied parameters could not be restored after to_empty: {lost}")
+    buffers = [name for name, _ in model.named_buffers()]
+    if buffers:
+        warnings.warn(f"to_empty left {len(buffers)} buffers uninitialised ({', '.join(buffers[:3])}, ...); "
+                      "tinit initialises parameters only", RuntimeWarning, stacklevel=2)
+    return model
+
+
+@dataclass
+class Moments:
+    """Running fp64 moments of every element of a group of tensors.
+
+    Attributes:
+        tensors: tensors added; n: elements added.
+        total, squares: fp64 sums of the values and of their squares.
+        lo, hi: smallest and largest value.
+    """
+
+    tensors: int = 0
+    n: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+    lo: float = math.inf
+    hi: float = -math.inf
+
+    def add(self, tensor: torch.Tensor) -> None:
+        """Accumulate every element of ``tensor`` (any dtype and shape), in fp64 chunks."""
+        self.tensors += 1
+        for chunk in tensor.detach().reshape(-1).split(_CHUNK):
+            c = chunk.double()
+            self.n += c.numel()
+            self.total += float(c.sum())
+            self.squares += float(c.dot(c))
+            if c.numel():
+                self.lo, self.hi = min(self.lo, float(c.min())), max(self.hi, float(c.max()))
+
+    @property
+    def mean(self) -> float:
+        """Mean of the elements (NaN when empty)."""
+        return self.total / self.n if self.n else math.nan
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation of the elements (NaN for fewer than two)."""
+        if self.n < 2:
+            return math.nan
+        return math.sqrt(max(self.squares - self.total * self.mean, 0.0) / (self.n - 1))
+
+
+def _spec_key(role: str, spec: schemes.InitSpec) -> tuple:
+    if spec.constant is not None:
+        return (role, "constant", spec.constant)
+    return (role, spec.mean, spec.std, spec.trunc)
+
+
+def measure(summary, params: dict, specs: dict) -> dict[tuple, Moments]:
+    """Pooled moments of the written values per (role, spec).
+
+    Args:
+        summary: ``init_model_``'s list of ``ParamInit``.
+        params: name -> tensor.
+        specs: name -> the ``InitSpec`` the parameter was written with.
+
+    Returns:
+        (role, spec...) key -> moments over every element of those tensors.
+    """
+    groups: dict[tuple, Moments] = {}
+    for entry in summary:
+        key = _spec_key(entry.role, specs[entry.name])
+        groups.setdefault(key, Moments()).add(params[entry.name])
+    return groups
+
+
+def _torch_init_(summary, params: dict, specs: dict) -> None:
+    """The same per-parameter distribution through ``torch.nn.init``."""
+    for entry in summary:
+        spec, param = specs[entry.name], params[entry.name]
+        if spec.constant is not None:
+            torch.nn.init.constant_(param, spec.constant)
+        else:
+            half = spec.trunc * spec.std
+            torch.nn.init.trunc_normal_(param, spec.mean, spec.std, spec.mean - half, spec.mean + half)
+
+
+def _table(rows: list[list[str]]) -> str:
+    """Plain-text table: first column left-aligned, the others right-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+
+    def line(row):
+        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        return "  ".join(cells)
+
+    return "\n".join(line(r) for r in rows)
+
+
+def _role_rows(tinit_moments: dict, torch_moments: dict | None) -> list[list[str]]:
+    head = ["role", "tensors", "elements", "parent_std", "trunc", "intended", "measured", "error", "mean"]
+    if torch_moments is not None:
+        head.append("torch_measured")
+    rows = [head]
+    for key, m in tinit_moments.items():
+        role = key[0]
+        if key[1] == "constant":
+            constant = key[2]
+            row = [role, str(m.tensors), f"{m.n:,}", "-", "-", f"={constant:g}", f"{m.mean:g}",
+                   f"dev={max(abs(m.lo - constant), abs(m.hi - constant)):.2g}", "-"]
+            other = torch_moments[key].mean if torch_moments is not None else None
+        else:
+            _, _, std, trunc = key
+            intended = truncated_std(std, -trunc, trunc)
+            row = [role, str(m.tensors), f"{m.n:,}", f"{std:.6g}", f"{trunc:g}", f"{intended:.6f}",
+                   f"{m.std:.6f}", f"{100 * (m.std / intended - 1):+.2f}%", f"{m.mean:+.2e}"]
+            other = torch_moments[key].std if torch_moments is not None else None
+        if other is not None:
+            row.append(f"{other:.6f}" if key[1] != "constant" else f"{other:g}")
+        rows.append(row)
+    return rows
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``tinit`` argument parser (sub-command ``init``).
+
+    Returns:
+        An ``argparse.ArgumentParser``.
+    """
+    parser = argparse.ArgumentParser(prog="tinit", description="tinit: fast truncated-normal initialisation.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    init = sub.add_parser("init", help="initialise a whole model and report per-role stds",
+                          description=__doc__.split("\n\n")[0])
+    init.add_argument("--model", choices=MODELS, default="gpt2-small",
+                      help="gpt2-small: tinit's own GPT-2-small-shaped model (default); "
+                           "hf-gpt2: transformers.GPT2LMHeadModel(GPT2Config()), needs transformers")
+    init.add_argument("--scheme", choices=sorted(schemes.SCHEMES), default="gpt2", help="default: gpt2")
+    init.add_argument("--seed", type=int, default=0, help="Philox key (default 0)")
+    init.add_argument("--layers", type=int, help="number of blocks (default 12)")
+    init.add_argument("--d-model", type=int, help="model width (default 768)")
+    init.add_argument("--heads", type=int, help="attention heads (default d_model // 64)")
+    init.add_argument("--backend", choices=["auto", *dispatch.BACKENDS], default="auto")
+    init.add_argument("--dtype", choices=list(DTYPES), default="float32")
+    init.add_argument("--compare", action="store_true",
+                      help="also time torch.nn.init.trunc_normal_ with the same std and bounds per parameter")
+    init.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def _timed_init(model, args, n_layers: int, progress: bool = True) -> tuple[list, float]:
+    scratch = torch.empty(4096, dtype=DTYPES[args.dtype])
+    tinit.trunc_normal_at_(scratch, 0.0, 0.02, -0.04, 0.04, seed=args.seed, backend=args.backend)  # warm-up
+
+    def bar(items):
+        return tqdm(items, desc=f"tinit {args.scheme}", unit="tensor", file=sys.stderr,
+                    disable=args.no_progress or not progress)
+
+    start = time.perf_counter()
+    summary = tinit.init_model_(model, args.scheme, seed=args.seed, n_layers=n_layers,
+                                backend=args.backend, progress=bar)
+    return summary, time.perf_counter() - start
+
+
+def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
+    dtype = DTYPES[args.dtype]
+    model.to(dtype=dtype)
+    start = time.perf_counter()
+    materialise_(model, "cpu")
+    materialise_s = time.perf_counter() - start
+    params = dict(model.named_parameters())
+    count = sum(p.numel() for p in params.values())
+    backend = dispatch.select(torch.empty(1, dtype=dtype), args.backend).name
+
+    summary, seconds = _timed_init(model, args, n_layers)
+    scheme = schemes.get(args.scheme)
+    specs = {e.name: scheme.spec(role=e.role, layer_idx=e.layer, n_layers=n_layers,
+                                 shape=tuple(params[e.name].shape)) for e in summary}
+    written = [params[e.name].data_ptr() for e in summary if e.numel]
+    ok = len(written) == len(set(written)) and sum(e.numel for e in summary) == count
+
+    print(f"tinit init: {description}")
+    print(f"scheme {args.scheme}, seed {args.seed}, dtype {args.dtype}, backend {backend}, "
+          f"{torch.get_num_threads()} threads")
+    print(f"materialised on cpu with to_empty in {materialise_s:.3f} s")
+    print(f"parameters: {count:,} in {len(params)} unique tensors (tied counted once)")
+    for group in tied_groups(model):
+        ptr = model.get_parameter(group[0]).data_ptr()
+        print(f"tied: {' = '.join(group)}: data_ptr {ptr:#x} written {written.count(ptr)}x")
+        ok = ok and written.count(ptr) == 1
+    print(f"tensors written: {len(summary)}, distinct data_ptr: {len(set(written))}")
+    print(f"tinit:                       {seconds:8.3f} s  {count / seconds / 1e9:8.3f} G elements/s"
+          "  (includes the first touch of the memory to_empty allocated)")
+    tinit_moments = measure(summary, params, specs)
+    torch_moments = None
+    if args.compare:
+        probe = torch.empty(4096, dtype=dtype)
+        torch.nn.init.trunc_normal_(probe, 0.0, 0.02, -0.04, 0.04)  # warm-up
+        torch.manual_seed(args.seed)
+        start = time.perf_counter()
+        _torch_init_(summary, params, specs)
+        torch_s = time.perf_counter() - start
+        torch_moments = measure(summary, params, specs)
+        _, warm_s = _timed_init(model, args, n_layers, progress=False)
+        same = {k: (m.total, m.squares) for k, m in measure(summary, params, specs).items()} == {
+            k: (m.total, m.squares) for k, m in tinit_moments.items()}
+        ok = ok and same
+        print(f"torch.nn.init.trunc_normal_: {torch_s:8.3f} s  {count / torch_s / 1e9:8.3f} G elements/s"
+              f"  (same std and bounds per parameter; torch {torch.__version__})")
+        print(f"tinit again:                 {warm_s:8.3f} s  {count / warm_s / 1e9:8.3f} G elements/s"
+              f"  (same seed: values {'identical to' if same else 'DIFFERENT from'} the first pass;"
+              " memory already touched, as for torch)")
+        print(f"speed-up: {torch_s / warm_s:.1f}x over torch.nn.init.trunc_normal_ "
+              f"({torch_s / seconds:.1f}x counting tinit's first touch)")
+    print()
+    print(_table(_role_rows(tinit_moments, torch_moments)))
+    print("\nparent_std: std of the parent normal; trunc: bounds +-trunc x parent_std around the mean\n"
+          "intended: std of the truncated normal = parent_std x truncation factor (=value for constants)\n"
+          "measured: std of the values written (their value for constants); mean: their mean\n"
+          "error: measured / intended - 1 (max |value - constant| for constants)")
+    if not ok:
+        print("error: a tensor was written more than once, the element counts disagree, "
+              "or the same seed gave different values", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``tinit`` console script and of ``python -m tinit``.
+
+    Args:
+        argv: arguments without the program name; ``sys.argv[1:]`` when None.
+
+    Returns:
+        Exit status: 0 on success, 1 when a tied tensor was written more than
+        once, the element counts disagree or (``--compare``) the second tinit
+        pass with the same seed wrote different values, 2 on bad usage (argparse's
+        convention, also for ``--model hf-gpt2`` without transformers).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        built = build_model(args.model, layers=args.layers, d_model=args.d_model, heads=args.heads)
+    except (ImportError, ValueError) as err:
+        parser.exit(2, f"tinit {args.command}: error: {err}\n")
+    return _init(args, *built)
