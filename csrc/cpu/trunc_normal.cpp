@@ -106,17 +106,7 @@ TINIT_HD void transform_range(out_t* __restrict out,
                               const uint32_t* __restrict w, int64_t n,
                               const TruncNormalParams<T>& params) {
   const TruncNormalParams<T> P = params;  // by value: no aliasing with out
-  // Two independent halves per iteration: the transform is one long
-  // dependency chain (log, sqrt, two Horner chains, a division), and a
-  // second chain in flight nearly doubles fp32 throughput. The bf16 loop
-  // already carries two vectors per iteration (it packs 32 results per
-  // store); splitting it again spills registers and runs slower.
-  const int64_t h = std::is_same<out_t, c10::BFloat16>::value ? 0 : n / 2;
-  for (int64_t i = 0; i < h; ++i) {
-    out[i] = store_cast<out_t, T>(trunc_normal_value<T, Mode, RationalT<out_t>>(w[i], P));
-    out[h + i] = store_cast<out_t, T>(trunc_normal_value<T, Mode, RationalT<out_t>>(w[h + i], P));
-  }
-  for (int64_t i = 2 * h; i < n; ++i) {  // all of bf16; an odd last element
+  for (int64_t i = 0; i < n; ++i) {
     out[i] = store_cast<out_t, T>(trunc_normal_value<T, Mode, RationalT<out_t>>(w[i], P));
   }
 }
@@ -130,7 +120,8 @@ TINIT_HD void transform_range(out_t* __restrict out,
 #define TINIT_TRANSFORM_MODES(prefix, out_t, T)                      \
   TINIT_TRANSFORM_ENTRY(prefix##_two, out_t, T, kTwoSided)           \
   TINIT_TRANSFORM_ENTRY(prefix##_far, out_t, T, kTwoSidedFar)        \
-  TINIT_TRANSFORM_ENTRY(prefix##_tail, out_t, T, kTail)
+  TINIT_TRANSFORM_ENTRY(prefix##_tail, out_t, T, kTail)            \
+  TINIT_TRANSFORM_ENTRY(prefix##_central, out_t, T, kCentral)
 TINIT_TRANSFORM_MODES(transform_f32, float, float)
 TINIT_TRANSFORM_MODES(transform_bf16, c10::BFloat16, float)
 TINIT_TRANSFORM_MODES(transform_f16, c10::Half, float)
@@ -152,12 +143,20 @@ using TransformFn = void (*)(out_t*, const uint32_t*, int64_t,
                              const TruncNormalParams<T>&);
 
 template <typename out_t, typename T>
+struct TransformSet {
+  TransformFn<out_t, T> two, far, tail, central;
+  TransformFn<out_t, T> operator[](int mode) const {
+    return mode == kTail ? tail
+                         : (mode == kTwoSidedFar ? far : (mode == kCentral ? central : two));
+  }
+};
+
+template <typename out_t, typename T>
 void launch(const at::Tensor& t, uint64_t seed, uint64_t stream,
             uint64_t offset, const TruncNormalParams<T>& P,
-            TransformFn<out_t, T> two, TransformFn<out_t, T> far,
-            TransformFn<out_t, T> tail) {
+            const TransformSet<out_t, T>& set) {
   out_t* base = t.data_ptr<out_t>();
-  const auto fn = P.mode == kTail ? tail : (P.mode == kTwoSidedFar ? far : two);
+  const auto fn = set[P.mode];
   at::parallel_for(0, t.numel(), kGrain, [&](int64_t begin, int64_t end) {
     alignas(64) uint32_t storage[kChunk + 64 + 4 + 1024];
     for (int64_t j = begin; j < end; j += kChunk) {
@@ -192,25 +191,25 @@ void trunc_normal_cpu(at::Tensor self, int64_t seed, int64_t stream,
     case at::kFloat:
       launch<float, float>(self, s, st, off,
                            TruncNormalParams<float>::from_packed(transform.data()),
-                           transform_f32_two, transform_f32_far, transform_f32_tail);
+                           {transform_f32_two, transform_f32_far, transform_f32_tail, transform_f32_central});
       break;
     case at::kBFloat16:
       launch<c10::BFloat16, float>(
           self, s, st, off,
           TruncNormalParams<float>::from_packed(transform.data()),
-          transform_bf16_two, transform_bf16_far, transform_bf16_tail);
+          {transform_bf16_two, transform_bf16_far, transform_bf16_tail, transform_bf16_central});
       break;
     case at::kHalf:
       launch<c10::Half, float>(
           self, s, st, off,
           TruncNormalParams<float>::from_packed(transform.data()),
-          transform_f16_two, transform_f16_far, transform_f16_tail);
+          {transform_f16_two, transform_f16_far, transform_f16_tail, transform_f16_central});
       break;
     case at::kDouble:
       launch<double, double>(
           self, s, st, off,
           TruncNormalParams<double>::from_packed(transform.data()),
-          transform_f64_two, transform_f64_far, transform_f64_tail);
+          {transform_f64_two, transform_f64_far, transform_f64_tail, transform_f64_central});
       break;
     default:
       TORCH_CHECK(false, "tinit::trunc_normal_: unsupported dtype ",

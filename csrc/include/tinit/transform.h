@@ -20,7 +20,9 @@
 //     digits to cancellation near 1. Which one is smaller is decided on the
 //     word itself: p <= q exactly when word <= split (a host constant), so
 //     only one uniform is formed per element. The far-tail branch of the
-//     inverse (s < e^-25) is compiled in only when the window can reach it.
+//     inverse (s < e^-25) is compiled in only when the window can reach it;
+//     windows inside |z| <~ 3.3 (float compute) use one polynomial instead
+//     (ndtri_central).
 //   tail mode (whole window beyond ~11 sigma for float, ~37 for double, where
 //     Phi underflows or D has no digits left): log p = log Phi(beta')
 //     + log(u + r (1-u)) with r = Phi(alpha')/Phi(beta'), inverted with the
@@ -39,7 +41,12 @@
 
 namespace tinit {
 
-enum TransformMode : int { kTwoSided = 0, kTail = 1, kTwoSidedFar = 2 };
+enum TransformMode : int {
+  kTwoSided = 0,     // AS 241 central + tail branches
+  kTail = 1,         // log-space tail sampling
+  kTwoSidedFar = 2,  // AS 241 with its far-tail branch
+  kCentral = 3,      // one polynomial, for windows inside |z| <~ 3.3
+};
 constexpr int kParamCount = 12;
 
 template <typename T>
@@ -181,7 +188,7 @@ TINIT_HD T horner(T t, T c, Rest... rest) {
 // ~1 ulp); bf16/fp16 tensors, whose ulp is 2^16 / 2^13 times coarser, use
 // fp32 (A = T).
 template <typename T, bool Far = true, typename A = T>
-TINIT_HD T ndtri_lower(T s_in, T log_s_in) {
+TINIT_HD A ndtri_lower(T s_in, T log_s_in) {
   const A s = s_in, log_s = log_s_in;
   const A q = s - A(0.5);
   const bool central = q >= A(-0.425);
@@ -218,7 +225,26 @@ TINIT_HD T ndtri_lower(T s_in, T log_s_in) {
 #undef TINIT_C
   // Select before dividing (bitwise, so the compiler keeps one division).
   const A ratio = select_bits(central, num_c, num_t) / select_bits(central, den_c, den_t);
-  return static_cast<T>(central ? q * ratio : -ratio);
+  return central ? q * ratio : -ratio;
+}
+
+// Phi^-1(s) for s in [e^-6.25 / 4, 1/2] (|z| <= 3.3): z = -x G(w) with
+// x = 1 - 2s, w = -log(4 s (1 - s)) = -log(1 - x^2) in [0, 6.25] and G a
+// degree-12 polynomial in w - 3.125 (least-squares fit of sqrt(2) erfinv(x)/x,
+// relative error 2e-9; the same variables as Giles, "Approximating the
+// erfinv function", GPU Computing Gems Jade, 2011). No division, square root
+// or branch: the mode for the +-2 and +-3 sigma windows of weight init.
+template <typename T>
+TINIT_HD T ndtri_central(T s) {
+  const T w = -log_pos(T(4) * fma_rn(-s, s, s));
+  const T g = horner<T>(w - T(3.125), T(2.33862071010127481e+00), T(3.39634954474917872e-01),
+                        T(-8.53289995011116860e-03), T(-1.04749843972010777e-03),
+                        T(2.64083328814145697e-04), T(-1.96445117269990424e-05),
+                        T(-1.93183641443874362e-06), T(6.03361620658563376e-07),
+                        T(-4.09017025663115202e-08), T(-6.66849891677600610e-09),
+                        T(1.46103378864113002e-09), T(5.96620113740977795e-12),
+                        T(-1.76240363502017303e-11));
+  return fma_rn(s + s, g, -g);  // -(1 - 2s) g with one rounding (2s is exact)
 }
 
 // y > 0 with log Q(y) = log_p, for y beyond ~11 (float) / ~37 (double):
@@ -250,28 +276,31 @@ TINIT_HD T upper_tail_quantile_from_log(T log_p) {
   return y;
 }
 
-// Standard-normal deviate for word w of the stream, in the mirrored frame.
+// Standard-normal deviate for word w of the stream, in the mirrored frame,
+// in precision A (see ndtri_lower).
 template <typename T, int Mode, typename A = T>
-TINIT_HD T standard_deviate(uint32_t word, const TruncNormalParams<T>& P) {
+TINIT_HD A standard_deviate(uint32_t word, const TruncNormalParams<T>& P) {
   const uint32_t w = word ^ P.flip;
   if (Mode == kTail) {
     const T u = uniform_open<T>(w);
     const T uc = uniform_open<T>(~w);
     const T log_p = P.log_b_cdf + log_pos(u + P.ratio * uc);
-    return -upper_tail_quantile_from_log<T>(log_p);
+    return -A(upper_tail_quantile_from_log<T>(log_p));
   }
   const bool lower = w <= P.split;
   const T s = fma_rn(uniform_open<T>(lower ? w : ~w), P.mass,
                      lower ? P.a_cdf : P.b_sf);
-  const T z = ndtri_lower<T, Mode == kTwoSidedFar, A>(s, log_pos(s));
+  const A z = Mode == kCentral ? A(ndtri_central<T>(s))
+                               : ndtri_lower<T, Mode == kTwoSidedFar, A>(s, log_pos(s));
   return lower ? z : -z;
 }
 
-// The value for word w in tensor units, inside [lo, hi]; A as in ndtri_lower.
+// The value for word w in tensor units, inside [lo, hi]. With A wider than
+// T, mean + std z is formed in A and rounded to T once.
 template <typename T, int Mode, typename A = T>
 TINIT_HD T trunc_normal_value(uint32_t w, const TruncNormalParams<T>& P) {
-  const T z = standard_deviate<T, Mode, A>(w, P) * P.sign;
-  const T x = fma_rn(P.std, z, P.mean);
+  const A z = standard_deviate<T, Mode, A>(w, P) * A(P.sign);
+  const T x = static_cast<T>(fma_rn(A(P.std), z, A(P.mean)));
   const T c = x < P.lo ? P.lo : x;
   return c > P.hi ? P.hi : c;
 }
