@@ -21,8 +21,8 @@
 //     word itself: p <= q exactly when word <= split (a host constant), so
 //     only one uniform is formed per element. The far-tail branch of the
 //     inverse (s < e^-25) is compiled in only when the window can reach it;
-//     windows inside |z| <~ 3.3 (float compute) use one polynomial instead
-//     (ndtri_central).
+//     for bf16/fp16 tensors, windows inside |z| <~ 3.3 use one polynomial
+//     instead (ndtri_central).
 //   tail mode (whole window beyond ~11 sigma for float, ~37 for double, where
 //     Phi underflows or D has no digits left): log p = log Phi(beta')
 //     + log(u + r (1-u)) with r = Phi(alpha')/Phi(beta'), inverted with the
@@ -234,6 +234,9 @@ TINIT_HD A ndtri_lower(T s_in, T log_s_in) {
 // relative error 2e-9; the same variables as Giles, "Approximating the
 // erfinv function", GPU Computing Gems Jade, 2011). No division, square root
 // or branch: the mode for the +-2 and +-3 sigma windows of weight init.
+// In fp32 this carries ~2.5 eps (up to ~4.6 ulp where x sits just below a
+// power of two), so it serves bf16/fp16 tensors, whose ulp is 2^13 times
+// coarser or more; fp32 tensors use ndtri_lower with fp64 rationals.
 template <typename T>
 TINIT_HD T ndtri_central(T s) {
   const T w = -log_pos(T(4) * fma_rn(-s, s, s));
@@ -276,20 +279,26 @@ TINIT_HD T upper_tail_quantile_from_log(T log_p) {
   return y;
 }
 
-// Standard-normal deviate for word w of the stream, in the mirrored frame,
-// in precision A (see ndtri_lower).
+// The probability s inverted for word w in the two-sided modes, and which
+// side (lower: z = Phi^-1(s) <= 0; upper: z = -Phi^-1(s)) it belongs to.
+template <typename T>
+TINIT_HD T two_sided_s(uint32_t w, const TruncNormalParams<T>& P, bool& lower) {
+  lower = w <= P.split;
+  return fma_rn(uniform_open<T>(lower ? w : ~w), P.mass, lower ? P.a_cdf : P.b_sf);
+}
+
+// Standard-normal deviate for word w (already flipped), in the mirrored
+// frame, in precision A (see ndtri_lower).
 template <typename T, int Mode, typename A = T>
-TINIT_HD A standard_deviate(uint32_t word, const TruncNormalParams<T>& P) {
-  const uint32_t w = word ^ P.flip;
+TINIT_HD A standard_deviate(uint32_t w, const TruncNormalParams<T>& P) {
   if (Mode == kTail) {
     const T u = uniform_open<T>(w);
     const T uc = uniform_open<T>(~w);
     const T log_p = P.log_b_cdf + log_pos(u + P.ratio * uc);
     return -A(upper_tail_quantile_from_log<T>(log_p));
   }
-  const bool lower = w <= P.split;
-  const T s = fma_rn(uniform_open<T>(lower ? w : ~w), P.mass,
-                     lower ? P.a_cdf : P.b_sf);
+  bool lower;
+  const T s = two_sided_s(w, P, lower);
   const A z = Mode == kCentral ? A(ndtri_central<T>(s))
                                : ndtri_lower<T, Mode == kTwoSidedFar, A>(s, log_pos(s));
   return lower ? z : -z;
@@ -298,8 +307,8 @@ TINIT_HD A standard_deviate(uint32_t word, const TruncNormalParams<T>& P) {
 // The value for word w in tensor units, inside [lo, hi]. With A wider than
 // T, mean + std z is formed in A and rounded to T once.
 template <typename T, int Mode, typename A = T>
-TINIT_HD T trunc_normal_value(uint32_t w, const TruncNormalParams<T>& P) {
-  const A z = standard_deviate<T, Mode, A>(w, P) * A(P.sign);
+TINIT_HD T trunc_normal_value(uint32_t word, const TruncNormalParams<T>& P) {
+  const A z = standard_deviate<T, Mode, A>(word ^ P.flip, P) * A(P.sign);
   const T x = static_cast<T>(fma_rn(A(P.std), z, A(P.mean)));
   const T c = x < P.lo ? P.lo : x;
   return c > P.hi ? P.hi : c;
