@@ -1,0 +1,219 @@
+"""The Philox4x32-10 stream: known answers, bit-exact words, and determinism.
+
+Layers as in Triton's test_random.py: the engine against the published
+vectors, the uint32 stream against an independent numpy Philox
+(tests/numpy_philox.py), then the filled values' invariance to chunking,
+threads and views, and their dependence on seed and stream.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import numpy_philox
+import pytest
+import torch
+from conftest import DTYPE_PARAMS, fill_at
+
+import tinit
+from tinit import reference
+from tinit.ops import philox_words
+
+KAT = json.loads((Path(__file__).parent / "data" / "philox4x32_10_kat.json").read_text())["vectors"]
+KAT_PARAMS = [pytest.param(v, id=f"kat{i}") for i, v in enumerate(KAT)]
+U64_MAX = 2**64 - 1
+
+
+def _hex_words(words) -> list[int]:
+    return [int(w, 16) for w in words]
+
+
+def assert_words_equal(actual, expected, what: str) -> None:
+    """Bit-exact comparison of uint32 word arrays, reporting the first mismatch."""
+    got = np.asarray(actual, dtype=np.int64).reshape(-1)
+    ref = np.asarray(expected, dtype=np.int64).reshape(-1)
+    assert got.shape == ref.shape, f"{what}: {got.shape[0]} words, expected {ref.shape[0]}"
+    bad = np.flatnonzero(got != ref)
+    assert bad.size == 0, (
+        f"{what}: {bad.size} of {ref.size} words differ; first at position {bad[0]}: "
+        f"got {got[bad[0]]:#010x}, expected {ref[bad[0]]:#010x}"
+    )
+
+
+@pytest.mark.parametrize("vector", KAT_PARAMS)
+def test_numpy_philox_known_answers(vector):
+    out = numpy_philox.philox4x32_10([_hex_words(vector["counter"])], _hex_words(vector["key"]))
+    assert_words_equal(out, _hex_words(vector["output"]), "numpy Philox vs published vector")
+
+
+@pytest.mark.parametrize("vector", KAT_PARAMS)
+def test_native_philox_known_answers(vector):
+    out = torch.ops.tinit.philox4x32_10(_hex_words(vector["counter"]), _hex_words(vector["key"]))
+    assert_words_equal([w & 0xFFFFFFFF for w in out], _hex_words(vector["output"]),
+                       "torch.ops.tinit.philox4x32_10 vs published vector")
+
+
+@pytest.mark.parametrize("vector", KAT_PARAMS)
+def test_native_philox_accepts_signed_words(vector):
+    """Words >= 2**31 given as negative (int32 two's complement) ints mean the same."""
+    def signed(w):
+        return w - 2**32 if w >= 2**31 else w
+    out = torch.ops.tinit.philox4x32_10([signed(w) for w in _hex_words(vector["counter"])],
+                                        [signed(w) for w in _hex_words(vector["key"])])
+    assert_words_equal([w & 0xFFFFFFFF for w in out], _hex_words(vector["output"]),
+                       "torch.ops.tinit.philox4x32_10 with signed words")
+
+
+@pytest.mark.parametrize("vector", KAT_PARAMS)
+def test_reference_philox_known_answers(vector):
+    counter = [torch.tensor([w], dtype=torch.int64) for w in _hex_words(vector["counter"])]
+    out = reference.philox4x32_10(*counter, *_hex_words(vector["key"]))
+    assert_words_equal(torch.cat(out), _hex_words(vector["output"]), "tinit.reference.philox4x32_10")
+
+
+def test_numpy_philox_inverse_round_trips():
+    rng = random.Random(0)
+    for _ in range(50):
+        out = [rng.getrandbits(32) for _ in range(4)]
+        key = [rng.getrandbits(32) for _ in range(2)]
+        counter = numpy_philox.philox4x32_10_inverse(out, key)
+        assert_words_equal(numpy_philox.philox4x32_10([counter], key), out, f"inverse under key {key}")
+
+
+# (seed, stream, offset, numel): element offsets around every place the counter
+# carries (2**32 elements, 2**34 = block index 2**32 where counter word c1
+# changes, larger multiples) and near the end of the index range; numel spans
+# several SIMD groups and 1024-element chunks so vector and scalar paths both run.
+STREAM_CASES = [
+    pytest.param(0, 0, 0, 4099, id="origin"),
+    pytest.param(12345, 7, 1, 1029, id="odd_offset_1"),
+    pytest.param(12345, 7, 3, 517, id="odd_offset_3"),
+    pytest.param(2**32 + 5, 2**32 + 9, 1001, 3000, id="seed_stream_high_words"),
+    pytest.param(99, 1, 2**32 - 5, 4096, id="offset_2^32"),
+    pytest.param(99, 1, 2**34 - 1, 9, id="offset_2^34_cross_scalar"),
+    pytest.param(99, 1, 2**34 - 401, 9000, id="offset_2^34_cross_simd"),
+    pytest.param(99, 1, 2**34 - 4 * 64, 4 * 64, id="offset_2^34_end_exact"),
+    pytest.param(99, 1, 2**34, 4097, id="offset_2^34_start"),
+    pytest.param(5, 3, 3 * 2**34 - 4 * 37 - 2, 5003, id="offset_3x2^34_cross"),
+    pytest.param(5, 3, 2**62 - 2003, 4006, id="offset_2^62_cross"),
+    pytest.param(5, 3, 2**62 + 77, 1111, id="offset_past_2^62"),
+    pytest.param(5, 3, 2**63 - 4103, 4103, id="offset_end_2^63"),
+    pytest.param(2**63, 2**63 + 1, 2**40 + 3, 2048, id="seed_stream_2^63"),
+    pytest.param(U64_MAX, U64_MAX, 2**35 - 999, 2100, id="seed_stream_max"),
+]
+
+
+@pytest.mark.parametrize("seed,stream,offset,numel", STREAM_CASES)
+def test_native_words_match_numpy(seed, stream, offset, numel):
+    expected = numpy_philox.stream_words(numel, seed, stream, offset)
+    assert_words_equal(philox_words(numel, seed, stream, offset), expected,
+                       f"philox_words(seed={seed}, stream={stream}, offset={offset})")
+
+
+@pytest.mark.parametrize("seed,stream,offset,numel", STREAM_CASES)
+def test_reference_words_match_numpy(seed, stream, offset, numel):
+    """The reference backend's words, hence its uniforms, are the kernel's."""
+    expected = numpy_philox.stream_words(numel, seed, stream, offset)
+    assert_words_equal(reference.stream_words(numel, seed, stream, offset), expected,
+                       f"reference.stream_words(seed={seed}, stream={stream}, offset={offset})")
+
+
+def test_words_of_large_range_match_numpy():
+    """2**20 words: many threads' ranges and chunks at once."""
+    numel, seed, stream, offset = 2**20 + 3, 2024, 11, 2**33 + 1
+    expected = numpy_philox.stream_words(numel, seed, stream, offset)
+    assert_words_equal(philox_words(numel, seed, stream, offset), expected, "2**20 words")
+
+
+def test_reference_uniforms_are_exact():
+    words = torch.tensor([0, 1, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1], dtype=torch.int64)
+    u, uc = reference.uniforms(words)
+    exact = (words.double() + 0.5) / 2**32
+    torch.testing.assert_close(u, exact, rtol=0, atol=0)
+    torch.testing.assert_close(uc, 1.0 - exact, rtol=0, atol=0)
+    assert 0.0 < float(u.min()) and float(u.max()) < 1.0, "uniforms must lie in the open interval (0, 1)"
+
+
+WINDOW = (0.0, 1.0, -2.0, 2.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPE_PARAMS)
+@pytest.mark.parametrize("pieces", [
+    pytest.param((1, 2, 3, 5, 7, 11, 13, 4096 - 42), id="small_odd"),
+    pytest.param((1023, 1025, 32767, 32769, 65536), id="chunk_and_grain_edges"),
+    pytest.param((3 * 2**16 + 1, 2**15 - 1), id="two_large"),
+])
+def test_chunking_invariance(dtype, pieces):
+    """One call over n elements equals consecutive calls with offsets."""
+    numel, seed, stream, base = sum(pieces), 31337, 5, 2**34 - 3 * 2**15 - 3
+    whole = fill_at(numel, dtype, *WINDOW, seed=seed, stream=stream, offset=base)
+    parts = torch.empty(numel, dtype=dtype)
+    start = 0
+    for size in pieces:
+        tinit.trunc_normal_at_(parts[start:start + size], *WINDOW, seed=seed, stream=stream,
+                               offset=base + start)
+        start += size
+    torch.testing.assert_close(parts, whole, rtol=0, atol=0)
+
+
+@pytest.fixture
+def restore_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("dtype", DTYPE_PARAMS)
+def test_thread_count_invariance(dtype, restore_threads):
+    numel = 2**19 + 77
+    torch.set_num_threads(1)
+    one = fill_at(numel, dtype, *WINDOW, seed=8, stream=2, offset=3)
+    words_one = philox_words(numel, 8, 2, 3)
+    torch.set_num_threads(2)
+    two = fill_at(numel, dtype, *WINDOW, seed=8, stream=2, offset=3)
+    words_two = philox_words(numel, 8, 2, 3)
+    torch.testing.assert_close(two, one, rtol=0, atol=0)
+    assert_words_equal(words_two, words_one, "philox_words with 2 threads vs 1")
+
+
+@pytest.mark.parametrize("dtype", DTYPE_PARAMS)
+def test_shape_does_not_change_values(dtype):
+    """Values depend on the flat index only, not on the shape or the view."""
+    flat = fill_at(30 * 17, dtype, *WINDOW, seed=4, stream=1)
+    shaped = fill_at((30, 17), dtype, *WINDOW, seed=4, stream=1)
+    torch.testing.assert_close(shaped.reshape(-1), flat, rtol=0, atol=0)
+    view = torch.empty(17, 30, dtype=dtype).t()
+    tinit.trunc_normal_at_(view, *WINDOW, seed=4, stream=1)
+    torch.testing.assert_close(view.reshape(-1), flat, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPE_PARAMS)
+@pytest.mark.parametrize("change", ["seed", "stream", "seed_high_word", "stream_high_word"])
+def test_different_seed_or_stream_differs(dtype, change):
+    base = {"seed": 2**40 + 1, "stream": 2**33 + 2}
+    other = dict(base)
+    bump = {"seed": ("seed", 1), "stream": ("stream", 1),
+            "seed_high_word": ("seed", 2**32), "stream_high_word": ("stream", 2**32)}[change]
+    other[bump[0]] += bump[1]
+    x = fill_at(4096, dtype, *WINDOW, **base)
+    y = fill_at(4096, dtype, *WINDOW, **other)
+    same = int((x == y).sum())
+    # Independent draws coincide only by rounding to the same value: about
+    # 0.2 % of pairs in bf16 (~2**10 values on +-2), far fewer in wider dtypes.
+    limit = {torch.bfloat16: 0.01, torch.float16: 0.005}.get(dtype, 0.001) * x.numel()
+    assert same <= limit, f"changing {change} left {same} of {x.numel()} values identical"
+
+
+@pytest.mark.slow
+def test_int64_indices_past_2_31():
+    """One bf16 tensor of 2**31 + 2**16 + 9 elements (4 GiB): elements past
+    index 2**31 hold the same values as a fill at that offset."""
+    numel = 2**31 + 2**16 + 9
+    big = fill_at(numel, torch.bfloat16, *WINDOW, seed=5, stream=1)
+    for start in (0, 2**31 - 2048, numel - 4096):
+        piece = fill_at(4096, torch.bfloat16, *WINDOW, seed=5, stream=1, offset=start)
+        torch.testing.assert_close(big[start:start + 4096], piece, rtol=0, atol=0,
+                                   msg=lambda m, start=start: f"elements from {start}: {m}")
