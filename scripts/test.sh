@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up ./.venv (scripts/setup.sh) and run the test suite; extra arguments go to pytest.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+bash scripts/setup.sh
+exec .venv/bin/python -m pytest -q tests "$@"
