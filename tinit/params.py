@@ -27,6 +27,7 @@ _REACH_SIGMAS = 8.3
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 # AS 241 switches to its far-tail branch below this probability (r > 5).
 _FAR_TAIL_S = 2e-11
+_LAST_EXACT_LOWER_WORD = 0xFFFFFF7F
 MODE_TWO_SIDED, MODE_TAIL, MODE_TWO_SIDED_FAR, MODE_CENTRAL = 0, 1, 2, 3  # TransformMode, transform.h
 # ndtri_central covers s(1 - s) >= e^-6.25 / 4 (|z| <= ~3.3). It carries ~2.5
 # fp32 eps, so only bf16/fp16 tensors use it; fp32 ones keep the 4-ulp path.
@@ -195,6 +196,10 @@ def _lower_side_split(a_cdf: float, b_sf: float, mass: float) -> int:
     which is >= 1/2 after mirroring (a_cdf <= b_sf). Clipped to [2^31 - 1, 2^32 - 1].
     """
     u_star = (b_sf - a_cdf + mass) / (2.0 * mass) if mass > 0.0 else math.inf
-    if u_star >= 1.0:
-        return 2**32 - 1
-    return max(2**31 - 1, min(2**32 - 1, math.floor(u_star * 2.0**32 - 0.5)))
+    split = 2**32 - 1 if u_star >= 1.0 else max(2**31 - 1, math.floor(u_star * 2.0**32 - 0.5))
+    if b_sf <= 0.5:
+        # The fp32 uniform of words >= 0xFFFFFF80 rounds to 1.0; the upper side
+        # (1 - u from ~word) keeps them off the window's edge. It is usable
+        # whenever q stays <= 1/2 + 2^-25, i.e. when b_sf <= 1/2.
+        split = min(split, _LAST_EXACT_LOWER_WORD)
+    return split

@@ -121,7 +121,10 @@ TINIT_HD double fma_rn(double a, double b, double c) {
 #endif
 }
 
-// (0, 1): word * 2^-32 + 2^-33. The complement 1 - u is uniform_open(~word).
+// word * 2^-32 + 2^-33: in (0, 1) for double; for float, words >= 0xFFFFFF80
+// round to 1.0 (float(word) keeps 24 bits), which is why the two-sided split
+// (tinit/params.py) sends them to the complement side. 1 - u is formed the
+// same way from ~word.
 template <typename T>
 TINIT_HD T uniform_open(uint32_t w) {
   return fma_rn(static_cast<T>(w), static_cast<T>(2.3283064365386962890625e-10),
