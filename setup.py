@@ -2,26 +2,92 @@
 
     pip install --no-build-isolation -e .
 
+torch must be installed first (it is not in install_requires, so that pip
+never resolves an unpinned, multi-GB CUDA build of it): scripts/setup.sh pins
+the CPU build; on a GPU machine use the torch already there.
+
+CUDA: the extension also gets the CUDA kernels (csrc/cuda/) when a CUDA toolkit
+is found ($CUDA_HOME or $CUDA_PATH, else the nvcc on PATH, else /usr/local/cuda:
+a folder with bin/nvcc and include/cuda_runtime.h) AND the installed torch is
+a CUDA build (torch.version.cuda is set). No GPU needs to be visible. TORCH_CUDA_ARCH_LIST picks the targets, e.g. "9.0" or
+"8.0;9.0"; without it and without a visible GPU the build targets
+DEFAULT_CUDA_ARCHS.
+
 Environment:
-    DEBUG=1                 -O0 -g instead of -O3
+    DEBUG=1                 -O0 -g instead of -O3 (device code: -G)
     TINIT_NO_EXTENSION=1    pure-Python install (reference backend only)
+    TINIT_NO_CUDA=1         CPU-only extension even where CUDA is found
+    TINIT_FORCE_CUDA=1      build the CUDA kernels or fail saying why (no
+                            silent CPU-only build)
+    TORCH_CUDA_ARCH_LIST    CUDA targets (read by torch.utils.cpp_extension)
 The default build is portable: no -march=native. The CPU kernels carry
 per-ISA clones (GCC target_clones) chosen at load time.
 """
 
 import os
+import shutil
 from pathlib import Path
 
 from setuptools import setup
 
-ROOT = Path(__file__).parent
+ROOT = Path(__file__).resolve().parent
 DEBUG = os.environ.get("DEBUG", "0") == "1"
+DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "0") not in ("", "0", "false", "False")
+
+
+def _find_toolkit() -> str | None:
+    """The CUDA toolkit root: $CUDA_HOME / $CUDA_PATH, else the nvcc on PATH
+    (through symlinks), else /usr/local/cuda; one that has include/cuda_runtime.h."""
+    explicit = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if explicit:
+        return explicit
+    candidates = []
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates += [Path(nvcc).parent.parent, Path(os.path.realpath(nvcc)).parent.parent]
+    candidates.append(Path("/usr/local/cuda"))
+    for root in candidates:
+        if (root / "include" / "cuda_runtime.h").exists() and (root / "bin" / "nvcc").exists():
+            return str(root)
+    return None
+
+
+def _cuda_build() -> bool:
+    """Whether to build the CUDA kernels: by toolkit and torch build, not by a visible GPU."""
+    if _flag("TINIT_NO_CUDA"):
+        return False
+    toolkit = _find_toolkit()
+    if toolkit is not None:
+        # Before torch.utils.cpp_extension reads it: torch's own guess takes
+        # the grandparent of the nvcc on PATH, wrong for a wrapper script.
+        os.environ.setdefault("CUDA_HOME", toolkit)
+    import torch
+
+    missing = []
+    if torch.version.cuda is None:
+        missing.append(f"torch {torch.__version__} is not a CUDA build (torch.version.cuda is None)")
+    if toolkit is None:
+        missing.append("no CUDA toolkit found (set CUDA_HOME or put nvcc on PATH)")
+    if missing and _flag("TINIT_FORCE_CUDA"):
+        raise RuntimeError("TINIT_FORCE_CUDA=1 but the CUDA kernels cannot be built: " + "; ".join(missing))
+    if missing:
+        print("tinit setup: building the CPU-only extension: " + "; ".join(missing))
+        return False
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and torch.cuda.device_count() == 0:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_CUDA_ARCHS
+        print(f"tinit setup: no GPU visible and TORCH_CUDA_ARCH_LIST unset; targeting {DEFAULT_CUDA_ARCHS}")
+    return True
 
 
 def _extensions():
     if os.environ.get("TINIT_NO_EXTENSION", "0") == "1":
         return [], {}
-    from torch.utils.cpp_extension import BuildExtension, CppExtension
+    use_cuda = _cuda_build()  # first: it may set CUDA_HOME for torch.utils.cpp_extension
+    from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
     opt = ["-O0", "-g"] if DEBUG else ["-O3"]
     cxx = opt + [
@@ -40,14 +106,26 @@ def _extensions():
         "-fopenmp",
     ]
     sources = ["csrc/ops.cpp", "csrc/cpu/trunc_normal.cpp"]
-    ext = CppExtension(
-        name="tinit._C",
-        sources=sources,
-        include_dirs=[str(ROOT / "csrc" / "include")],
-        extra_compile_args={"cxx": cxx},
-        extra_link_args=["-fopenmp"],
-        py_limited_api=False,
-    )
+    kwargs = {
+        "name": "tinit._C",
+        "include_dirs": [str(ROOT / "csrc" / "include")],
+        "extra_link_args": ["-fopenmp"],
+        "py_limited_api": False,
+    }
+    if use_cuda:
+        nvcc = (["-O0", "-g", "-G"] if DEBUG else ["-O3"]) + [
+            "-std=c++17",
+            # Bit-identical to the CPU kernel: no FMA contraction (the shared
+            # headers spell each fused step as an explicit fma_rn).
+            "--fmad=false",
+        ]
+        ext = CUDAExtension(
+            sources=sources + ["csrc/cuda/trunc_normal.cpp", "csrc/cuda/trunc_normal_kernel.cu"],
+            extra_compile_args={"cxx": cxx, "nvcc": nvcc},
+            **kwargs,
+        )
+    else:
+        ext = CppExtension(sources=sources, extra_compile_args={"cxx": cxx}, **kwargs)
     return [ext], {"build_ext": BuildExtension.with_options(use_ninja=True)}
 
 
@@ -60,7 +138,8 @@ setup(
     packages=["tinit", "tinit.triton_kernels"],
     package_dir={"tinit": "tinit", "tinit.triton_kernels": "triton_kernels"},
     python_requires=">=3.10",
-    install_requires=["torch>=2.4", "numpy", "tqdm"],
+    # torch is deliberately absent: install it first (see the docstring).
+    install_requires=["numpy", "tqdm"],
     extras_require={
         "test": ["pytest", "scipy", "pytest-benchmark", "transformers"],
         "triton": ["triton"],

@@ -49,9 +49,9 @@ from tinit import dispatch, info, ops
 from tinit.params import transform_constants
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import REPO, git_commit  # noqa: E402
+from _env import REPO, git_commit
+from bench_trunc_normal import STD, A, B, truncated_moments
 
-STD, A, B = 0.02, -0.04, 0.04
 SEED = 1234
 REP_BUDGET_S = 0.25
 CHECK = 4096
@@ -72,20 +72,6 @@ def label(numel: int) -> str:
         if numel >= scale and numel % scale == 0:
             return f"{numel // scale}{unit}"
     return str(numel)
-
-
-def truncated_moments(std: float, a: float, b: float) -> tuple[float, float]:
-    """Mean and std of N(0, std^2) truncated to [a, b] (Johnson, Kotz & Balakrishnan 13.10)."""
-    def pdf(t):
-        return math.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
-
-    def cdf(t):
-        return 0.5 * math.erfc(-t / math.sqrt(2))
-
-    alpha, beta = a / std, b / std
-    z = cdf(beta) - cdf(alpha)
-    m = (pdf(alpha) - pdf(beta)) / z
-    return std * m, std * math.sqrt(1 + (alpha * pdf(alpha) - beta * pdf(beta)) / z - m * m)
 
 
 class Timer:
@@ -184,6 +170,39 @@ def validate(name: str, x: torch.Tensor, before: torch.Tensor | None = None) -> 
     return facts
 
 
+def _over_budget(name: str, dtype_name: str, numel: int, nbytes: int, device: torch.device,
+                 deadline: float, history: dict) -> str | None:
+    """Why ``name`` should be skipped at this size (time or memory), or None."""
+    prior = history.get((name, dtype_name))  # time scales with numel
+    predicted = prior[1] * numel / prior[0] if prior else None
+    remaining = deadline - time.perf_counter()
+    if predicted is not None and predicted * 3 > remaining:
+        return (f"would overrun the time budget (predicted {predicted:.2f} s a call from "
+                f"{label(prior[0])}, {remaining:.0f} s left)")
+    if name == "torch_trunc" and device.type == "cuda":
+        free = torch.cuda.mem_get_info()[0]
+        if free < 5 * nbytes:  # torch >= 2.12 samples by rejection with tensor-sized temporaries
+            return f"needs ~5x the tensor free for its temporaries ({free / 2**30:.0f} GiB free)"
+    return None
+
+
+def _measure(name: str, fn, x: torch.Tensor, timer: Timer, deadline: float) -> dict:
+    """One untimed, validated call of ``fn(x)``, then the timed ones."""
+    before = _subsample(x) if name == "tinit_compute" else None
+    try:
+        first = timer.time(lambda: fn(x), 1)[0]
+        facts = {"validation": validate(name, x, before)}
+    except (AssertionError, RuntimeError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    reps = max(1, min(20, int(REP_BUDGET_S / max(first, 1e-6))))
+    reps = min(reps, 3) if first > 0.5 else max(reps, 3)
+    reps = max(1, min(reps, int((deadline - time.perf_counter()) / max(first, 1e-6) / 4)))
+    times = timer.time(lambda: fn(x), reps)
+    t = statistics.median(times)
+    return facts | {"reps": reps, "median_s": t, "min_s": min(times),
+                    "g_elements_per_s": x.numel() / t / 1e9, "write_gb_per_s": x.numel() * x.element_size() / t / 1e9}
+
+
 def run_case(numel: int, dtype_name: str, device: torch.device, deadline: float, timer: Timer,
              history: dict) -> list[dict]:
     """Every method on one (numel, dtype): validated, then timed. Returns one row per method."""
@@ -194,37 +213,14 @@ def run_case(numel: int, dtype_name: str, device: torch.device, deadline: float,
     for name, (fn, why_not) in methods(device).items():
         row = {"numel": numel, "size": label(numel), "dtype": dtype_name, "method": name, "bytes": nbytes}
         rows.append(row)
-        if why_not is not None:
-            row["skipped"] = f"cannot run: {why_not}"
+        skip = why_not and f"cannot run: {why_not}"
+        skip = skip or _over_budget(name, dtype_name, numel, nbytes, device, deadline, history)
+        if skip:
+            row["skipped"] = skip
             continue
-        # Predict from a smaller case of the same method (time scales with numel).
-        prior = history.get((name, dtype_name))
-        predicted = prior[1] * numel / prior[0] if prior else None
-        remaining = deadline - time.perf_counter()
-        if predicted is not None and predicted * 3 > remaining:
-            row["skipped"] = (f"would overrun the time budget (predicted {predicted:.2f} s a call from "
-                              f"{label(prior[0])}, {remaining:.0f} s left)")
-            continue
-        if name == "torch_trunc" and device.type == "cuda":
-            free = torch.cuda.mem_get_info()[0]
-            if free < 5 * nbytes:  # torch >= 2.12 samples by rejection with tensor-sized temporaries
-                row["skipped"] = f"needs ~5x the tensor free for its temporaries ({free / 2**30:.0f} GiB free)"
-                continue
-        before = _subsample(x) if name == "tinit_compute" else None
-        try:
-            first = timer.time(lambda: fn(x), 1)[0]
-            row["validation"] = validate(name, x, before)
-        except (AssertionError, RuntimeError) as exc:
-            row["error"] = f"{type(exc).__name__}: {exc}"
-            continue
-        reps = max(1, min(20, int(REP_BUDGET_S / max(first, 1e-6))))
-        reps = min(reps, 3) if first > 0.5 else max(reps, 3)
-        reps = max(1, min(reps, int((deadline - time.perf_counter()) / max(first, 1e-6) / 4)))
-        times = timer.time(lambda: fn(x), reps)
-        t = statistics.median(times)
-        history[(name, dtype_name)] = (numel, t)
-        row.update({"reps": reps, "median_s": t, "min_s": min(times),
-                    "g_elements_per_s": numel / t / 1e9, "write_gb_per_s": nbytes / t / 1e9})
+        row.update(_measure(name, fn, x, timer, deadline))
+        if "median_s" in row:
+            history[(name, dtype_name)] = (numel, row["median_s"])
     del x
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -299,15 +295,15 @@ def _fmt(row: dict, key: str, spec: str) -> str:
 def markdown(env: dict, rows: list[dict]) -> str:
     """The report: environment, one table row per (case, method), targets, bounds, skips."""
     head = [f"# tinit GPU benchmark, {env['date']}", "",
-            f"- GPU: {env.get('gpu', 'none')} ({env.get('multiprocessors', '-')} SMs, "
-            f"{env.get('gpu_memory_gib', '-')} GiB, compute capability {env.get('capability', '-')})",
-            f"- torch {env['torch']} (CUDA {env['torch_cuda']}), triton {env['triton']}, nvcc {env['nvcc']}, "
-            f"tinit {env['tinit']}, python {env['python']}",
-            f"- commit {env['git_commit']}{' (uncommitted changes)' if env['git_dirty'] else ''}; "
-            f"device {env['device']}; CPU {env['cpu']}",
-            f"- std {STD}, bounds [{A}, {B}] (+-2 sigma); "
-            f"{'CUDA-event' if env['device'].startswith('cuda') else 'wall-clock'} medians; "
-            "write GB/s = tensor bytes / time",
+            (f"- GPU: {env.get('gpu', 'none')} ({env.get('multiprocessors', '-')} SMs, "
+             f"{env.get('gpu_memory_gib', '-')} GiB, compute capability {env.get('capability', '-')})"),
+            (f"- torch {env['torch']} (CUDA {env['torch_cuda']}), triton {env['triton']}, nvcc {env['nvcc']}, "
+             f"tinit {env['tinit']}, python {env['python']}"),
+            (f"- commit {env['git_commit']}{' (uncommitted changes)' if env['git_dirty'] else ''}; "
+             f"device {env['device']}; CPU {env['cpu']}"),
+            (f"- std {STD}, bounds [{A}, {B}] (+-2 sigma); "
+             f"{'CUDA-event' if env['device'].startswith('cuda') else 'wall-clock'} medians; "
+             "write GB/s = tensor bytes / time"),
             "", "| case | method | ms | G elem/s | write GB/s | of fill_ | vs torch trunc | vs normal_ |",
             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     notes = []

@@ -17,6 +17,12 @@ TORCH_LIBRARY(tinit, m) {
   m.def(
       "trunc_normal_(Tensor(a!) self, int seed, int stream, int offset, "
       "float[] transform) -> ()");
+  // trunc_normal_ computing every value but storing none (the contents of
+  // `self` are then unspecified): benchmarks time it to tell compute-bound
+  // from memory-bound fills. Implemented for CUDA only.
+  m.def(
+      "_trunc_normal_compute_only_(Tensor(a!) self, int seed, int stream, "
+      "int offset, float[] transform) -> ()");
   // Raw uint32 stream words (stored in an int32 tensor) for tests and tools.
   m.def("philox_(Tensor(a!) self, int seed, int stream, int offset) -> ()");
   // One raw Philox4x32-10 call on explicit counter and key words (each a

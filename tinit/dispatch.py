@@ -1,54 +1,179 @@
 """Backend choice by declared capability.
 
-Each backend says which tensors it can fill and, if not, why. ``select``
-tries them in order for ``backend="auto"`` (or ``$TINIT_BACKEND``) and raises
-with every backend's reason when none fits. All backends compute the same
-stream (csrc/include/tinit/philox.h); see README "The stream".
+Each backend declares the devices and dtypes it can fill and whether it is
+installed, and says why not when it cannot fill a tensor. ``select`` tries
+them in the order of ``AUTO_ORDER`` for the tensor's device (fastest measured
+first) for ``backend="auto"`` (or ``$TINIT_BACKEND``), and raises with every
+backend's reason when none fits. All backends compute the same stream
+(csrc/include/tinit/philox.h); see README "The stream".
+
+Backends:
+    cuda    the native extension's CUDA kernels (csrc/cuda/), CUDA tensors
+    triton  the Triton kernel (tinit.triton_kernels.trunc_normal), CUDA
+            tensors, or CPU tensors under TRITON_INTERPRET=1; no float64
+    cpu     the native extension's CPU kernels (csrc/cpu/), CPU tensors
+    torch   the pure-torch reference (tinit.reference), any device; slow,
+            allocates fp64 temporaries of the tensor's size
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import warnings
-from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
 from tinit import ops, reference
+from tinit.params import SUPPORTED_DTYPES
+
+CUDA_BUILD_HINT = (
+    "rebuild it with its CUDA kernels: install a CUDA build of torch and the CUDA toolkit (nvcc), then "
+    "`TINIT_FORCE_CUDA=1 pip install --no-build-isolation --no-deps -e .` from the tinit checkout"
+)
+TRITON_MODULE = "tinit.triton_kernels.trunc_normal"
 
 
 @dataclass(frozen=True)
 class Backend:
-    """A way to run the fill: ``fill(tensor, seed, stream, offset, constants)``
-    writes a contiguous tensor in place; ``why_not(tensor)`` returns None when
-    the backend can fill ``tensor`` and a reason otherwise."""
+    """A way to run the fill.
+
+    Attributes:
+        name: the name ``select`` and ``$TINIT_BACKEND`` take.
+        fill: ``fill(tensor, seed, stream, offset, constants)`` writes a
+            contiguous tensor in place (constants: ``tinit.params.transform_constants``).
+        devices: device types it runs on (``torch.device.type``); empty means any.
+        dtypes: tensor dtypes it fills.
+        install_reason: returns None when the backend is installed and usable
+            on this machine, else why not (independent of any tensor).
+        tensor_reason: returns None when it can fill this tensor, else why
+            not, for conditions beyond device type and dtype (e.g. Triton on
+            CPU needs the interpreter).
+        summary: one line for ``python -m tinit.info``.
+    """
 
     name: str
     fill: Callable[[torch.Tensor, int, int, int, tuple], None]
-    why_not: Callable[[torch.Tensor], str | None]
+    devices: tuple[str, ...]
+    dtypes: tuple[torch.dtype, ...]
+    install_reason: Callable[[], str | None]
+    tensor_reason: Callable[[torch.Tensor], str | None] = field(default=lambda tensor: None)
+    summary: str = ""
+
+    def why_not(self, tensor: torch.Tensor) -> str | None:
+        """Why this backend cannot fill ``tensor``, or None when it can.
+
+        Args:
+            tensor: the (contiguous) tensor to fill.
+
+        Returns:
+            None, or a reason naming what is missing (build, device or dtype).
+        """
+        reason = self.install_reason()
+        if reason is not None:
+            return reason
+        if self.devices and tensor.device.type not in self.devices:
+            return f"runs on {' or '.join(d.upper() for d in self.devices)} tensors, got device {tensor.device}"
+        if tensor.dtype not in self.dtypes:
+            names = ", ".join(str(d).removeprefix("torch.") for d in self.dtypes)
+            return f"fills {names}; got {tensor.dtype}"
+        return self.tensor_reason(tensor)
 
 
-def _cpu_why_not(tensor: torch.Tensor) -> str | None:
+def _native_reason() -> str | None:
     if not ops.native_available():
         return f"native extension not built ({ops.native_load_error()}); {ops.BUILD_HINT}"
-    if tensor.device.type != "cpu":
-        return f"runs on CPU tensors, got device {tensor.device}"
     return None
 
 
-def _torch_why_not(tensor: torch.Tensor) -> str | None:
+def _cuda_install_reason() -> str | None:
+    reason = _native_reason()
+    if reason is not None:
+        return reason
+    if not ops.native_has_cuda():
+        torch_build = (f"torch {torch.__version__} is a CPU-only build" if torch.version.cuda is None
+                       else f"torch {torch.__version__} has CUDA {torch.version.cuda}")
+        return f"the native extension was built without its CUDA kernels ({torch_build}); {CUDA_BUILD_HINT}"
     return None
+
+
+@functools.cache
+def _triton_module():
+    """(module, None) when the Triton kernel and triton import, else (None, reason)."""
+    try:
+        module = importlib.import_module(TRITON_MODULE)
+    except Exception as exc:  # noqa: BLE001  a broken kernel module must not break the other backends
+        return None, f"{TRITON_MODULE} does not import ({type(exc).__name__}: {exc})"
+    if not hasattr(module, "trunc_normal_triton_"):
+        return None, f"{TRITON_MODULE} has no trunc_normal_triton_"
+    try:
+        import triton  # noqa: F401
+    except ImportError as exc:
+        return None, f"triton is not installed ({exc}); `pip install triton` (CUDA builds of torch bring it)"
+    return module, None
+
+
+def _triton_install_reason() -> str | None:
+    return _triton_module()[1]
+
+
+def _triton_tensor_reason(tensor: torch.Tensor) -> str | None:
+    module = _triton_module()[0]
+    if tensor.device.type == "cpu":
+        interpreted = (module.interpreted() if hasattr(module, "interpreted")
+                       else os.environ.get("TRITON_INTERPRET", "0") == "1")
+        if not interpreted:
+            return ("runs on CPU tensors only in the Triton interpreter (TRITON_INTERPRET=1, "
+                    f"set before {TRITON_MODULE} is imported)")
+    return module.why_not(tensor) if hasattr(module, "why_not") else None
+
+
+def _triton_fill(tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: tuple) -> None:
+    module, reason = _triton_module()
+    if module is None:
+        raise RuntimeError(f"tinit backend 'triton' is unavailable: {reason}")
+    module.trunc_normal_triton_(tensor, seed, stream, offset, constants)
 
 
 BACKENDS: dict[str, Backend] = {
-    "cpu": Backend("cpu", ops.trunc_normal_native, _cpu_why_not),
-    "torch": Backend("torch", reference.trunc_normal_, _torch_why_not),
+    "cuda": Backend("cuda", ops.trunc_normal_native, ("cuda",), SUPPORTED_DTYPES, _cuda_install_reason,
+                    summary="native CUDA kernels (csrc/cuda/)"),
+    "triton": Backend("triton", _triton_fill, ("cuda", "cpu"),
+                      tuple(d for d in SUPPORTED_DTYPES if d != torch.float64), _triton_install_reason,
+                      _triton_tensor_reason, summary=f"Triton kernel ({TRITON_MODULE}); CPU only when interpreted"),
+    "cpu": Backend("cpu", ops.trunc_normal_native, ("cpu",), SUPPORTED_DTYPES, _native_reason,
+                   summary="native CPU kernels (csrc/cpu/), SIMD Philox, OpenMP"),
+    "torch": Backend("torch", reference.trunc_normal_, (), SUPPORTED_DTYPES, lambda: None,
+                     summary="pure-torch reference, fp64 temporaries of the tensor's size"),
 }
-# Fastest first; the reference backend is the fallback of last resort.
-AUTO_ORDER = ("cpu", "torch")
+# Fastest measured first, per device type; the reference backend is the
+# fallback of last resort. Triton runs on CPU tensors only when asked for by
+# name (under TRITON_INTERPRET=1 it is a test tool, not a fast path).
+AUTO_ORDER: dict[str, tuple[str, ...]] = {
+    "cuda": ("cuda", "triton", "torch"),
+    "cpu": ("cpu", "torch"),
+}
+DEFAULT_ORDER = ("torch",)
 
 _warned_fallback = False
+
+
+def auto_order(device: torch.device | str) -> tuple[str, ...]:
+    """The backends ``backend="auto"`` tries for tensors on ``device``, in order."""
+    return AUTO_ORDER.get(torch.device(device).type, DEFAULT_ORDER)
+
+
+def _reasons_text(tensor: torch.Tensor, skip: str | None = None) -> str:
+    parts = []
+    for name, backend in BACKENDS.items():
+        if name == skip:
+            continue
+        reason = backend.why_not(tensor)
+        parts.append(f"{name}: {'can fill it' if reason is None else reason}")
+    return "; ".join(parts)
 
 
 def select(tensor: torch.Tensor, backend: str = "auto") -> Backend:
@@ -56,34 +181,38 @@ def select(tensor: torch.Tensor, backend: str = "auto") -> Backend:
 
     Args:
         tensor: the (contiguous, non-meta) tensor to be filled.
-        backend: "auto", or a name in BACKENDS. ``$TINIT_BACKEND`` overrides "auto".
+        backend: "auto", or a name in BACKENDS. ``$TINIT_BACKEND`` replaces
+            "auto" (an explicit name given here wins over it).
 
     Returns:
-        The chosen Backend.
+        The chosen Backend: the named one, or for "auto" the first of
+        ``auto_order(tensor.device)`` that can fill ``tensor``.
 
     Raises:
-        ValueError: unknown backend name.
-        RuntimeError: the named backend cannot fill this tensor (its reason is
-            given), or no backend can (every reason is listed).
+        ValueError: unknown backend name (argument or ``$TINIT_BACKEND``).
+        RuntimeError: the named backend cannot fill this tensor, or no
+            backend can; the message gives every backend's reason.
     """
     if backend == "auto":
         backend = os.environ.get("TINIT_BACKEND", "auto") or "auto"
+    what = f"a {str(tensor.dtype).removeprefix('torch.')} tensor on {tensor.device}"
     if backend != "auto":
         if backend not in BACKENDS:
             raise ValueError(f"unknown tinit backend {backend!r}; choose from {sorted(BACKENDS)} or 'auto'")
         reason = BACKENDS[backend].why_not(tensor)
         if reason is not None:
-            raise RuntimeError(f"tinit backend {backend!r} cannot fill this tensor: {reason}")
+            raise RuntimeError(f"tinit backend {backend!r} cannot fill {what}: {reason}. "
+                               f"Other backends: {_reasons_text(tensor, skip=backend)}")
         return BACKENDS[backend]
     reasons = {}
-    for name in AUTO_ORDER:
+    for name in auto_order(tensor.device):
         reason = BACKENDS[name].why_not(tensor)
         if reason is None:
-            if name == "torch" and tensor.device.type == "cpu":
+            if name == "torch" and reasons:
                 _warn_fallback(reasons)
             return BACKENDS[name]
         reasons[name] = reason
-    raise RuntimeError("no tinit backend can fill this tensor: " + "; ".join(f"{k}: {v}" for k, v in reasons.items()))
+    raise RuntimeError(f"no tinit backend can fill {what}: {_reasons_text(tensor)}")
 
 
 def _warn_fallback(reasons: dict[str, str]) -> None:

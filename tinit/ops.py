@@ -29,6 +29,23 @@ def native_load_error() -> str | None:
     return _LOAD_ERROR
 
 
+def native_has_cuda() -> bool:
+    """True when the loaded C++ extension was built with its CUDA kernels.
+
+    Asks torch's dispatcher whether ``tinit::trunc_normal_`` has a CUDA kernel,
+    which csrc/cuda/trunc_normal.cpp registers; needs no GPU.
+
+    Returns:
+        False when the extension is missing or was built CPU-only.
+    """
+    if not native_available():
+        return False
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key("tinit::trunc_normal_", "CUDA"))
+    except (AttributeError, RuntimeError):
+        return False
+
+
 if native_available():
 
     @torch.library.register_fake("tinit::trunc_normal_")
@@ -38,6 +55,12 @@ if native_available():
     @torch.library.register_fake("tinit::philox_")
     def _philox_fake(self, seed, stream, offset):
         return None
+
+    if hasattr(torch.ops.tinit, "_trunc_normal_compute_only_"):  # absent from builds before it
+
+        @torch.library.register_fake("tinit::_trunc_normal_compute_only_")
+        def _trunc_normal_compute_only_fake(self, seed, stream, offset, transform):
+            return None
 
 
 def as_int64(value: int) -> int:
@@ -51,6 +74,23 @@ def trunc_normal_native(tensor: torch.Tensor, seed: int, stream: int, offset: in
                         constants: tuple[float, ...]) -> None:
     """Fill contiguous ``tensor`` in place through ``torch.ops.tinit.trunc_normal_``."""
     torch.ops.tinit.trunc_normal_(tensor, as_int64(seed), as_int64(stream), offset, list(constants))
+
+
+def trunc_normal_compute_only(tensor: torch.Tensor, seed: int, stream: int, offset: int,
+                              constants: tuple[float, ...]) -> None:
+    """Run the CUDA fill's arithmetic without its stores (benchmarks only).
+
+    Args:
+        tensor: contiguous CUDA tensor (float32, float64, bfloat16 or float16);
+            its contents are unspecified afterwards.
+        seed, stream, offset, constants: as for ``trunc_normal_native``.
+
+    Raises:
+        RuntimeError: the extension was built without CUDA, or ``tensor`` is
+            not a contiguous CUDA tensor.
+    """
+    torch.ops.tinit._trunc_normal_compute_only_(tensor, as_int64(seed), as_int64(stream), offset,
+                                                list(constants))
 
 
 def philox_words(numel: int, seed: int, stream: int, offset: int = 0,

@@ -1,0 +1,299 @@
+"""GPU suite for the ``cuda`` and ``triton`` backends (marker ``gpu``; skipped without CUDA).
+
+    python -m pytest -m gpu tests/test_gpu.py
+    TINIT_GPU_REQUIRE=1 ...    a GPU backend that cannot run fails instead of skipping
+                               (bench/gpu_check.sh sets it)
+
+- the uint32 stream words equal the CPU kernel's (offsets past 2^32 blocks too);
+- values equal the CPU kernel's: bit for bit for ``cuda`` in fp32/bf16/fp16
+  (fp64 within 2 ulp: the device's libdevice ``log`` may differ from glibc's
+  in the last bit), within 2 fp32 ulp (relative to max(|x|, std)) or one
+  bf16/fp16 ulp for ``triton``;
+- KS against scipy.stats.truncnorm (fp32/fp64), moments (bf16/fp16) and bounds;
+- the same tensor for any sharding (offsets), a different one for another stream;
+- a bf16 tensor of 2^31 + 2^20 elements: its last 2^20 values are the CPU
+  kernel's values from offset 2^31 and not a copy of its first 2^20; the fill
+  allocates less than 1 MiB beyond the tensor;
+- the fill is captured in a CUDA graph and replays (no host sync), and runs
+  under ``torch.cuda.set_sync_debug_mode("error")``;
+- ``torch.library.opcheck`` on the CUDA ops.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+from conftest import assert_within_ulp, exact_moments
+
+import tinit
+from tinit import dispatch, ops
+from tinit.params import transform_constants
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")]
+
+REQUIRE = os.environ.get("TINIT_GPU_REQUIRE", "0") == "1"
+INF = math.inf
+SEED, STREAM = 2**63 + 2024, 2**40 + 3
+WINDOWS = {
+    "central_2sigma": (0.0, 1.0, -2.0, 2.0),
+    "gpt2": (0.0, 0.02, -0.04, 0.04),
+    "two_sided_4sigma": (0.0, 1.0, -4.0, 4.0),
+    "full_line": (0.0, 1.0, -INF, INF),
+    "far_tail_8_100": (0.0, 1.0, 8.0, 100.0),
+    "tail_neginf_-15": (0.0, 1.0, -INF, -15.0),
+    "shifted": (3.0, 2.0, -1.0, 4.0),
+}
+WINDOW_PARAMS = [pytest.param(w, id=name) for name, w in WINDOWS.items()]
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f64": torch.float64}
+DTYPE_PARAMS = [pytest.param(d, id=name) for name, d in DTYPES.items()]
+BITS = {torch.float32: torch.int32, torch.float64: torch.int64, torch.bfloat16: torch.int16,
+        torch.float16: torch.int16}
+
+
+@pytest.fixture(params=["cuda", "triton"])
+def backend(request) -> str:
+    """A GPU backend that can fill a CUDA tensor here (skip, or fail under TINIT_GPU_REQUIRE=1)."""
+    reason = dispatch.BACKENDS[request.param].why_not(torch.empty(4, device="cuda"))
+    if reason is not None:
+        (pytest.fail if REQUIRE else pytest.skip)(f"backend {request.param!r} unavailable: {reason}")
+    return request.param
+
+
+def _skip_unsupported(backend: str, dtype: torch.dtype) -> None:
+    reason = dispatch.BACKENDS[backend].why_not(torch.empty(1, dtype=dtype, device="cuda"))
+    if reason is not None:
+        pytest.skip(f"{backend} cannot fill {dtype}: {reason}")
+
+
+def _fillable(window, dtype) -> tuple:
+    try:
+        return transform_constants(*window, dtype)
+    except ValueError as exc:
+        pytest.skip(f"window not representable in {dtype}: {exc}")
+
+
+def _fill(device: str, backend: str, numel: int, dtype, window, *, seed=SEED, stream=STREAM, offset=0):
+    x = torch.empty(numel, dtype=dtype, device=device)
+    return tinit.trunc_normal_at_(x, *window, seed=seed, stream=stream, offset=offset, backend=backend)
+
+
+def _gpu_words(backend: str, numel: int, seed: int, stream: int, offset: int) -> torch.Tensor:
+    if backend == "cuda":
+        return ops.philox_words(numel, seed, stream, offset, device="cuda")
+    module = dispatch._triton_module()[0]
+    return module.philox_words_triton(numel, seed, stream, offset, "cuda")
+
+
+def assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """Bit equality, reporting the first differing element and both values."""
+    got, want = got.cpu().reshape(-1), want.cpu().reshape(-1)
+    assert got.dtype == want.dtype and got.numel() == want.numel(), what
+    bits = BITS[got.dtype]
+    diff = got.view(bits) != want.view(bits)
+    if bool(diff.any()):
+        where = torch.nonzero(diff)[:, 0]
+        i = int(where[0])
+        raise AssertionError(f"{what}: {where.numel()} of {got.numel()} values differ in their bits; "
+                             f"first at {i}: got {got[i].item()!r}, CPU kernel {want[i].item()!r}")
+
+
+def assert_matches_cpu(backend: str, got: torch.Tensor, want: torch.Tensor, std: float, what: str) -> None:
+    """The backend's agreement with the CPU kernel (see the module docstring)."""
+    dtype = got.dtype
+    if backend == "cuda" and dtype != torch.float64:
+        assert_same_bits(got, want, what)
+        return
+    ulps = {torch.float32: 2.0, torch.float64: 2.0, torch.bfloat16: 1.0, torch.float16: 1.0}[dtype]
+    assert_within_ulp(got.cpu(), want.double().numpy(), scale=std, dtype=dtype, max_ulp=ulps, what=what)
+
+
+@pytest.mark.parametrize("numel,offset", [
+    pytest.param(1, 0, id="n1"),
+    pytest.param(7, 3, id="n7-offset3"),
+    pytest.param(4099, 1, id="n4099-offset1"),
+    pytest.param(2**20 + 3, 2**32 - 2, id="1M-offset2^32"),
+    pytest.param(1000, 2**34 - 6, id="across-2^32-blocks"),
+    pytest.param(2**22 + 1, 2**62 + 5, id="4M-offset2^62"),
+])
+def test_words_equal_cpu(backend, numel, offset):
+    got = _gpu_words(backend, numel, SEED, STREAM, offset)
+    want = ops.philox_words(numel, SEED, STREAM, offset)
+    assert got.device.type == "cuda"
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0,
+                               msg=lambda m: f"{backend} words, offset {offset}: {m}")
+
+
+@pytest.mark.parametrize("dtype", DTYPE_PARAMS)
+@pytest.mark.parametrize("window", WINDOW_PARAMS)
+@pytest.mark.parametrize("numel,offset", [
+    pytest.param(1, 0, id="n1"),
+    pytest.param(1023, 3, id="n1023-offset3"),
+    pytest.param(2**22 + 5, 2**33 + 2, id="4M-offset2^33+2"),
+])
+def test_values_equal_cpu(backend, dtype, window, numel, offset):
+    _skip_unsupported(backend, dtype)
+    _fillable(window, dtype)
+    got = _fill("cuda", backend, numel, dtype, window, offset=offset)
+    want = _fill("cpu", "cpu", numel, dtype, window, offset=offset)
+    assert_matches_cpu(backend, got, want, window[1], f"{backend} {dtype} {window} offset {offset}")
+
+
+def test_misaligned_view_and_sharding(backend):
+    window = WINDOWS["central_2sigma"]
+    whole = _fill("cuda", backend, 10_007, torch.float32, window, offset=5)
+    base = torch.empty(10_010, device="cuda")
+    view = base[3:]  # contiguous, storage offset 3: scalar stores
+    tinit.trunc_normal_at_(view, *window, seed=SEED, stream=STREAM, offset=5, backend=backend)
+    assert_same_bits(view, whole, f"{backend}: misaligned output")
+    shards = [_fill("cuda", backend, n, torch.float32, window, offset=5 + start)
+              for start, n in ((0, 4001), (4001, 3), (4004, 6003))]
+    assert_same_bits(torch.cat(shards), whole, f"{backend}: three shards vs one call")
+    other = _fill("cuda", backend, 10_007, torch.float32, window, stream=STREAM + 1, offset=5)
+    assert float((other == whole).float().mean()) < 0.01, "another stream gave (nearly) the same tensor"
+    again = _fill("cuda", backend, 10_007, torch.float32, window, offset=5)
+    assert_same_bits(again, whole, f"{backend}: second call")
+
+
+KS_WINDOWS = ["central_2sigma", "gpt2", "full_line", "far_tail_8_100", "tail_neginf_-15", "shifted"]
+
+
+@pytest.mark.parametrize("dtype", [pytest.param(torch.float32, id="f32"), pytest.param(torch.float64, id="f64")])
+@pytest.mark.parametrize("name", KS_WINDOWS)
+def test_ks_and_bounds(backend, name, dtype):
+    _skip_unsupported(backend, dtype)
+    window = WINDOWS[name]
+    constants = _fillable(window, dtype)
+    values = _fill("cuda", backend, 2**20, dtype, window, seed=77).cpu()
+    lo, hi = constants[10:12]
+    assert bool(torch.isfinite(values).all()), f"{backend} {name}: non-finite values"
+    assert float(values.min()) >= lo and float(values.max()) <= hi, (
+        f"{backend} {name}: values in [{float(values.min())}, {float(values.max())}], bounds [{lo}, {hi}]")
+    mean, std, a, b = window
+    dist = scipy.stats.truncnorm((a - mean) / std, (b - mean) / std, loc=mean, scale=std)
+    result = scipy.stats.kstest(values.double().numpy(), dist.cdf)
+    assert result.pvalue > 1e-4, f"{backend} {name} {dtype}: KS statistic {result.statistic:.3g}, p {result.pvalue:.3g}"
+
+
+@pytest.mark.parametrize("dtype", [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, id="f16")])
+@pytest.mark.parametrize("name", ["central_2sigma", "gpt2", "shifted"])
+def test_low_precision_moments_and_bounds(backend, name, dtype):
+    _skip_unsupported(backend, dtype)
+    window = WINDOWS[name]
+    constants = _fillable(window, dtype)
+    n = 2**22
+    values = _fill("cuda", backend, n, dtype, window, seed=78).double().cpu().numpy()
+    lo, hi = constants[10:12]
+    assert values.min() >= lo and values.max() <= hi, f"{backend} {name}: outside [{lo}, {hi}]"
+    mean, std = exact_moments(*window)
+    # Rounding to the dtype moves each value by at most half an ulp of the window's largest magnitude.
+    half_ulp = 0.5 * torch.finfo(dtype).eps * 2.0 ** math.floor(math.log2(max(abs(lo), abs(hi))))
+    assert abs(values.mean() - mean) <= 6 * std / math.sqrt(n) + half_ulp, f"{backend} {name}: mean {values.mean()}"
+    assert abs(values.std() - std) <= 6 * std / math.sqrt(n) + half_ulp, f"{backend} {name}: std {values.std()}"
+
+
+HUGE = 2**31 + 2**20
+TAIL = 2**20
+
+
+def test_huge_bf16_tail_and_memory(backend):
+    free, _ = torch.cuda.mem_get_info()
+    if free < 2 * HUGE + 2**30:
+        pytest.skip(f"needs {(2 * HUGE + 2**30) / 2**30:.1f} GiB free on the GPU, {free / 2**30:.1f} GiB free")
+    window = WINDOWS["gpt2"]
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    x = torch.empty(HUGE, dtype=torch.bfloat16, device="cuda")
+    before = torch.cuda.memory_allocated()
+    tinit.trunc_normal_at_(x, *window, seed=SEED, stream=STREAM, backend=backend)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - before
+    head, tail = x[:TAIL].cpu(), x[-TAIL:].cpu()
+    del x
+    torch.cuda.empty_cache()
+    assert extra < 2**20, f"{backend}: the fill allocated {extra} bytes beyond the tensor"
+    want = _fill("cpu", "cpu", TAIL, torch.bfloat16, window, offset=2**31)
+    assert_matches_cpu(backend, tail, want, window[1], f"{backend}: last 2^20 of 2^31 + 2^20")
+    same = float((head == tail).float().mean())
+    assert same < 0.05, f"{backend}: the last 2^20 values repeat the first ones ({same:.1%} equal)"
+
+
+def test_cuda_graph_capture_and_no_sync(backend):
+    window = WINDOWS["gpt2"]
+    x = torch.empty(1_000_003, device="cuda")
+    tinit.trunc_normal_at_(x, *window, seed=5, backend=backend)  # warm-up (compiles Triton kernels)
+    want = x.clone()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        x.zero_()
+        tinit.trunc_normal_at_(x, *window, seed=5, backend=backend)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert_same_bits(x, want, f"{backend}: fill under sync debug mode")
+    x.zero_()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        tinit.trunc_normal_at_(x, *window, seed=5, backend=backend)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_same_bits(x, want, f"{backend}: CUDA graph replay")
+    x.fill_(7.0)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_same_bits(x, want, f"{backend}: second replay")
+
+
+def _require_cuda_backend() -> None:
+    reason = dispatch.BACKENDS["cuda"].why_not(torch.empty(1, device="cuda"))
+    if reason is not None:
+        (pytest.fail if REQUIRE else pytest.skip)(f"backend 'cuda' unavailable: {reason}")
+
+
+@pytest.mark.parametrize("dtype", DTYPE_PARAMS)
+@pytest.mark.parametrize("window", [pytest.param(WINDOWS["central_2sigma"], id="central"),
+                                    pytest.param(WINDOWS["far_tail_8_100"], id="far_tail"),
+                                    pytest.param(WINDOWS["tail_neginf_-15"], id="tail_mode")])
+def test_opcheck_cuda_trunc_normal(dtype, window):
+    _require_cuda_backend()
+    constants = list(_fillable(window, dtype))
+    tensor = torch.empty(5, 37, dtype=dtype, device="cuda")
+    torch.library.opcheck(torch.ops.tinit.trunc_normal_.default, (tensor, 3, -5, 2**40 + 1, constants))
+
+
+def test_opcheck_cuda_philox():
+    _require_cuda_backend()
+    tensor = torch.empty(1029, dtype=torch.int32, device="cuda")
+    torch.library.opcheck(torch.ops.tinit.philox_.default, (tensor, -7, 2**62, 3))
+
+
+def test_compute_only_stores_nothing():
+    _require_cuda_backend()
+    constants = transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32)
+    x = torch.full((1_000_001,), 7.0, device="cuda")
+    ops.trunc_normal_compute_only(x, 1, 2, 3, constants)
+    torch.cuda.synchronize()
+    assert bool((x == 7.0).all()), "the compute-only fill wrote to the tensor"
+
+
+def test_cuda_errors_are_reported():
+    _require_cuda_backend()
+    with pytest.raises(RuntimeError, match="contiguous"):
+        torch.ops.tinit.trunc_normal_(torch.empty(4, 4, device="cuda").t(), 1, 0, 0,
+                                      list(transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32)))
+    with pytest.raises(RuntimeError, match="transform mode"):
+        torch.ops.tinit.trunc_normal_(torch.empty(4, device="cuda"), 1, 0, 0, [9.0] + [0.0] * 11)
+    with pytest.raises(RuntimeError, match="int32"):
+        torch.ops.tinit.philox_(torch.empty(4, device="cuda"), 1, 0, 0)
+
+
+def test_auto_picks_cuda_for_cuda_tensors():
+    _require_cuda_backend()
+    assert dispatch.select(torch.empty(4, device="cuda")).name == "cuda"
+    np.testing.assert_array_equal(dispatch.auto_order("cuda"), ["cuda", "triton", "torch"])

@@ -1,0 +1,61 @@
+"""``python -m tinit.info`` runs anywhere and accounts for every backend."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tinit import dispatch, info
+
+
+@pytest.fixture(scope="module")
+def printed() -> str:
+    proc = subprocess.run([sys.executable, "-m", "tinit.info"], check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"python -m tinit.info failed:\n{proc.stderr}"
+    return proc.stdout
+
+
+def test_mentions_every_backend_and_state(printed):
+    for name in dispatch.BACKENDS:
+        assert f"  {name} " in printed, f"backend {name} missing from:\n{printed}"
+    assert "available" in printed
+
+
+def test_reports_the_build(printed):
+    for key in ("tinit ", "torch ", "torch CUDA", "native extension", "triton:", "nvcc:", "CPU SIMD"):
+        assert key in printed, f"{key!r} missing from:\n{printed}"
+    assert torch.__version__ in printed
+
+
+def test_reports_devices(printed):
+    assert "devices" in printed and "cpu:" in printed
+    if not torch.cuda.is_available():
+        assert "cuda: none visible" in printed
+
+
+def test_unavailable_backends_say_why():
+    for name, entry in info.backend_info().items():
+        assert entry["available"] == (entry["reason"] is None), name
+        if not entry["available"]:
+            assert entry["reason"], f"{name} is unavailable without a reason"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")
+def test_cpu_only_machine_explains_cuda(printed):
+    cuda_lines = printed.split("  cuda ", 1)[1].split("\n  triton", 1)[0]
+    assert "why not" in cuda_lines or "cuda tensors: no" in cuda_lines, cuda_lines
+
+
+@pytest.mark.parametrize("flags,philox,transform", [
+    pytest.param({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx2", "bmi1", "bmi2",
+                  "f16c", "fma", "movbe", "xsave", "abm"}, "AVX-512", "x86-64-v4", id="v4"),
+    pytest.param({"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave", "abm"}, "AVX2", "x86-64-v3", id="v3"),
+    pytest.param({"avx512f", "avx2"}, "AVX-512", "default", id="avx512f-only"),
+    pytest.param({"sse4_2"}, "scalar", "default", id="sse"),
+    pytest.param(set(), "scalar", "default", id="none"),
+])
+def test_cpu_simd_level(flags, philox, transform):
+    assert info.cpu_simd_level(flags) == {"philox": philox, "transform": transform}
