@@ -20,7 +20,8 @@ PIP=("$PY" -m pip --disable-pip-version-check)
 # torch first and pinned: an unpinned torch resolves to a multi-GB CUDA build.
 "${PIP[@]}" install "torch==$TORCH_VERSION"
 # Repeating the pin keeps any dependency from moving torch.
-"${PIP[@]}" install "torch==$TORCH_VERSION" numpy scipy pytest pytest-benchmark tqdm ninja transformers
+# triton: the Triton kernel runs in its interpreter on CPU-only machines (tests).
+"${PIP[@]}" install "torch==$TORCH_VERSION" numpy scipy pytest pytest-benchmark tqdm ninja transformers triton
 
 installed="$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')"
 if [[ "$installed" != "$TORCH_VERSION" ]]; then
