@@ -11,29 +11,9 @@ import platform
 import subprocess
 from pathlib import Path
 
+from tinit.info import cpu_flags, cpu_model
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo, else ``platform.processor()``."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty when unavailable)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def simd_summary() -> str:

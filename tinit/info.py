@@ -138,7 +138,7 @@ def backend_info() -> dict[str, dict[str, object]]:
 
 def device_info() -> list[dict[str, object]]:
     """The CPU and every visible CUDA device (name, capability, memory, SMs)."""
-    devices = [{"type": "cpu", "name": _cpu_model(), "threads": torch.get_num_threads(),
+    devices = [{"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(),
                 "logical_cpus": os.cpu_count()}]
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
@@ -150,7 +150,8 @@ def device_info() -> list[dict[str, object]]:
     return devices
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else ``platform.processor()``."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
