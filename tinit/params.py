@@ -29,8 +29,8 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _FAR_TAIL_S = 2e-11
 _LAST_EXACT_LOWER_WORD = 0xFFFFFF7F
 MODE_TWO_SIDED, MODE_TAIL, MODE_TWO_SIDED_FAR, MODE_CENTRAL = 0, 1, 2, 3  # TransformMode, transform.h
-# ndtri_central covers s(1 - s) >= e^-6.25 / 4 (|z| <= ~3.3). It carries ~2.5
-# fp32 eps, so only bf16/fp16 tensors use it; fp32 ones keep the 4-ulp path.
+# ndtri_central covers s(1 - s) >= e^-6.25 / 4 (|z| <= ~3.3); float compute only
+# (fp32 tensors finish it in fp64, transform.h central_finish_f64).
 _CENTRAL_S = 0.5 * (1.0 - math.sqrt(-math.expm1(-6.25)))
 
 
@@ -180,7 +180,7 @@ def transform_constants(mean, std, a, b, dtype: torch.dtype) -> tuple[float, ...
     split = _lower_side_split(a_cdf, b_sf, mass)
     if tail:
         mode = MODE_TAIL
-    elif dtype in (torch.bfloat16, torch.float16) and min(a_cdf, b_sf) >= _CENTRAL_S:
+    elif compute_dtype(dtype) == torch.float32 and min(a_cdf, b_sf) >= _CENTRAL_S:
         mode = MODE_CENTRAL
     elif min(a_cdf, b_sf) + 2.0**-33 * mass < _FAR_TAIL_S:
         mode = MODE_TWO_SIDED_FAR

@@ -352,26 +352,38 @@ if triton is not None:
         return tl.where(central, q * ratio, -ratio)
 
     @triton.jit
-    def _ndtri_central(s):
-        """ndtri_central<float>: Phi^-1(s) for |z| <= 3.3, one degree-12 polynomial, fp32.
-
-        transform.h selects it (kCentral) for bf16/fp16 tensors only.
-        """
+    def _central_poly_tail(s):
+        """central_poly_tail<float>: (v, h) with G = c0 + v h, v = -log(4 s (1 - s)) - 3.125."""
         w = -_log_pos(4.0 * tl.fma(-s, s, s))
-        t = w - 3.125
-        g = tl.fma(-1.76240363502017303e-11, t, 5.96620113740977795e-12)
-        g = tl.fma(g, t, 1.46103378864113002e-09)
-        g = tl.fma(g, t, -6.66849891677600610e-09)
-        g = tl.fma(g, t, -4.09017025663115202e-08)
-        g = tl.fma(g, t, 6.03361620658563376e-07)
-        g = tl.fma(g, t, -1.93183641443874362e-06)
-        g = tl.fma(g, t, -1.96445117269990424e-05)
-        g = tl.fma(g, t, 2.64083328814145697e-04)
-        g = tl.fma(g, t, -1.04749843972010777e-03)
-        g = tl.fma(g, t, -8.53289995011116860e-03)
-        g = tl.fma(g, t, 3.39634954474917872e-01)
-        g = tl.fma(g, t, 2.33862071010127481e+00)
+        v = w - 3.125
+        h = tl.fma(-1.76240363502017303e-11, v, 5.96620113740977795e-12)
+        h = tl.fma(h, v, 1.46103378864113002e-09)
+        h = tl.fma(h, v, -6.66849891677600610e-09)
+        h = tl.fma(h, v, -4.09017025663115202e-08)
+        h = tl.fma(h, v, 6.03361620658563376e-07)
+        h = tl.fma(h, v, -1.93183641443874362e-06)
+        h = tl.fma(h, v, -1.96445117269990424e-05)
+        h = tl.fma(h, v, 2.64083328814145697e-04)
+        h = tl.fma(h, v, -1.04749843972010777e-03)
+        h = tl.fma(h, v, -8.53289995011116860e-03)
+        h = tl.fma(h, v, 3.39634954474917872e-01)
+        return v, h
+
+    @triton.jit
+    def _ndtri_central(s):
+        """ndtri_central<float>: Phi^-1(s) for |z| <= 3.3, all fp32 (bf16/fp16 tensors)."""
+        v, h = _central_poly_tail(s)
+        g = tl.fma(v, h, 2.33862071010127481e+00)
         return tl.fma(s + s, g, -g)  # -(1 - 2s) g with one rounding (2s is exact)
+
+    @triton.jit
+    def _central_finish_f64(s, v, h, signed_std, mean):
+        """central_finish_f64: last Horner step, (2s - 1) g and mean + std z in fp64, one rounding."""
+        c0 = tl.full(v.shape, 2.33862071010127481e+00, tl.float64)
+        g = tl.fma(v.to(tl.float64), h.to(tl.float64), c0)
+        s64 = s.to(tl.float64)
+        t = (s64 + s64 - 1.0) * g
+        return tl.fma(signed_std.to(tl.float64), t, mean.to(tl.float64)).to(tl.float32)
 
     @triton.jit
     def _upper_tail_quantile_from_log(log_p):
@@ -420,13 +432,17 @@ if triton is not None:
         else:
             lower = w <= _u32(split)
             s = tl.fma(_uniform_open(tl.where(lower, w, ~w)), mass, tl.where(lower, a_cdf, b_sf))
-            if MODE == 3:  # kCentral
-                z = _ndtri_central(s).to(DT)
-            else:
+            if MODE != 3:
                 z = _ndtri_lower(s, _log_pos(s), MODE == 2, F64)
-            z = tl.where(lower, z, -z)
-        z = z * sign.to(DT)
-        x = tl.fma(std.to(DT), z, mean.to(DT)).to(tl.float32)
+                z = tl.where(lower, z, -z)
+            elif not F64:  # kCentral, bf16/fp16 tensors
+                z = _ndtri_central(s).to(DT)
+                z = tl.where(lower, z, -z)
+        if MODE == 3 and F64:  # kCentral, fp32 tensors: central_f32_stage1 + central_finish_f64
+            v, h = _central_poly_tail(s)
+            x = _central_finish_f64(s, v, h, tl.where(lower, std, -std) * sign, mean)
+        else:
+            x = tl.fma(std.to(DT), z * sign.to(DT), mean.to(DT)).to(tl.float32)
         c = tl.where(x < lo, lo, x)
         return tl.where(c > hi, hi, c)
 

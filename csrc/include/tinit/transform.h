@@ -21,8 +21,8 @@
 //     word itself: p <= q exactly when word <= split (a host constant), so
 //     only one uniform is formed per element. The far-tail branch of the
 //     inverse (s < e^-25) is compiled in only when the window can reach it;
-//     for bf16/fp16 tensors, windows inside |z| <~ 3.3 use one polynomial
-//     instead (ndtri_central).
+//     windows inside |z| <~ 3.3 (float compute) use one division-free
+//     polynomial instead (ndtri_central; fp32 tensors finish it in fp64).
 //   tail mode (whole window beyond ~11 sigma for float, ~37 for double, where
 //     Phi underflows or D has no digits left): log p = log Phi(beta')
 //     + log(u + r (1-u)) with r = Phi(alpha')/Phi(beta'), inverted with the
@@ -237,20 +237,39 @@ TINIT_HD A ndtri_lower(T s_in, T log_s_in) {
 // relative error 2e-9; the same variables as Giles, "Approximating the
 // erfinv function", GPU Computing Gems Jade, 2011). No division, square root
 // or branch: the mode for the +-2 and +-3 sigma windows of weight init.
-// In fp32 this carries ~2.5 eps (up to ~4.6 ulp where x sits just below a
-// power of two), so it serves bf16/fp16 tensors, whose ulp is 2^13 times
-// coarser or more; fp32 tensors use ndtri_lower with fp64 rationals.
+// The degree >= 1 part h of G, so that G = c0 + v h with v = w - 3.125.
+template <typename T>
+TINIT_HD T central_poly_tail(T s, T& v) {
+  const T w = -log_pos(T(4) * fma_rn(-s, s, s));
+  v = w - T(3.125);
+  return horner<T>(v, T(3.39634954474917872e-01), T(-8.53289995011116860e-03),
+                   T(-1.04749843972010777e-03), T(2.64083328814145697e-04),
+                   T(-1.96445117269990424e-05), T(-1.93183641443874362e-06),
+                   T(6.03361620658563376e-07), T(-4.09017025663115202e-08),
+                   T(-6.66849891677600610e-09), T(1.46103378864113002e-09),
+                   T(5.96620113740977795e-12), T(-1.76240363502017303e-11));
+}
+constexpr double kCentralC0 = 2.33862071010127481e+00;
+
+// All in T: ~2.5 eps (up to ~4.6 ulp where x sits just below a power of two),
+// ample for bf16/fp16 tensors.
 template <typename T>
 TINIT_HD T ndtri_central(T s) {
-  const T w = -log_pos(T(4) * fma_rn(-s, s, s));
-  const T g = horner<T>(w - T(3.125), T(2.33862071010127481e+00), T(3.39634954474917872e-01),
-                        T(-8.53289995011116860e-03), T(-1.04749843972010777e-03),
-                        T(2.64083328814145697e-04), T(-1.96445117269990424e-05),
-                        T(-1.93183641443874362e-06), T(6.03361620658563376e-07),
-                        T(-4.09017025663115202e-08), T(-6.66849891677600610e-09),
-                        T(1.46103378864113002e-09), T(5.96620113740977795e-12),
-                        T(-1.76240363502017303e-11));
+  T v;
+  const T h = central_poly_tail(s, v);
+  const T g = fma_rn(v, h, T(kCentralC0));
   return fma_rn(s + s, g, -g);  // -(1 - 2s) g with one rounding (2s is exact)
+}
+
+// fp32 tensors: the fp32 first stage (s, v, h) and the signed std, then the
+// last Horner step, the product with 2s - 1 (exact in fp64) and mean + std z
+// in fp64, rounded to fp32 once: ~2 ulp. The CPU kernel runs the two stages
+// as two loops (one fused loop measured 3-4x slower with GCC on AVX-512).
+TINIT_HD float central_finish_f64(float s, float v, float h, float signed_std,
+                                  float mean) {
+  const double g = fma_rn(double(v), double(h), kCentralC0);
+  const double t = (double(s) + double(s) - 1.0) * g;
+  return static_cast<float>(fma_rn(double(signed_std), t, double(mean)));
 }
 
 // y > 0 with log Q(y) = log_p, for y beyond ~11 (float) / ~37 (double):
@@ -309,12 +328,31 @@ TINIT_HD A standard_deviate(uint32_t w, const TruncNormalParams<T>& P) {
 
 // The value for word w in tensor units, inside [lo, hi]. With A wider than
 // T, mean + std z is formed in A and rounded to T once.
-template <typename T, int Mode, typename A = T>
-TINIT_HD T trunc_normal_value(uint32_t word, const TruncNormalParams<T>& P) {
-  const A z = standard_deviate<T, Mode, A>(word ^ P.flip, P) * A(P.sign);
-  const T x = static_cast<T>(fma_rn(A(P.std), z, A(P.mean)));
+template <typename T>
+TINIT_HD T clamp_to(T x, const TruncNormalParams<T>& P) {
   const T c = x < P.lo ? P.lo : x;
   return c > P.hi ? P.hi : c;
+}
+
+// Central mode with fp32 tensors, first stage: s, v, h and the signed std.
+TINIT_HD void central_f32_stage1(uint32_t word, const TruncNormalParams<float>& P,
+                                 float& s, float& v, float& h, float& signed_std) {
+  bool lower;
+  s = two_sided_s(word ^ P.flip, P, lower);
+  h = central_poly_tail(s, v);
+  signed_std = (lower ? P.std : -P.std) * P.sign;
+}
+
+template <typename T, int Mode, typename A = T>
+TINIT_HD T trunc_normal_value(uint32_t word, const TruncNormalParams<T>& P) {
+  if constexpr (Mode == kCentral && sizeof(A) > sizeof(T)) {
+    float s, v, h, signed_std;
+    central_f32_stage1(word, P, s, v, h, signed_std);
+    return clamp_to<T>(central_finish_f64(s, v, h, signed_std, P.mean), P);
+  } else {
+    const A z = standard_deviate<T, Mode, A>(word ^ P.flip, P) * A(P.sign);
+    return clamp_to<T>(static_cast<T>(fma_rn(A(P.std), z, A(P.mean))), P);
+  }
 }
 
 // Round-to-nearest-even fp32 -> bf16 bits (inputs are finite).
