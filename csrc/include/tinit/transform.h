@@ -23,7 +23,7 @@
 //     inverse (s < e^-25) is compiled in only when the window can reach it;
 //     windows inside |z| <~ 3.3 (float compute) use one division-free
 //     polynomial instead (ndtri_central; fp32 tensors finish it in fp64).
-//   tail mode (whole window beyond ~11 sigma for float, ~37 for double, where
+//   tail mode (whole window beyond 10.4 sigma for float, 37 for double, where
 //     Phi underflows or D has no digits left): log p = log Phi(beta')
 //     + log(u + r (1-u)) with r = Phi(alpha')/Phi(beta'), inverted with the
 //     asymptotic Mills-ratio series.
@@ -272,7 +272,7 @@ TINIT_HD float central_finish_f64(float s, float v, float h, float signed_std,
   return static_cast<float>(fma_rn(double(signed_std), t, double(mean)));
 }
 
-// y > 0 with log Q(y) = log_p, for y beyond ~11 (float) / ~37 (double):
+// y > 0 with log Q(y) = log_p, for y beyond 10.4 (float) / 37 (double):
 // fixed point of y^2/2 = c - log y + log M(y), c = -log_p - log(sqrt(2 pi)),
 // M(y) = y Q(y) / phi(y) = 1 - 1/y^2 + 3/y^4 - 15/y^6 + ... (Abramowitz &
 // Stegun 26.2.12). The map contracts by ~1/y^2, so a fixed count converges.
