@@ -1,6 +1,7 @@
 // Every tinit op schema, defined once; backend files only add implementations.
 // Python registers the fake (meta) kernels in tinit/ops.py.
 #include <Python.h>
+#include <torch/csrc/autograd/VariableTypeUtils.h>
 #include <torch/library.h>
 
 // An importable module so `import tinit._C` loads the op registrations.
@@ -28,4 +29,27 @@ TORCH_LIBRARY(tinit, m) {
   // One raw Philox4x32-10 call on explicit counter and key words (each a
   // uint32 in an int), for the known-answer test of the engine itself.
   m.def("philox4x32_10(int[] counter, int[] key) -> int[]");
+}
+
+namespace {
+
+// In-place ops must bump the version counter of the tensor they write, as
+// every ATen in-place op does, so autograd refuses a backward through values
+// that were overwritten (instead of silently computing wrong gradients).
+void write_self_then_bump_version(const c10::OperatorHandle& op,
+                                  c10::DispatchKeySet keys,
+                                  torch::jit::Stack* stack) {
+  const at::Tensor self = (*stack)[0].toTensor();
+  op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+  torch::autograd::increment_version(self);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(tinit, ADInplaceOrView, m) {
+  for (const char* name :
+       {"trunc_normal_", "_trunc_normal_compute_only_", "philox_"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<
+                     &write_self_then_bump_version>());
+  }
 }

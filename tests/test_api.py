@@ -329,3 +329,17 @@ def test_opcheck_trunc_normal(dtype, window):
 
 def test_opcheck_philox():
     torch.library.opcheck(torch.ops.tinit.philox_.default, (torch.empty(1029, dtype=torch.int32), -7, 2**62, 3))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "torch"])
+def test_in_place_fill_bumps_version_so_autograd_refuses_stale_graphs(backend):
+    """Like every ATen in-place op: the version counter moves, and a backward
+    through a value that was overwritten raises instead of giving wrong grads."""
+    x = torch.ones(5, requires_grad=True)
+    y = x * 2
+    z = y * y
+    before = y._version
+    tinit.trunc_normal_at_(y, 0.0, 1.0, -2.0, 2.0, seed=1, backend=backend)
+    assert y._version > before, f"version {before} -> {y._version}"
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
