@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import scipy.stats
 import torch
+
+import tinit
 from conftest import (
     DTYPE_PARAMS,
     FLOAT_DTYPE_PARAMS,
@@ -237,3 +239,22 @@ def test_f32_std0002_no_outliers():
     worst = float(values.abs().max())
     assert worst <= 7 * 0.002, f"max |x| = {worst!r} = {worst / 0.002:.1f} sigma > 7 sigma"
     assert torch.isfinite(values).all(), "non-finite values"
+
+
+@pytest.mark.parametrize("dtype", [pytest.param(torch.float32, id="f32"), pytest.param(torch.float64, id="f64")])
+@pytest.mark.parametrize("std,a,b", [
+    pytest.param(1e8, -2.0, 2.0, id="std1e8_pm2"),
+    pytest.param(1e10, 0.0, 1.0, id="std1e10_0_1"),
+    pytest.param(1.0, -1e-6, 1e-6, id="pm1e-6_sigma"),
+])
+def test_window_narrow_against_std_is_not_collapsed(std, a, b, dtype):
+    """A window far narrower than std sits where Phi is ~1/2 and its mass has
+    few digits beside Phi(alpha); the central branches take q = s - 1/2 from
+    its own constant, so the sample is still the (nearly uniform) truncated
+    normal rather than a few repeated values."""
+    t = torch.empty(2**16, dtype=dtype)
+    tinit.trunc_normal_at_(t, 0.0, std, a, b, seed=3, stream=1)
+    x = t.double().numpy()
+    assert len(np.unique(x)) > 0.99 * x.size, f"only {len(np.unique(x))} distinct values"
+    p = scipy.stats.kstest(x, scipy.stats.truncnorm(a / std, b / std, scale=std).cdf).pvalue
+    assert p > 1e-4, f"KS p = {p:.3g} for std {std} on [{a}, {b}]"

@@ -348,8 +348,8 @@ def test_float64_is_refused():
 @pytest.mark.parametrize(("tensor", "offset", "constants", "error"), [
     pytest.param(torch.empty(4, 4).t(), 0, None, "contiguous", id="non-contiguous"),
     pytest.param(torch.empty(4), -1, None, "offset", id="negative-offset"),
-    pytest.param(torch.empty(4), 0, (0.0,) * 11, "12 transform constants", id="short-constants"),
-    pytest.param(torch.empty(4), 0, (7.0,) + (0.0,) * 11, "mode", id="bad-mode"),
+    pytest.param(torch.empty(4), 0, (0.0,) * 13, "14 transform constants", id="short-constants"),
+    pytest.param(torch.empty(4), 0, (7.0,) + (0.0,) * 13, "mode", id="bad-mode"),
 ])
 def test_bad_arguments_raise(tensor, offset, constants, error):
     constants = constants or transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32)

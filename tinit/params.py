@@ -121,9 +121,10 @@ def transform_constants(mean, std, a, b, dtype: torch.dtype) -> tuple[float, ...
         dtype: the dtype of the tensor to fill (one of SUPPORTED_DTYPES).
 
     Returns:
-        12 floats in the order of ``TruncNormalParams`` (transform.h):
+        14 floats in the order of ``TruncNormalParams`` (transform.h):
         (mode, sign, Phi(alpha'), 1 - Phi(beta'), Phi(beta') - Phi(alpha'),
-        log Phi(beta'), Phi(alpha')/Phi(beta'), split word, mean, std, lo, hi).
+        log Phi(beta'), Phi(alpha')/Phi(beta'), split word, mean, std, lo, hi,
+        Phi(alpha') - 1/2, 1/2 - Phi(beta')).
 
     Raises:
         TypeError: a non-real argument or an unsupported dtype.
@@ -186,7 +187,12 @@ def transform_constants(mean, std, a, b, dtype: torch.dtype) -> tuple[float, ...
         mode = MODE_TWO_SIDED_FAR
     else:
         mode = MODE_TWO_SIDED
-    return (float(mode), sign, a_cdf, b_sf, mass, log_b_cdf, ratio, float(split), mean, std, lo, hi)
+    # Phi(alpha') - 1/2 and 1/2 - Phi(beta') via erf: exact near the centre,
+    # where the difference of the CDFs above would have lost every digit.
+    a_half = 0.5 * math.erf(alpha / math.sqrt(2.0))
+    b_half = -0.5 * math.erf(beta / math.sqrt(2.0))
+    return (float(mode), sign, a_cdf, b_sf, mass, log_b_cdf, ratio, float(split), mean, std, lo, hi,
+            a_half, b_half)
 
 
 def _lower_side_split(a_cdf: float, b_sf: float, mass: float) -> int:

@@ -91,7 +91,7 @@ def transform(words: torch.Tensor, constants: tuple[float, ...]) -> torch.Tensor
     Returns:
         fp64 tensor shaped like ``words``.
     """
-    mode, sign, a_cdf, b_sf, mass, log_b_cdf, ratio, split, mean, std, lo, hi = constants
+    mode, sign, a_cdf, b_sf, mass, log_b_cdf, ratio, split, mean, std, lo, hi = constants[:12]
     if sign < 0:  # the mirrored frame takes the complement word (transform.h)
         words = _MASK32 - words
     u, uc = uniforms(words)

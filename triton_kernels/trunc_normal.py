@@ -50,7 +50,7 @@ if triton is not None and not hasattr(torch.library, "triton_op"):
 
 OP_NAME = "tinit::trunc_normal_triton_"
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_PARAM_COUNT = 12  # kParamCount, transform.h
+_PARAM_COUNT = 14  # kParamCount, transform.h
 _MODES = (MODE_TWO_SIDED, MODE_TAIL, MODE_TWO_SIDED_FAR, MODE_CENTRAL)
 # Counter blocks (four elements each) per program and warps per program. The
 # interpreter's cost is per program, so it takes larger programs.
@@ -154,6 +154,8 @@ def _kernel_constants(constants) -> dict:
         "std": _f32(constants[9]),
         "lo": _f32(constants[10]),
         "hi": _f32(constants[11]),
+        "a_half": _f32(constants[12]),
+        "b_half": _f32(constants[13]),
         "MODE": mode,
     }
 
@@ -298,8 +300,9 @@ if triton is not None:
             return tl.full([], near, DT)
 
     @triton.jit
-    def _ndtri_lower(s_in, log_s_in, FAR: tl.constexpr, F64: tl.constexpr):
-        """ndtri_lower<float, FAR, A>: Phi^-1(s), s in (0, 1/2]; A = fp64 if F64 else fp32.
+    def _ndtri_lower(q_in, log_s_in, FAR: tl.constexpr, F64: tl.constexpr):
+        """ndtri_lower<float, FAR, A>: Phi^-1(s), s in (0, 1/2], from q = s - 1/2 and log s;
+        A = fp64 if F64 else fp32.
 
         Wichura, "Algorithm AS 241", Applied Statistics 37(3), 1988 (PPND16).
         """
@@ -307,9 +310,8 @@ if triton is not None:
             DT: tl.constexpr = tl.float64
         else:
             DT: tl.constexpr = tl.float32
-        s = s_in.to(DT)
+        q = q_in.to(DT)
         log_s = log_s_in.to(DT)
-        q = s - 0.5
         central = q >= -0.425
         tc = tl.fma(-q, q, 0.180625)
         num_c = tl.fma(tl.full([], 2.5090809287301226727e+3, DT), tc, 3.3430575583588128105e+4)
@@ -352,9 +354,10 @@ if triton is not None:
         return tl.where(central, q * ratio, -ratio)
 
     @triton.jit
-    def _central_poly_tail(s):
-        """central_poly_tail<float>: (v, h) with G = c0 + v h, v = -log(4 s (1 - s)) - 3.125."""
-        w = -_log_pos(4.0 * tl.fma(-s, s, s))
+    def _central_poly_tail(q, s):
+        """central_poly_tail<float>: (v, h) with G = c0 + v h, v = -log(4 s (1 - s)) - 3.125, q = s - 1/2."""
+        y = tl.where((q > -0.25) & (q < 0.25), tl.fma(-4.0 * q, q, 1.0), 4.0 * tl.fma(-s, s, s))
+        w = -_log_pos(y)
         v = w - 3.125
         h = tl.fma(-1.76240363502017303e-11, v, 5.96620113740977795e-12)
         h = tl.fma(h, v, 1.46103378864113002e-09)
@@ -370,19 +373,18 @@ if triton is not None:
         return v, h
 
     @triton.jit
-    def _ndtri_central(s):
-        """ndtri_central<float>: Phi^-1(s) for |z| <= 3.3, all fp32 (bf16/fp16 tensors)."""
-        v, h = _central_poly_tail(s)
+    def _ndtri_central(q, s):
+        """ndtri_central<float>: Phi^-1(1/2 + q) for |z| <= 3.3, all fp32 (bf16/fp16 tensors)."""
+        v, h = _central_poly_tail(q, s)
         g = tl.fma(v, h, 2.33862071010127481e+00)
-        return tl.fma(s + s, g, -g)  # -(1 - 2s) g with one rounding (2s is exact)
+        return (q + q) * g  # -(1 - 2s) g
 
     @triton.jit
-    def _central_finish_f64(s, v, h, signed_std, mean):
+    def _central_finish_f64(d, v, h, signed_std, mean):
         """central_finish_f64: last Horner step, (2s - 1) g and mean + std z in fp64, one rounding."""
         c0 = tl.full(v.shape, 2.33862071010127481e+00, tl.float64)
         g = tl.fma(v.to(tl.float64), h.to(tl.float64), c0)
-        s64 = s.to(tl.float64)
-        t = (s64 + s64 - 1.0) * g
+        t = d.to(tl.float64) * g
         return tl.fma(signed_std.to(tl.float64), t, mean.to(tl.float64)).to(tl.float32)
 
     @triton.jit
@@ -404,7 +406,7 @@ if triton is not None:
 
     @triton.jit
     def _trunc_normal_value(word, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
-                            mean, std, lo, hi, MODE: tl.constexpr, F64: tl.constexpr):
+                            mean, std, lo, hi, a_half, b_half, MODE: tl.constexpr, F64: tl.constexpr):
         """trunc_normal_value<float, MODE, A>(word, P), with standard_deviate and
         two_sided_s inlined; A = fp64 if F64 else fp32. Returns fp32 values in [lo, hi]."""
         if F64:
@@ -423,6 +425,8 @@ if triton is not None:
         std = tl.cast(std, tl.float32)
         lo = tl.cast(lo, tl.float32)
         hi = tl.cast(hi, tl.float32)
+        a_half = tl.cast(a_half, tl.float32)
+        b_half = tl.cast(b_half, tl.float32)
         w = word ^ _u32(flip)
         if MODE == 1:  # kTail
             u = _uniform_open(w)
@@ -431,16 +435,19 @@ if triton is not None:
             z = -(_upper_tail_quantile_from_log(log_p).to(DT))
         else:
             lower = w <= _u32(split)
-            s = tl.fma(_uniform_open(tl.where(lower, w, ~w)), mass, tl.where(lower, a_cdf, b_sf))
+            u = _uniform_open(tl.where(lower, w, ~w))
+            q = tl.fma(u, mass, tl.where(lower, a_half, b_half))
+            s = tl.fma(u, mass, tl.where(lower, a_cdf, b_sf))
             if MODE != 3:
-                z = _ndtri_lower(s, _log_pos(s), MODE == 2, F64)
+                z = _ndtri_lower(q, _log_pos(s), MODE == 2, F64)
                 z = tl.where(lower, z, -z)
             elif not F64:  # kCentral, bf16/fp16 tensors
-                z = _ndtri_central(s).to(DT)
+                z = _ndtri_central(q, s).to(DT)
                 z = tl.where(lower, z, -z)
         if MODE == 3 and F64:  # kCentral, fp32 tensors: central_f32_stage1 + central_finish_f64
-            v, h = _central_poly_tail(s)
-            x = _central_finish_f64(s, v, h, tl.where(lower, std, -std) * sign, mean)
+            v, h = _central_poly_tail(q, s)
+            d = q + q  # central_f32_stage1
+            x = _central_finish_f64(d, v, h, tl.where(lower, std, -std) * sign, mean)
         else:
             x = tl.fma(std.to(DT), z * sign.to(DT), mean.to(DT)).to(tl.float32)
         c = tl.where(x < lo, lo, x)
@@ -451,7 +458,7 @@ if triton is not None:
     @triton.jit(do_not_specialize=["numel", "flip", "split"])
     def _trunc_normal_kernel(out_ptr, numel, seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
                              sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
-                             mean, std, lo, hi, MODE: tl.constexpr, BLOCK: tl.constexpr):
+                             mean, std, lo, hi, a_half, b_half, MODE: tl.constexpr, BLOCK: tl.constexpr):
         """Fill out[0:numel] with the values of stream indices offset + [0, numel).
 
         Args (device): out_ptr: fp32/bf16/fp16 tensor. numel: int. seed, stream,
@@ -462,7 +469,7 @@ if triton is not None:
         words, pos = _stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK)
         F64: tl.constexpr = out_ptr.dtype.element_ty == tl.float32  # RationalT<out_t>
         x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
-                                mean, std, lo, hi, MODE, F64)
+                                mean, std, lo, hi, a_half, b_half, MODE, F64)
         mask = (pos >= 0) & (pos < numel.to(tl.int64))
         if out_ptr.dtype.element_ty == tl.bfloat16:
             # float_to_bf16_bits (transform.h): round to nearest even, once.

@@ -109,12 +109,12 @@ TINIT_HD void transform_range(out_t* __restrict out,
   if constexpr (Mode == kCentral && std::is_same<out_t, float>::value) {
     // The same arithmetic as trunc_normal_value, as two loops: fused into
     // one, GCC's AVX-512 code for it runs 3-4x slower (measured).
-    alignas(64) float s[kChunk], v[kChunk], h[kChunk], sd[kChunk];
+    alignas(64) float d[kChunk], v[kChunk], h[kChunk], sd[kChunk];
     for (int64_t i = 0; i < n; ++i) {
-      central_f32_stage1(w[i], P, s[i], v[i], h[i], sd[i]);
+      central_f32_stage1(w[i], P, d[i], v[i], h[i], sd[i]);
     }
     for (int64_t i = 0; i < n; ++i) {
-      out[i] = clamp_to<float>(central_finish_f64(s[i], v[i], h[i], sd[i], P.mean), P);
+      out[i] = clamp_to<float>(central_finish_f64(d[i], v[i], h[i], sd[i], P.mean), P);
     }
   } else {
     for (int64_t i = 0; i < n; ++i) {

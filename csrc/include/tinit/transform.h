@@ -47,7 +47,7 @@ enum TransformMode : int {
   kTwoSidedFar = 2,  // AS 241 with its far-tail branch
   kCentral = 3,      // one polynomial, for windows inside |z| <~ 3.3
 };
-constexpr int kParamCount = 12;
+constexpr int kParamCount = 14;
 
 template <typename T>
 struct TruncNormalParams {
@@ -63,6 +63,8 @@ struct TruncNormalParams {
   uint32_t split;  // words <= split take the lower side (two-sided modes)
   T mean, std;   // tensor units
   T lo, hi;      // [a, b] shrunk to values representable in the tensor dtype
+  T a_half;      // Phi(alpha') - 1/2  } so the central branches get q = s - 1/2
+  T b_half;      // 1/2 - Phi(beta')   } without cancellation (narrow windows)
 
   static TruncNormalParams from_packed(const double* p) {
     TruncNormalParams r;
@@ -79,6 +81,8 @@ struct TruncNormalParams {
     r.std = static_cast<T>(p[9]);
     r.lo = static_cast<T>(p[10]);
     r.hi = static_cast<T>(p[11]);
+    r.a_half = static_cast<T>(p[12]);
+    r.b_half = static_cast<T>(p[13]);
     return r;
   }
 };
@@ -179,7 +183,7 @@ TINIT_HD T horner(T t, T c, Rest... rest) {
   return fma_rn(horner<T>(t, rest...), t, c);
 }
 
-// Phi^-1(s) for s in (0, 1/2], given s and log(s). Wichura, "Algorithm AS 241:
+// Phi^-1(s) for s in (0, 1/2], given q = s - 1/2 and log(s). Wichura, "Algorithm AS 241:
 // The percentage points of the normal distribution", Applied Statistics
 // 37(3), 1988 (PPND16 coefficients). The central and tail rationals are both
 // evaluated (two independent fma chains) and selected per lane, so the loop
@@ -191,9 +195,8 @@ TINIT_HD T horner(T t, T c, Rest... rest) {
 // ~1 ulp); bf16/fp16 tensors, whose ulp is 2^16 / 2^13 times coarser, use
 // fp32 (A = T).
 template <typename T, bool Far = true, typename A = T>
-TINIT_HD A ndtri_lower(T s_in, T log_s_in) {
-  const A s = s_in, log_s = log_s_in;
-  const A q = s - A(0.5);
+TINIT_HD A ndtri_lower(T q_in, T log_s_in) {
+  const A q = q_in, log_s = log_s_in;
   const bool central = q >= A(-0.425);
   const A tc = fma_rn(-q, q, A(0.180625));
   const A num_c = horner<A>(tc, A(3.3871328727963666080e+0), A(1.3314166789178437745e+2),
@@ -238,9 +241,13 @@ TINIT_HD A ndtri_lower(T s_in, T log_s_in) {
 // erfinv function", GPU Computing Gems Jade, 2011). No division, square root
 // or branch: the mode for the +-2 and +-3 sigma windows of weight init.
 // The degree >= 1 part h of G, so that G = c0 + v h with v = w - 3.125.
+// 4 s (1 - s) is formed from q near the centre and from s towards the tails,
+// whichever keeps its digits.
 template <typename T>
-TINIT_HD T central_poly_tail(T s, T& v) {
-  const T w = -log_pos(T(4) * fma_rn(-s, s, s));
+TINIT_HD T central_poly_tail(T q, T s, T& v) {
+  const T y = q > T(-0.25) && q < T(0.25) ? fma_rn(T(-4) * q, q, T(1))
+                                          : T(4) * fma_rn(-s, s, s);
+  const T w = -log_pos(y);
   v = w - T(3.125);
   return horner<T>(v, T(3.39634954474917872e-01), T(-8.53289995011116860e-03),
                    T(-1.04749843972010777e-03), T(2.64083328814145697e-04),
@@ -254,21 +261,22 @@ constexpr double kCentralC0 = 2.33862071010127481e+00;
 // All in T: ~2.5 eps (up to ~4.6 ulp where x sits just below a power of two),
 // ample for bf16/fp16 tensors.
 template <typename T>
-TINIT_HD T ndtri_central(T s) {
+TINIT_HD T ndtri_central(T q, T s) {
   T v;
-  const T h = central_poly_tail(s, v);
+  const T h = central_poly_tail(q, s, v);
   const T g = fma_rn(v, h, T(kCentralC0));
-  return fma_rn(s + s, g, -g);  // -(1 - 2s) g with one rounding (2s is exact)
+  return (q + q) * g;  // -(1 - 2s) g
 }
 
 // fp32 tensors: the fp32 first stage (s, v, h) and the signed std, then the
 // last Horner step, the product with 2s - 1 (exact in fp64) and mean + std z
 // in fp64, rounded to fp32 once: ~2 ulp. The CPU kernel runs the two stages
 // as two loops (one fused loop measured 3-4x slower with GCC on AVX-512).
-TINIT_HD float central_finish_f64(float s, float v, float h, float signed_std,
+// d = 2s - 1 = 2q (exact).
+TINIT_HD float central_finish_f64(float d, float v, float h, float signed_std,
                                   float mean) {
   const double g = fma_rn(double(v), double(h), kCentralC0);
-  const double t = (double(s) + double(s) - 1.0) * g;
+  const double t = double(d) * g;  // (2s - 1) g
   return static_cast<float>(fma_rn(double(signed_std), t, double(mean)));
 }
 
@@ -301,12 +309,16 @@ TINIT_HD T upper_tail_quantile_from_log(T log_p) {
   return y;
 }
 
-// The probability s inverted for word w in the two-sided modes, and which
-// side (lower: z = Phi^-1(s) <= 0; upper: z = -Phi^-1(s)) it belongs to.
+// The probability s inverted for word w in the two-sided modes, q = s - 1/2
+// formed from its own host constant (exact where s is near 1/2, e.g. windows
+// narrow compared with std), and which side (lower: z = Phi^-1(s) <= 0;
+// upper: z = -Phi^-1(s)) the word belongs to.
 template <typename T>
-TINIT_HD T two_sided_s(uint32_t w, const TruncNormalParams<T>& P, bool& lower) {
+TINIT_HD T two_sided_s(uint32_t w, const TruncNormalParams<T>& P, bool& lower, T& q) {
   lower = w <= P.split;
-  return fma_rn(uniform_open<T>(lower ? w : ~w), P.mass, lower ? P.a_cdf : P.b_sf);
+  const T u = uniform_open<T>(lower ? w : ~w);
+  q = fma_rn(u, P.mass, lower ? P.a_half : P.b_half);
+  return fma_rn(u, P.mass, lower ? P.a_cdf : P.b_sf);
 }
 
 // Standard-normal deviate for word w (already flipped), in the mirrored
@@ -320,9 +332,10 @@ TINIT_HD A standard_deviate(uint32_t w, const TruncNormalParams<T>& P) {
     return -A(upper_tail_quantile_from_log<T>(log_p));
   }
   bool lower;
-  const T s = two_sided_s(w, P, lower);
-  const A z = Mode == kCentral ? A(ndtri_central<T>(s))
-                               : ndtri_lower<T, Mode == kTwoSidedFar, A>(s, log_pos(s));
+  T q;
+  const T s = two_sided_s(w, P, lower, q);
+  const A z = Mode == kCentral ? A(ndtri_central<T>(q, s))
+                               : ndtri_lower<T, Mode == kTwoSidedFar, A>(q, log_pos(s));
   return lower ? z : -z;
 }
 
@@ -334,21 +347,24 @@ TINIT_HD T clamp_to(T x, const TruncNormalParams<T>& P) {
   return c > P.hi ? P.hi : c;
 }
 
-// Central mode with fp32 tensors, first stage: s, v, h and the signed std.
+// Central mode with fp32 tensors, first stage: d = 2s - 1 = 2q, v, h and the
+// signed std.
 TINIT_HD void central_f32_stage1(uint32_t word, const TruncNormalParams<float>& P,
-                                 float& s, float& v, float& h, float& signed_std) {
+                                 float& d, float& v, float& h, float& signed_std) {
   bool lower;
-  s = two_sided_s(word ^ P.flip, P, lower);
-  h = central_poly_tail(s, v);
+  float q;
+  const float s = two_sided_s(word ^ P.flip, P, lower, q);
+  h = central_poly_tail(q, s, v);
+  d = q + q;
   signed_std = (lower ? P.std : -P.std) * P.sign;
 }
 
 template <typename T, int Mode, typename A = T>
 TINIT_HD T trunc_normal_value(uint32_t word, const TruncNormalParams<T>& P) {
   if constexpr (Mode == kCentral && sizeof(A) > sizeof(T)) {
-    float s, v, h, signed_std;
-    central_f32_stage1(word, P, s, v, h, signed_std);
-    return clamp_to<T>(central_finish_f64(s, v, h, signed_std, P.mean), P);
+    float d, v, h, signed_std;
+    central_f32_stage1(word, P, d, v, h, signed_std);
+    return clamp_to<T>(central_finish_f64(d, v, h, signed_std, P.mean), P);
   } else {
     const A z = standard_deviate<T, Mode, A>(word ^ P.flip, P) * A(P.sign);
     return clamp_to<T>(static_cast<T>(fma_rn(A(P.std), z, A(P.mean))), P);
