@@ -15,8 +15,6 @@ import numpy as np
 import pytest
 import scipy.stats
 import torch
-
-import tinit
 from conftest import (
     DTYPE_PARAMS,
     FLOAT_DTYPE_PARAMS,
@@ -26,6 +24,7 @@ from conftest import (
     place_words,
 )
 
+import tinit
 from tinit.params import transform_constants
 
 INF = math.inf
