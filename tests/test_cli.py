@@ -73,8 +73,9 @@ def _check_report(report: dict, model: torch.nn.Module, n_layers: int, dtype_tol
     assert report["tied"][0].endswith("written 1x")
 
     rows = report["rows"]
-    assert set(rows) == {"embedding", "weight", "residual", "norm", "bias"}
-    expected_parent = {"embedding": STD, "weight": STD, "residual": STD / math.sqrt(2 * n_layers)}
+    assert set(rows) == {"embedding", "attn_qkv", "attn_out", "mlp_in", "mlp_out", "norm", "bias"}
+    out = STD / math.sqrt(2 * n_layers)
+    expected_parent = {"embedding": STD, "attn_qkv": STD, "mlp_in": STD, "attn_out": out, "mlp_out": out}
     for role, parent in expected_parent.items():
         row = rows[role]
         assert float(row["parent_std"]) == pytest.approx(parent, rel=1e-5), role
@@ -102,7 +103,7 @@ def test_init_tinit_model(capsys):
 
 def test_residual_std_follows_depth(capsys):
     report = _run(capsys, "--layers", "8", "--d-model", "64", "--no-progress")
-    assert float(report["rows"]["residual"]["parent_std"]) == pytest.approx(STD / 4.0, rel=1e-5)
+    assert float(report["rows"]["mlp_out"]["parent_std"]) == pytest.approx(STD / 4.0, rel=1e-5)
     _check_report(report, _meta_gpt(8, 64), n_layers=8)
 
 
@@ -111,7 +112,7 @@ def test_init_compare_bf16(capsys):
     _check_report(report, _meta_gpt(2, 64), n_layers=2, dtype_tol=0.01)
     assert report["speedup"] > 0
     assert report["second_pass_identical"]
-    for role in ("embedding", "weight", "residual"):
+    for role in ("embedding", "attn_qkv", "attn_out", "mlp_in", "mlp_out"):
         row = report["rows"][role]
         assert abs(float(row["torch_measured"]) / float(row["intended"]) - 1) < 0.04, role
 
@@ -170,3 +171,55 @@ def test_python_dash_m():
     assert result.returncode == 0, result.stderr
     report = _parse(result.stdout)
     assert report["count"] == sum(p.numel() for p in _meta_gpt(1, 64).parameters())
+
+
+HF_ROLES = {
+    "gpt2": {"embedding", "attn_qkv", "attn_out", "mlp_in", "mlp_out", "norm", "bias"},
+    "llama": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm", "head"},
+    "mistral": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm", "head"},
+    "qwen2": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm", "head", "bias"},
+    "t5": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm"},
+    "bert": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm", "bias"},
+}
+
+
+@needs_hf
+@pytest.mark.filterwarnings("ignore:to_empty left:RuntimeWarning")
+@pytest.mark.parametrize("model_type", sorted(HF_ROLES))
+def test_init_hf_families(capsys, model_type):
+    """--hf MODEL_TYPE: a reduced config of each family, every role of the scheme within 3 % of its std."""
+    report = _run(capsys, "--hf", model_type, "--layers", "2", "--d-model", "64", "--no-progress",
+                  "--scheme", "modern")
+    assert set(report["rows"]) == HF_ROLES[model_type]
+    assert report["written"] == report["distinct"]
+    for role, row in report["rows"].items():
+        if row["intended"].startswith("="):
+            assert row["error"] == "dev=0", role
+        else:
+            assert float(row["trunc"]) == 3.0
+            assert abs(float(row["measured"]) / float(row["intended"]) - 1) < 0.03, (role, row)
+    small = math.sqrt(2 / (5 * 64))
+    assert float(report["rows"]["attn_out"]["parent_std"]) == pytest.approx(small / 2, rel=1e-5)
+
+
+def test_init_scheme_options(capsys):
+    report = _run(capsys, *SMALL, "--scheme", "mitchell", "--variance-preserving", "--trunc", "2")
+    row = report["rows"]["mlp_in"]
+    assert float(row["trunc"]) == 2.0
+    assert float(row["intended"]) == pytest.approx(1 / 8, rel=1e-4)  # realised std = 1/sqrt(d), d = 64
+    assert float(row["parent_std"]) == pytest.approx(1 / 8 / truncated_std(1.0, -2.0, 2.0), rel=1e-5)
+    deepnorm = _run(capsys, *SMALL, "--scheme", "deepnorm")["rows"]["attn_qkv"]
+    assert deepnorm["parent_std"] == "parts"
+    assert abs(float(deepnorm["measured"]) / float(deepnorm["intended"]) - 1) < 0.03
+
+
+def test_init_depth_rows(capsys):
+    rows = _run(capsys, "--layers", "3", "--d-model", "64", "--no-progress", "--scheme", "depth_init")["rows"]
+    for layer in range(3):
+        assert float(rows[f"attn_out@{layer}"]["parent_std"]) == pytest.approx(STD / math.sqrt(2 * (layer + 1)),
+                                                                                 rel=1e-5)
+
+
+def test_init_refused_scheme_exits_2(capsys):
+    assert main(["init", *SMALL, "--scheme", "rezero"]) == 2
+    assert "residual_gate" in capsys.readouterr().err

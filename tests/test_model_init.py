@@ -1,14 +1,292 @@
-"""tinit.init_model_: refuses what it cannot write before writing anything; ties written once."""
+"""tinit.init_model_ on real architectures: roles and stds, ties, meta models, order independence, refusals."""
 
 from __future__ import annotations
 
+import math
+import re
+import warnings
+
 import pytest
 import torch
+from torch import nn
 
 import tinit
+from tinit import model_init
+from tinit.model_init import stream_for
 from tinit.models import GPT, GPTConfig
 
+transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
+
 TINY = GPTConfig(n_layers=2, d_model=32, n_heads=2, vocab=97, n_ctx=16)
+VOCAB = 512
+
+
+def _hf_gpt2(n_layer=2, device="cpu"):
+    config = transformers.GPT2Config(n_layer=n_layer, n_embd=64, n_head=2, vocab_size=VOCAB, n_positions=64,
+                                     bos_token_id=0, eos_token_id=0)
+    with torch.device(device):
+        return transformers.GPT2LMHeadModel(config)
+
+
+def _hf_llama(family="Llama", device="cpu"):
+    config = getattr(transformers, f"{family}Config")(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+        vocab_size=VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    with torch.device(device):
+        return getattr(transformers, f"{family}ForCausalLM")(config)
+
+
+class _TitanAttention(nn.Module):
+    def __init__(self, dim, kv_dim):
+        super().__init__()
+        self.wq, self.wk = nn.Linear(dim, dim, bias=False), nn.Linear(dim, kv_dim, bias=False)
+        self.wv, self.wo = nn.Linear(dim, kv_dim, bias=False), nn.Linear(dim, dim, bias=False)
+
+
+class _TitanFeedForward(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.w1, self.w2 = nn.Linear(dim, hidden, bias=False), nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+
+
+class _TitanBlock(nn.Module):
+    def __init__(self, dim, kv_dim, hidden, gates):
+        super().__init__()
+        self.attention = _TitanAttention(dim, kv_dim)
+        self.feed_forward = _TitanFeedForward(dim, hidden)
+        self.attention_norm, self.ffn_norm = nn.RMSNorm(dim), nn.RMSNorm(dim)
+        if gates:
+            self.resweight = nn.Parameter(torch.ones(1))
+
+
+class TitanLlama(nn.Module):
+    """torchtitan's Llama module tree (``tok_embeddings``, ``layers`` as a ModuleDict, ``output``)."""
+
+    def __init__(self, n_layers=3, dim=64, kv_dim=32, hidden=160, vocab=VOCAB, order=None, gates=False):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleDict()
+        for i in order if order is not None else range(n_layers):
+            self.layers[str(i)] = _TitanBlock(dim, kv_dim, hidden, gates)
+        self.norm = nn.RMSNorm(dim)
+        self.output = nn.Linear(dim, vocab, bias=False)
+
+
+def _check_written(model, summary, expected, seed):
+    """Every parameter: role and std as expected, values identical to a direct fill from its stream."""
+    params = dict(model.named_parameters())
+    assert [e.name for e in summary] == list(params), "summary does not list every (untied) parameter once"
+    for entry in summary:
+        role, want = next(v for pattern, v in expected.items() if re.search(pattern, entry.name))
+        assert entry.role == role, f"{entry.name}: role {entry.role}, expected {role}"
+        param = params[entry.name]
+        if isinstance(want, str):  # "=c": a constant
+            assert entry.constant == float(want[1:]), entry.name
+            torch.testing.assert_close(param.detach(), torch.full_like(param, float(want[1:])), rtol=0, atol=0)
+            continue
+        assert entry.std == pytest.approx(want, rel=1e-12), f"{entry.name}: std {entry.std}, expected {want}"
+        lo, hi = entry.bounds
+        assert (lo, hi) == pytest.approx((-entry.trunc * want, entry.trunc * want))
+        direct = tinit.trunc_normal_at_(torch.empty_like(param), 0.0, want, lo, hi, seed=seed,
+                                        stream=stream_for(entry.name))
+        torch.testing.assert_close(param.detach(), direct, rtol=0, atol=0, msg=entry.name)
+
+
+def test_hf_gpt2_gpt2_scheme():
+    model = _hf_gpt2()
+    summary = tinit.init_model_(model, "gpt2", seed=3)
+    out = 0.02 / math.sqrt(2 * 2)
+    _check_written(model, summary, {
+        r"\.w[tp]e\.": ("embedding", 0.02), r"ln_.*weight": ("norm", "=1"), r"bias$": ("bias", "=0"),
+        r"c_attn\.weight": ("attn_qkv", 0.02), r"attn\.c_proj\.weight": ("attn_out", out),
+        r"c_fc\.weight": ("mlp_in", 0.02), r"mlp\.c_proj\.weight": ("mlp_out", out)}, seed=3)
+    wte = next(e for e in summary if e.name == "transformer.wte.weight")
+    assert wte.tied == ("lm_head.weight",)
+    assert model.lm_head.weight is model.transformer.wte.weight
+
+
+def test_hf_gpt2_conv1d_fans():
+    """GPT-2's Conv1D weights are (in, out): fan_in is dim 0 (lecun_normal: 1/sqrt(fan_in))."""
+    model = _hf_gpt2()
+    summary = tinit.init_model_(model, "lecun_normal", seed=4)
+    _check_written(model, summary, {
+        r"\.w[tp]e\.": ("embedding", 1 / 8), r"ln_.*weight": ("norm", "=1"), r"bias$": ("bias", "=0"),
+        r"c_attn\.weight": ("attn_qkv", 1 / 8), r"attn\.c_proj\.weight": ("attn_out", 1 / 8),
+        r"c_fc\.weight": ("mlp_in", 1 / 8), r"mlp\.c_proj\.weight": ("mlp_out", 1 / 16)}, seed=4)
+
+
+@pytest.mark.parametrize("family", ["Llama", "Mistral"])
+def test_hf_llama_deepnorm(family):
+    model = _hf_llama(family)
+    summary = tinit.init_model_(model, "deepnorm", seed=5)
+    beta = (8 * 2) ** -0.25
+    _check_written(model, summary, {
+        r"embed_tokens": ("embedding", 1 / 8), r"lm_head": ("head", 1 / 8), r"norm": ("norm", "=1"),
+        r"q_proj": ("attn_q", math.sqrt(2 / 128)), r"k_proj": ("attn_k", math.sqrt(2 / 96)),
+        r"v_proj": ("attn_v", beta * math.sqrt(2 / 96)), r"o_proj": ("attn_out", beta * math.sqrt(2 / 128)),
+        r"(gate|up)_proj": ("mlp_in", beta * math.sqrt(2 / 192)),
+        r"down_proj": ("mlp_out", beta * math.sqrt(2 / 192))}, seed=5)
+
+
+def test_torchtitan_llama_depth_init():
+    model = TitanLlama()
+    summary = tinit.init_model_(model, "depth_init", seed=6)
+    expected = {}
+    for layer in range(3):
+        std = 0.02 / math.sqrt(2 * (layer + 1))
+        expected[rf"layers\.{layer}\.attention\.wo"] = ("attn_out", std)
+        expected[rf"layers\.{layer}\.feed_forward\.w2"] = ("mlp_out", std)
+    expected.update({r"tok_embeddings": ("embedding", 0.02), r"^output": ("head", 0.02), r"norm": ("norm", "=1"),
+                     r"wq": ("attn_q", 0.02), r"wk": ("attn_k", 0.02), r"wv": ("attn_v", 0.02),
+                     r"w[13]": ("mlp_in", 0.02)})
+    _check_written(model, summary, expected, seed=6)
+    assert {e.layer for e in summary if e.role == "attn_out"} == {0, 1, 2}
+
+
+def test_meta_flow_and_ties():
+    reference = _hf_gpt2()
+    tinit.init_model_(reference, "modern", seed=7)
+    meta = _hf_gpt2(device="meta")
+    with pytest.raises(ValueError, match="meta device"):
+        tinit.init_model_(meta, "modern", seed=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # to_empty's note about buffers, if any
+        summary = tinit.init_model_(meta, "modern", seed=7, device="cpu")
+    assert meta.lm_head.weight is meta.transformer.wte.weight, "tie lost by the meta flow"
+    assert all(p.device.type == "cpu" for p in meta.parameters())
+    assert len(summary) == len(list(meta.parameters()))
+    for (name, a), b in zip(meta.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_lost_hf_tie_is_refused():
+    model = _hf_gpt2(device="meta")
+    model.to_empty(device="cpu")
+    assert model.lm_head.weight is not model.transformer.wte.weight
+    with pytest.raises(ValueError, match="tie_weights"):
+        tinit.init_model_(model, "gpt2")
+
+
+def test_tied_weight_written_once(monkeypatch):
+    model = GPT(TINY)
+    writes = []
+    real = model_init.write_spec_
+    monkeypatch.setattr(model_init, "write_spec_", lambda p, *a, **k: (writes.append(p.data_ptr()), real(p, *a, **k))[1])
+    summary = tinit.init_model_(model, "gpt2", seed=3)
+    names = [e.name for e in summary]
+    assert "transformer.wte.weight" in names and "lm_head.weight" not in names
+    assert writes.count(model.lm_head.weight.data_ptr()) == 1
+    assert len(writes) == len(set(writes)) == len(list(model.parameters()))
+    assert sum(e.numel for e in summary) == sum(p.numel() for p in model.parameters())
+
+
+def test_order_independence():
+    """Different registration orders, writing one parameter at a time in reverse, or one block alone: same values."""
+    first = TitanLlama(order=[0, 1, 2])
+    second = TitanLlama(order=[2, 0, 1])
+    assert [n for n, _ in first.named_parameters()] != [n for n, _ in second.named_parameters()]
+    tinit.init_model_(first, "depth_init", seed=9)
+    tinit.init_model_(second, "depth_init", seed=9)
+    expected = first.state_dict()
+    assert second.state_dict().keys() == expected.keys()
+    for name, value in second.state_dict().items():
+        torch.testing.assert_close(value, expected[name], rtol=0, atol=0, msg=name)
+
+    third = TitanLlama(order=[1, 2, 0])
+    for name, _ in reversed(list(third.named_parameters())):
+        tinit.init_model_(third, "depth_init", seed=9, only=re.escape(name) + "$")
+    for name, value in third.state_dict().items():
+        torch.testing.assert_close(value, expected[name], rtol=0, atol=0, msg=name)
+
+    with torch.no_grad():
+        for p in third.layers["1"].parameters():
+            p.fill_(7.0)
+    tinit.init_model_(third.layers["1"], "depth_init", seed=9, prefix="layers.1.", n_layers=3)
+    with torch.no_grad():
+        for p in third.layers["2"].parameters():
+            p.fill_(7.0)
+    summary = tinit.init_model_(third, "depth_init", seed=9, only=r"^layers\.2\.")
+    assert {e.layer for e in summary} == {2}
+    for name, value in third.state_dict().items():
+        torch.testing.assert_close(value, expected[name], rtol=0, atol=0, msg=name)
+
+
+def test_unclassifiable_parameter():
+    model = _hf_llama()
+    model.model.layers[0].self_attn.register_parameter("mystery", nn.Parameter(torch.full((64, 64), 5.0)))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with pytest.raises(ValueError, match=r"model\.layers\.0\.self_attn\.mystery"):
+        tinit.init_model_(model, "gpt2")
+    for name, param in model.named_parameters():
+        torch.testing.assert_close(param, before[name], rtol=0, atol=0, msg=f"{name} was written")
+    summary = tinit.init_model_(model, "gpt2", overrides={r"\.mystery$": "attn_q"})
+    assert next(e for e in summary if e.name.endswith("mystery")).role == "attn_q"
+    summary = tinit.init_model_(model, "normal")  # no role needed
+    assert next(e for e in summary if e.name.endswith("mystery")).role is None
+    override = {r"\.mystery$": "attn_q",
+                r"layers\.1\.mlp\.down_proj": {"role": "mlp_out", "layer": 0, "options": {"std": 0.5}}}
+    entry = next(e for e in tinit.init_model_(model, "gpt2", overrides=override) if "1.mlp.down_proj" in e.name)
+    assert (entry.layer, entry.std) == (0, pytest.approx(0.5 / 2))
+
+
+def test_rezero_needs_gates():
+    model = TitanLlama(gates=True)
+    summary = tinit.init_model_(model, "rezero", seed=1)
+    gates = [e for e in summary if e.role == "residual_gate"]
+    assert len(gates) == 3 and all(float(model.get_parameter(e.name).detach()) == 0.0 for e in gates)
+    assert next(e for e in summary if e.name == "layers.0.attention.wq.weight").std == 0.02
+    with pytest.raises(ValueError, match="residual_gate"):
+        tinit.init_model_(TitanLlama(), "rezero")
+
+
+def test_t5_encoder_decoder_deepnorm():
+    config = transformers.T5Config(num_layers=2, num_decoder_layers=3, d_model=64, d_ff=128, num_heads=2, d_kv=32,
+                                   vocab_size=VOCAB)
+    model = transformers.T5ForConditionalGeneration(config)
+    summary = tinit.init_model_(model, "deepnorm", seed=2)
+    n, m = 2, 3
+    beta = {"encoder": 0.87 * (n ** 4 * m) ** (-1 / 16), "decoder": (12 * m) ** -0.25}
+    for entry in summary:
+        if entry.role == "attn_v":
+            assert entry.std == pytest.approx(beta[entry.stack] * math.sqrt(2 / 128)), entry.name
+        if entry.role == "mlp_in":
+            assert entry.std == pytest.approx(beta[entry.stack] * math.sqrt(2 / 192)), entry.name
+    assert {e.stack for e in summary if e.layer is not None} == {"encoder", "decoder"}
+    assert max(e.layer for e in summary if e.stack == "decoder" and e.layer is not None) == 2
+    shared = next(e for e in summary if e.name == "shared.weight")
+    assert set(shared.tied) >= {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}
+
+
+@pytest.mark.parametrize("build", [
+    lambda: _hf_llama("Qwen2"),
+    lambda: transformers.BertForMaskedLM(transformers.BertConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128, vocab_size=VOCAB)),
+], ids=["qwen2", "bert"])
+def test_every_parameter_classified(build):
+    model = build()
+    summary = tinit.init_model_(model, "modern", seed=1)
+    assert all(e.role is not None for e in summary)
+    assert {e.role for e in summary} >= {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in",
+                                         "mlp_out", "norm", "bias"}
+
+
+def test_mup_param_groups():
+    model = _hf_llama()
+    groups = tinit.mup_param_groups(model, lr=1e-2, base_width=16, weight_decay=0.1)
+    by_name = {name: g for g in groups for name in g["names"]}
+    assert by_name["model.layers.0.self_attn.q_proj.weight"]["lr"] == pytest.approx(1e-2 / 4)
+    assert by_name["lm_head.weight"]["lr"] == pytest.approx(1e-2 / 4)
+    assert by_name["model.embed_tokens.weight"]["lr"] == pytest.approx(1e-2)
+    assert by_name["model.norm.weight"]["lr"] == pytest.approx(1e-2)
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+    optimizer = torch.optim.AdamW(groups)
+    assert {g["weight_decay"] for g in optimizer.param_groups} == {0.1}
+    summary = tinit.init_model_(model, "mup", base_width=16, seed=1)
+    head = next(e for e in summary if e.name == "lm_head.weight")
+    assert head.constant == 0.0
+    q = next(e for e in summary if e.name.endswith("0.self_attn.q_proj.weight"))
+    assert q.std == pytest.approx(0.02 / 2)
 
 
 def test_meta_parameters_are_refused():
@@ -24,16 +302,6 @@ def test_bad_dtype_is_refused_before_writing():
                                                                           requires_grad=False))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     with pytest.raises(TypeError, match="dtype"):
-        tinit.init_model_(model)
+        tinit.init_model_(model, overrides={r"ln_f\.count": "norm"})
     for name, param in model.named_parameters():
         torch.testing.assert_close(param, before[name], rtol=0, atol=0, msg=f"{name} was written")
-
-
-def test_tied_weight_written_once():
-    model = GPT(TINY)
-    summary = tinit.init_model_(model, "gpt2", seed=3)
-    names = [e.name for e in summary]
-    assert "transformer.wte.weight" in names and "lm_head.weight" not in names
-    ptrs = [model.get_parameter(n).data_ptr() for n in names]
-    assert len(ptrs) == len(set(ptrs))
-    assert sum(e.numel for e in summary) == sum(p.numel() for p in model.parameters())

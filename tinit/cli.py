@@ -2,7 +2,8 @@
 
     tinit init                              # tinit's GPT-2 small, scheme gpt2
     tinit init --model hf-gpt2 --compare    # transformers.GPT2LMHeadModel(GPT2Config())
-    python -m tinit init --layers 2 --d-model 64
+    tinit init --hf llama --scheme modern   # a reduced LlamaForCausalLM, no download
+    python -m tinit init --layers 2 --d-model 64 --scheme deepnorm
 
 The model is built on the meta device (no memory, no init), materialised on
 the CPU with ``to_empty`` (ties restored), then every parameter is written
@@ -16,8 +17,6 @@ import argparse
 import math
 import sys
 import time
-import warnings
-from collections import defaultdict
 from dataclasses import dataclass
 
 import torch
@@ -25,7 +24,9 @@ from tqdm import tqdm
 
 import tinit
 from tinit import dispatch, schemes
+from tinit.model_init import materialise_, tied_groups
 from tinit.models import GPT, GPTConfig
+from tinit.report import add_parser as _add_report_parser
 
 MODELS = ("gpt2-small", "hf-gpt2")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16,
@@ -119,60 +120,72 @@ def build_model(name: str, *, layers: int | None = None, d_model: int | None = N
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
-def tied_groups(model: torch.nn.Module) -> list[list[str]]:
-    """Names that share one Parameter, e.g. [["transformer.wte.weight", "lm_head.weight"]].
+# model_type -> (config class, model class, config keys for layers, d_model, heads, kv heads, ffn width, vocab)
+HF_FAMILIES = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", ("n_layer", "n_embd", "n_head", None, "n_inner", "vocab_size")),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                                                  "num_key_value_heads", "intermediate_size", "vocab_size")),
+    "mistral": ("MistralConfig", "MistralForCausalLM", ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                                                        "num_key_value_heads", "intermediate_size", "vocab_size")),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                                                  "num_key_value_heads", "intermediate_size", "vocab_size")),
+    "t5": ("T5Config", "T5ForConditionalGeneration", ("num_layers", "d_model", "num_heads", None, "d_ff",
+                                                      "vocab_size")),
+    "bert": ("BertConfig", "BertForMaskedLM", ("num_hidden_layers", "hidden_size", "num_attention_heads", None,
+                                               "intermediate_size", "vocab_size")),
+}
+HF_REDUCED = {"layers": 4, "d_model": 256, "heads": 4, "vocab": 8192}
+
+
+def build_hf(model_type: str, *, layers: int | None = None, d_model: int | None = None,
+             heads: int | None = None) -> tuple[torch.nn.Module, int, str]:
+    """A Hugging Face model of ``model_type`` on the meta device, from a reduced default config.
+
+    The family's default config with ``HF_REDUCED`` sizes (4 layers, d_model
+    256, 4 heads, vocab 8192; MLP width 4 d_model; half as many key/value
+    heads for the GQA families), each overridable; nothing is downloaded.
+    T5 gets the same depth for its encoder and decoder.
 
     Args:
-        model: any module.
+        model_type: one of ``HF_FAMILIES`` (gpt2, llama, mistral, qwen2, t5, bert).
+        layers, d_model, heads: override the reduced sizes; heads defaults
+            to d_model // 64 when only d_model is given.
 
     Returns:
-        One list per shared Parameter with more than one name, in
-        ``named_parameters`` order (the first name is the one tinit writes).
-    """
-    groups = defaultdict(list)
-    for name, param in model.named_parameters(remove_duplicate=False):
-        groups[id(param)].append(name)
-    return [names for names in groups.values() if len(names) > 1]
-
-
-def materialise_(model: torch.nn.Module, device: str = "cpu") -> torch.nn.Module:
-    """``to_empty(device=...)`` then restore every tie the model had before.
-
-    ``to_empty`` replaces each module's parameters one module at a time, so a
-    Parameter shared by two modules (GPT-2's ``lm_head``/``wte``) comes back
-    as two tensors. The model's own ``tie_weights()`` is called when it has
-    one; any tie still broken is restored by pointing the later names at the
-    first one's Parameter.
-
-    Args:
-        model: a module (typically on the meta device).
-        device: where to allocate (uninitialised) storage.
-
-    Returns:
-        ``model``, with uninitialised parameters and buffers on ``device``
-        (a RuntimeWarning names the buffers: their values are lost too).
+        (model on the meta device, number of blocks L, one-line description).
 
     Raises:
-        RuntimeError: a tie could not be restored.
+        ImportError: transformers is not installed.
+        ValueError: unknown model type or an invalid shape.
     """
-    groups = tied_groups(model)
-    model.to_empty(device=device)
-    if callable(getattr(model, "tie_weights", None)):
-        model.tie_weights()
-    for first, *others in groups:
-        shared = model.get_parameter(first)
-        for name in others:
-            if model.get_parameter(name) is not shared:
-                owner, _, leaf = name.rpartition(".")
-                setattr(model.get_submodule(owner), leaf, shared)
-    lost = [g for g in groups if len({id(model.get_parameter(n)) for n in g}) != 1]
-    if lost:
-        raise RuntimeError(f"tied parameters could not be restored after to_empty: {lost}")
-    buffers = [name for name, _ in model.named_buffers()]
-    if buffers:
-        warnings.warn(f"to_empty left {len(buffers)} buffers uninitialised ({', '.join(buffers[:3])}, ...); "
-                      "tinit initialises parameters only", RuntimeWarning, stacklevel=2)
-    return model
+    if model_type not in HF_FAMILIES:
+        raise ValueError(f"unknown --hf model type {model_type!r}; choose from {sorted(HF_FAMILIES)}")
+    try:
+        import transformers
+    except ImportError as err:
+        raise ImportError(f"--hf needs transformers (pip install transformers): {err}") from err
+    config_name, model_name, keys = HF_FAMILIES[model_type]
+    layers = HF_REDUCED["layers"] if layers is None else layers
+    width = HF_REDUCED["d_model"] if d_model is None else d_model
+    heads = heads if heads is not None else (HF_REDUCED["heads"] if d_model is None else _default_heads(width))
+    if layers < 1 or width < 1 or heads < 1 or width % heads:
+        raise ValueError(f"--hf {model_type}: need layers >= 1 and heads dividing d_model, got "
+                         f"{layers} layers, d_model {width}, {heads} heads")
+    values = (layers, width, heads, max(1, heads // 2) if heads % 2 == 0 else heads, 4 * width,
+              HF_REDUCED["vocab"])
+    kwargs = {key: value for key, value in zip(keys, values, strict=True) if key is not None}
+    defaults = getattr(transformers, config_name)()
+    for attr in ("bos_token_id", "eos_token_id", "pad_token_id"):  # keep special ids inside the reduced vocab
+        value = getattr(defaults, attr, None)
+        if isinstance(value, int) and value >= HF_REDUCED["vocab"]:
+            kwargs[attr] = HF_REDUCED["vocab"] - 1
+    if model_type == "t5":
+        kwargs.update(num_decoder_layers=layers, d_kv=width // heads)
+    config = getattr(transformers, config_name)(**kwargs)
+    with torch.device("meta"):
+        model = getattr(transformers, model_name)(config)
+    return model, layers, (f"hf {model_type} (transformers {transformers.__version__} {model_name}, reduced config): "
+                           f"{layers} layers, d_model {width}, {heads} heads, vocab {HF_REDUCED['vocab']}")
 
 
 @dataclass
@@ -216,39 +229,39 @@ class Moments:
         return math.sqrt(max(self.squares - self.total * self.mean, 0.0) / (self.n - 1))
 
 
-def _spec_key(role: str, spec: schemes.InitSpec) -> tuple:
-    if spec.constant is not None:
-        return (role, "constant", spec.constant)
-    return (role, spec.mean, spec.std, spec.trunc)
-
-
-def measure(summary, params: dict, specs: dict) -> dict[tuple, Moments]:
+def measure(summary, params: dict) -> dict[tuple, Moments]:
     """Pooled moments of the written values per (role, spec).
 
     Args:
         summary: ``init_model_``'s list of ``ParamInit``.
         params: name -> tensor.
-        specs: name -> the ``InitSpec`` the parameter was written with.
 
     Returns:
-        (role, spec...) key -> moments over every element of those tensors.
+        (role, InitSpec) -> moments over every element of those tensors.
     """
     groups: dict[tuple, Moments] = {}
     for entry in summary:
-        key = _spec_key(entry.role, specs[entry.name])
-        groups.setdefault(key, Moments()).add(params[entry.name])
+        groups.setdefault((entry.role, entry.spec), Moments()).add(params[entry.name])
     return groups
 
 
-def _torch_init_(summary, params: dict, specs: dict) -> None:
+def _torch_spec_(param: torch.Tensor, spec: schemes.InitSpec) -> None:
+    if spec.constant is not None:
+        torch.nn.init.constant_(param, spec.constant)
+    elif spec.parts is not None:
+        for part, view in zip(spec.parts, param.chunk(len(spec.parts), spec.split_dim), strict=True):
+            _torch_spec_(view, part)
+    elif spec.distribution == "uniform":
+        torch.nn.init.uniform_(param, *spec.bounds)
+    else:
+        torch.nn.init.trunc_normal_(param, spec.mean, spec.std, *spec.bounds)
+
+
+def _torch_init_(summary, params: dict) -> None:
     """The same per-parameter distribution through ``torch.nn.init``."""
-    for entry in summary:
-        spec, param = specs[entry.name], params[entry.name]
-        if spec.constant is not None:
-            torch.nn.init.constant_(param, spec.constant)
-        else:
-            half = spec.trunc * spec.std
-            torch.nn.init.trunc_normal_(param, spec.mean, spec.std, spec.mean - half, spec.mean + half)
+    with torch.no_grad():
+        for entry in summary:
+            _torch_spec_(params[entry.name], entry.spec)
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -262,32 +275,59 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join(line(r) for r in rows)
 
 
-def _role_rows(tinit_moments: dict, torch_moments: dict | None) -> list[list[str]]:
+def _labels(summary) -> dict[tuple, str]:
+    """Row label per (role, spec): the role, plus stack and blocks when a role has several specs.
+
+    E.g. "attn_out@3" (depth-scaled), "attn_v@enc0-5" (encoder-decoder).
+    """
+    found: dict[tuple, list] = {}
+    for entry in summary:
+        found.setdefault((entry.role, entry.spec), []).append(entry)
+    per_role: dict = {}
+    for role, _ in found:
+        per_role[role] = per_role.get(role, 0) + 1
+    labels = {}
+    for (role, spec), entries in found.items():
+        label = str(role)
+        if per_role[role] > 1:
+            stacks = sorted({e.stack[:3] for e in entries if e.stack})
+            blocks = sorted({e.layer for e in entries if e.layer is not None})
+            span = "" if not blocks else f"{blocks[0]}" if len(blocks) == 1 else f"{blocks[0]}-{blocks[-1]}"
+            label += f"@{'+'.join(stacks)}{span or ('' if stacks else 'none')}"
+        labels[(role, spec)] = label
+    return labels
+
+
+def _role_rows(summary, tinit_moments: dict, torch_moments: dict | None) -> list[list[str]]:
     head = ["role", "tensors", "elements", "parent_std", "trunc", "intended", "measured", "error", "mean"]
     if torch_moments is not None:
         head.append("torch_measured")
     rows = [head]
+    labels = _labels(summary)
     for key, m in tinit_moments.items():
-        role = key[0]
-        if key[1] == "constant":
-            constant = key[2]
-            row = [role, str(m.tensors), f"{m.n:,}", "-", "-", f"={constant:g}", f"{m.mean:g}",
+        label, spec = labels[key], key[1]
+        if spec.constant is not None:
+            constant = spec.constant
+            row = [label, str(m.tensors), f"{m.n:,}", "-", "-", f"={constant:g}", f"{m.mean:g}",
                    f"dev={max(abs(m.lo - constant), abs(m.hi - constant)):.2g}", "-"]
-            other = torch_moments[key].mean if torch_moments is not None else None
+            other = f"{torch_moments[key].mean:g}" if torch_moments is not None else None
         else:
-            _, _, std, trunc = key
-            intended = truncated_std(std, -trunc, trunc)
-            row = [role, str(m.tensors), f"{m.n:,}", f"{std:.6g}", f"{trunc:g}", f"{intended:.6f}",
+            intended = spec.realised_std
+            if spec.parts is not None:
+                parent, trunc = "parts", "/".join(f"{p.std:.3g}" for p in spec.parts)
+            else:
+                parent, trunc = f"{spec.std:.6g}", "U" if spec.distribution == "uniform" else f"{spec.trunc:g}"
+            row = [label, str(m.tensors), f"{m.n:,}", parent, trunc, f"{intended:.6f}",
                    f"{m.std:.6f}", f"{100 * (m.std / intended - 1):+.2f}%", f"{m.mean:+.2e}"]
-            other = torch_moments[key].std if torch_moments is not None else None
+            other = f"{torch_moments[key].std:.6f}" if torch_moments is not None else None
         if other is not None:
-            row.append(f"{other:.6f}" if key[1] != "constant" else f"{other:g}")
+            row.append(other)
         rows.append(row)
     return rows
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``tinit`` argument parser (sub-command ``init``).
+    """The ``tinit`` argument parser (sub-commands ``init`` and ``report``, tinit.report).
 
     Returns:
         An ``argparse.ArgumentParser``.
@@ -299,16 +339,26 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--model", choices=MODELS, default="gpt2-small",
                       help="gpt2-small: tinit's own GPT-2-small-shaped model (default); "
                            "hf-gpt2: transformers.GPT2LMHeadModel(GPT2Config()), needs transformers")
-    init.add_argument("--scheme", choices=sorted(schemes.SCHEMES), default="gpt2", help="default: gpt2")
+    init.add_argument("--hf", metavar="MODEL_TYPE", choices=sorted(HF_FAMILIES),
+                      help="a Hugging Face model of this type from a reduced default config (4 layers, "
+                           f"d_model 256, vocab 8192; no download): {', '.join(sorted(HF_FAMILIES))}; "
+                           "overrides --model")
+    init.add_argument("--scheme", choices=sorted(schemes.SCHEMES), default="gpt2",
+                      help="initialisation recipe (tinit.schemes; default gpt2)")
     init.add_argument("--seed", type=int, default=0, help="Philox key (default 0)")
-    init.add_argument("--layers", type=int, help="number of blocks (default 12)")
-    init.add_argument("--d-model", type=int, help="model width (default 768)")
+    init.add_argument("--layers", type=int, help="number of blocks (default 12; --hf: 4)")
+    init.add_argument("--d-model", type=int, help="model width (default 768; --hf: 256)")
     init.add_argument("--heads", type=int, help="attention heads (default d_model // 64)")
+    init.add_argument("--trunc", type=float,
+                      help="truncation in units of std (default: the scheme's, +-2 unless the recipe fixes it)")
+    init.add_argument("--variance-preserving", action="store_true",
+                      help="scale each std so the realised (truncated) std equals the recipe's")
     init.add_argument("--backend", choices=["auto", *dispatch.BACKENDS], default="auto")
     init.add_argument("--dtype", choices=list(DTYPES), default="float32")
     init.add_argument("--compare", action="store_true",
                       help="also time torch.nn.init.trunc_normal_ with the same std and bounds per parameter")
     init.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_report_parser(sub)
     return parser
 
 
@@ -320,9 +370,12 @@ def _timed_init(model, args, n_layers: int, progress: bool = True) -> tuple[list
         return tqdm(items, desc=f"tinit {args.scheme}", unit="tensor", file=sys.stderr,
                     disable=args.no_progress or not progress)
 
+    options = {"variance_preserving": True} if args.variance_preserving else {}
+    if args.trunc is not None:
+        options["trunc"] = args.trunc
     start = time.perf_counter()
-    summary = tinit.init_model_(model, args.scheme, seed=args.seed, n_layers=n_layers,
-                                backend=args.backend, progress=bar)
+    summary = tinit.init_model_(model, args.scheme, seed=args.seed, n_layers=n_layers, d_model=args.d_model,
+                                backend=args.backend, progress=bar, **options)
     return summary, time.perf_counter() - start
 
 
@@ -336,10 +389,11 @@ def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
     count = sum(p.numel() for p in params.values())
     backend = dispatch.select(torch.empty(1, dtype=dtype), args.backend).name
 
-    summary, seconds = _timed_init(model, args, n_layers)
-    scheme = schemes.get(args.scheme)
-    specs = {e.name: scheme.spec(role=e.role, layer_idx=e.layer, n_layers=n_layers,
-                                 shape=tuple(params[e.name].shape)) for e in summary}
+    try:
+        summary, seconds = _timed_init(model, args, n_layers)
+    except (KeyError, TypeError, ValueError) as err:
+        print(f"tinit init: error: {err}", file=sys.stderr)
+        return 2
     written = [params[e.name].data_ptr() for e in summary if e.numel]
     ok = len(written) == len(set(written)) and sum(e.numel for e in summary) == count
 
@@ -355,18 +409,18 @@ def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
     print(f"tensors written: {len(summary)}, distinct data_ptr: {len(set(written))}")
     print(f"tinit:                       {seconds:8.3f} s  {count / seconds / 1e9:8.3f} G elements/s"
           "  (includes the first touch of the memory to_empty allocated)")
-    tinit_moments = measure(summary, params, specs)
+    tinit_moments = measure(summary, params)
     torch_moments = None
     if args.compare:
         probe = torch.empty(4096, dtype=dtype)
         torch.nn.init.trunc_normal_(probe, 0.0, 0.02, -0.04, 0.04)  # warm-up
         torch.manual_seed(args.seed)
         start = time.perf_counter()
-        _torch_init_(summary, params, specs)
+        _torch_init_(summary, params)
         torch_s = time.perf_counter() - start
-        torch_moments = measure(summary, params, specs)
+        torch_moments = measure(summary, params)
         _, warm_s = _timed_init(model, args, n_layers, progress=False)
-        same = {k: (m.total, m.squares) for k, m in measure(summary, params, specs).items()} == {
+        same = {k: (m.total, m.squares) for k, m in measure(summary, params).items()} == {
             k: (m.total, m.squares) for k, m in tinit_moments.items()}
         ok = ok and same
         print(f"torch.nn.init.trunc_normal_: {torch_s:8.3f} s  {count / torch_s / 1e9:8.3f} G elements/s"
@@ -377,9 +431,12 @@ def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
         print(f"speed-up: {torch_s / warm_s:.1f}x over torch.nn.init.trunc_normal_ "
               f"({torch_s / seconds:.1f}x counting tinit's first touch)")
     print()
-    print(_table(_role_rows(tinit_moments, torch_moments)))
-    print("\nparent_std: std of the parent normal; trunc: bounds +-trunc x parent_std around the mean\n"
-          "intended: std of the truncated normal = parent_std x truncation factor (=value for constants)\n"
+    print(_table(_role_rows(summary, tinit_moments, torch_moments)))
+    print("\nrole: the parameters' role (@blocks when it has several specs); parent_std: std of the parent\n"
+          "normal (of the uniform; 'parts' for a fused tensor written per slice, trunc then lists the slices' stds);\n"
+          "trunc: bounds +-trunc x parent_std around the mean (U: uniform)\n"
+          "intended: std of the values the spec draws (truncated normal: parent_std x truncation factor;\n"
+          "=value for constants)\n"
           "measured: std of the values written (their value for constants); mean: their mean\n"
           "error: measured / intended - 1 (max |value - constant| for constants)")
     if not ok:
@@ -399,12 +456,20 @@ def main(argv: list[str] | None = None) -> int:
         Exit status: 0 on success, 1 when a tied tensor was written more than
         once, the element counts disagree or (``--compare``) the second tinit
         pass with the same seed wrote different values, 2 on bad usage (argparse's
-        convention, also for ``--model hf-gpt2`` without transformers).
+        convention, also for ``--model hf-gpt2``/``--hf`` without transformers
+        and for a scheme that cannot initialise the model, e.g. ``rezero``
+        without residual gates).
+        ``tinit report``: see ``tinit.report.run``.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "report":
+        return args.func(args)
     try:
-        built = build_model(args.model, layers=args.layers, d_model=args.d_model, heads=args.heads)
+        if args.hf is not None:
+            built = build_hf(args.hf, layers=args.layers, d_model=args.d_model, heads=args.heads)
+        else:
+            built = build_model(args.model, layers=args.layers, d_model=args.d_model, heads=args.heads)
     except (ImportError, ValueError) as err:
         parser.exit(2, f"tinit {args.command}: error: {err}\n")
     return _init(args, *built)

@@ -1,11 +1,13 @@
 """Public fill entry points: the drop-in ``trunc_normal_``, the explicit-stream
-``trunc_normal_at_`` and the scheme-driven ``fill_``."""
+``trunc_normal_at_``, the scheme-driven ``fill_`` and ``write_spec_``, which
+writes a ``tinit.schemes.InitSpec`` (truncated normal, uniform, constant or
+per-slice parts) from an explicit stream."""
 
 from __future__ import annotations
 
 import torch
 
-from tinit import dispatch, schemes
+from tinit import dispatch, ops, reference, schemes
 from tinit.params import check_dtype, transform_constants
 
 
@@ -102,52 +104,138 @@ def trunc_normal_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
     return trunc_normal_at_(tensor, mean, std, a, b, seed=_draw_seed(generator))
 
 
+def _check_spec(spec: schemes.InitSpec, dtype: torch.dtype) -> None:
+    """Validate every distribution of ``spec`` for ``dtype`` before anything is written."""
+    if spec.parts is not None:
+        for part in spec.parts:
+            _check_spec(part, dtype)
+    elif spec.constant is None:
+        lo, hi = spec.bounds
+        transform_constants(spec.mean, spec.std, lo, hi, dtype)
+
+
+@torch.no_grad()
+def _uniform_at_(tensor: torch.Tensor, low: float, high: float, *, seed: int, stream: int, offset: int) -> None:
+    """U(low, high) from the tinit stream: element j gets low + (high - low) (w_j + 1/2) / 2**32.
+
+    w_j is the uint32 word at stream index offset + j (README "The stream"),
+    the same words the truncated normal inverts. Computed in fp64 in chunks
+    of 2**22 elements (native words when the extension covers the device,
+    else ``tinit.reference``), then rounded once to the tensor's dtype.
+    """
+    if tensor.numel() == 0 or tensor.device.type == "meta":
+        return
+    native = ops.native_available() and (tensor.device.type == "cpu"
+                                         or (tensor.device.type == "cuda" and ops.native_has_cuda()))
+    target = tensor if tensor.is_contiguous() else torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    flat = target.view(-1)
+    chunk = 1 << 22
+    for start in range(0, flat.numel(), chunk):
+        count = min(chunk, flat.numel() - start)
+        if native:
+            words = ops.philox_words(count, seed, stream, offset + start, device=tensor.device)
+        else:
+            words = reference.stream_words(count, seed, stream, offset + start, device=tensor.device)
+        u = words.to(torch.float64) * 2.0**-32 + 2.0**-33
+        flat[start:start + count].copy_(low + (high - low) * u)
+    if target is not tensor:
+        tensor.copy_(target)
+
+
+def write_spec_(param: torch.Tensor, spec: schemes.InitSpec, *, seed: int, stream: int = 0, offset: int = 0,
+                backend: str = "auto") -> torch.Tensor:
+    """Write ``spec`` into ``param`` from stream (``seed``, ``stream``), element j at ``offset + j``.
+
+    Constants are filled directly; a uniform uses ``_uniform_at_``; parts
+    (fused tensors) are written slice by slice along ``spec.split_dim``,
+    slice i starting at stream index ``offset + i * slice_numel``.
+
+    Raises:
+        TypeError, ValueError: as ``trunc_normal_at_``; checked for every part
+            before anything is written.
+    """
+    check_dtype(param)
+    _check_spec(spec, param.dtype)
+    with torch.no_grad():
+        if spec.constant is not None:
+            param.fill_(spec.constant)
+        elif spec.parts is not None:
+            count = len(spec.parts)
+            size = param.shape[spec.split_dim] // count
+            if size * count != param.shape[spec.split_dim]:
+                raise ValueError(f"dim {spec.split_dim} of shape {tuple(param.shape)} does not split into {count}")
+            for i, part in enumerate(spec.parts):
+                view = param.narrow(spec.split_dim, i * size, size)
+                write_spec_(view, part, seed=seed, stream=stream, offset=offset + i * view.numel(),
+                            backend=backend)
+        elif spec.distribution == "uniform":
+            lo, hi = spec.bounds
+            _uniform_at_(param, lo, hi, seed=seed, stream=stream, offset=offset)
+        else:
+            lo, hi = spec.bounds
+            trunc_normal_at_(param, spec.mean, spec.std, lo, hi, seed=seed, stream=stream, offset=offset,
+                             backend=backend)
+    return param
+
+
 def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = None, *,
           role: str | None = None, name: str | None = None, n_layers: int | None = None,
-          seed: int | None = None, stream: int = 0, offset: int = 0,
+          d_model: int | None = None, fan_in: int | None = None, fan_out: int | None = None,
+          layout: str = "out_in", seed: int | None = None, stream: int = 0, offset: int = 0,
           generator: torch.Generator | None = None, backend: str = "auto",
           **options) -> torch.Tensor:
     """Initialise one parameter by a named scheme (large-model setup entry point).
 
-    The scheme (``tinit.schemes``) maps the parameter's role, depth and shape to
-    a truncated normal (std and bounds in units of std) or a constant.
+    The scheme (``tinit.schemes``) maps the parameter's role, depth, width and
+    logical shape to a truncated normal (std in tensor units, bounds in units
+    of std), a uniform, a constant, or one of those per slice of a fused
+    projection, which is then written from the tinit stream.
 
     Args:
         param: the tensor or Parameter to fill in place (see ``trunc_normal_at_``).
-        scheme: a name in ``tinit.schemes.SCHEMES``, e.g. "normal", "gpt2".
-        layer_idx: 0-based index of the block holding ``param`` (depth-scaled schemes).
+        scheme: a name in ``tinit.schemes.SCHEMES``, e.g. "normal", "gpt2", "mup".
+        layer_idx: 0-based index of the block holding ``param`` (depth-scaled
+            schemes); inferred from ``name`` when None.
         role: the parameter's role (``tinit.roles.ROLES``); inferred from
-            ``name`` when None, and "weight" when both are None.
+            ``name`` when None. Schemes whose result depends on the role
+            refuse a parameter whose role is unknown.
         name: fully qualified parameter name, e.g. "transformer.h.3.attn.c_proj.weight".
-        n_layers: number of transformer blocks L (needed by depth-scaled schemes).
+        n_layers: number of blocks L of the parameter's stack.
+        d_model: residual stream width d (schemes written in d).
+        fan_in, fan_out: override the fans computed from ``param.shape`` (pass
+            the LOGICAL fans when ``param`` is a shard).
+        layout: "out_in" for ``nn.Linear`` / ``nn.Embedding`` weights,
+            "in_out" for Hugging Face ``Conv1D`` (GPT-2).
         seed: Philox key in [0, 2**64); when None one is drawn from
             ``generator`` as in ``trunc_normal_``. With a seed, torch's RNG is not touched.
         stream, offset: stream id and first stream index (see ``trunc_normal_at_``).
         generator: torch.Generator used only when ``seed`` is None.
         backend: "auto" or a backend name.
-        **options: scheme options, e.g. ``std=0.01``, ``trunc=3.0`` (bounds in units of std).
+        **options: ``trunc`` (bounds in units of std), ``variance_preserving``,
+            ``stack``/``encoder_layers``/``decoder_layers`` (encoder-decoder
+            models) and the scheme's own options, e.g. ``std=0.01``.
 
     Returns:
         ``param``.
 
     Raises:
         KeyError: unknown scheme or role.
-        ValueError: the scheme needs ``n_layers``/``layer_idx`` and it is missing,
-            or invalid options; raised before anything is written.
+        ValueError: the scheme needs a role, ``n_layers``, ``layer_idx`` or
+            ``d_model`` that is missing, or invalid options; raised before
+            anything is written.
+        TypeError: an option the scheme does not take, or an unsupported dtype.
     """
-    from tinit.roles import infer_role
+    from tinit.roles import infer_layer, infer_role
 
-    if role is None:
-        role = infer_role(name) if name is not None else "weight"
-    spec = schemes.get(scheme).spec(role=role, layer_idx=layer_idx, n_layers=n_layers,
-                                    shape=tuple(param.shape), **options)
+    if role is None and name is not None:
+        role = infer_role(name)
+    if layer_idx is None and name is not None:
+        layer_idx = infer_layer(name)
+    spec = schemes.get(scheme).spec(role=role, layer_idx=layer_idx, n_layers=n_layers, shape=tuple(param.shape),
+                                    d_model=d_model, fan_in=fan_in, fan_out=fan_out, layout=layout, **options)
     check_dtype(param)
-    if spec.constant is not None:
-        with torch.no_grad():
-            return param.fill_(spec.constant)
-    lo, hi = -spec.trunc * spec.std, spec.trunc * spec.std
-    transform_constants(spec.mean, spec.std, spec.mean + lo, spec.mean + hi, param.dtype)
-    if seed is None:
+    _check_spec(spec, param.dtype)
+    if seed is None and spec.constant is None:
         seed = _draw_seed(generator)
-    return trunc_normal_at_(param, spec.mean, spec.std, spec.mean + lo, spec.mean + hi,
-                            seed=seed, stream=stream, offset=offset, backend=backend)
+    return write_spec_(param, spec, seed=seed if seed is not None else 0, stream=stream, offset=offset,
+                       backend=backend)

@@ -1,97 +1,360 @@
-"""Initialise every parameter of a model through tinit."""
+"""Initialise every parameter of a model through tinit: roles, depth, ties, meta models."""
 
 from __future__ import annotations
 
 import hashlib
+import re
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
 
 from tinit import schemes
-from tinit.fill import fill_
+from tinit.fill import write_spec_
 from tinit.params import check_dtype
-from tinit.roles import infer_layer, infer_role
+from tinit.roles import infer_layer, infer_role, infer_stack
+
+_OVERRIDE_KEYS = frozenset({"role", "layer", "stack", "layout", "fan_in", "fan_out", "options"})
+_WIDTH_ATTRS = ("hidden_size", "n_embd", "d_model", "dim")
 
 
 def stream_for(name: str) -> int:
-    """Stream id of a parameter: the first 8 bytes of SHA-256 of its name (uint64).
+    """Stream id of a parameter: the first 8 bytes of SHA-256 of its name (uint64, little-endian).
 
     Deriving the stream from the fully qualified name makes a parameter's values
-    independent of initialisation order and of which other parameters exist.
+    independent of initialisation order, of which other parameters exist and of
+    whether it is initialised alone.
     """
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
 
 
 @dataclass(frozen=True)
 class ParamInit:
-    """How one parameter was initialised (an entry of ``init_model_``'s summary)."""
+    """How one parameter was initialised (an entry of ``init_model_``'s summary).
+
+    Attributes:
+        name: fully qualified name (the first of its tied names).
+        role: its role (``tinit.roles.ROLES``), None when unclassified.
+        layer: 0-based block index, None outside the blocks.
+        numel: elements written.
+        spec: the ``tinit.schemes.InitSpec`` written.
+        stack: "encoder"/"decoder" in an encoder-decoder model, else None.
+        tied: the other names of the same tensor (not written again).
+    """
 
     name: str
-    role: str
+    role: str | None
     layer: int | None
     numel: int
-    std: float | None
-    trunc: float | None
-    constant: float | None
+    spec: schemes.InitSpec
+    stack: str | None = None
+    tied: tuple[str, ...] = ()
+
+    @property
+    def std(self) -> float | None:
+        """Std of the parent normal (of the uniform); None for constants and fused parts."""
+        return None if self.spec.constant is not None or self.spec.parts is not None else self.spec.std
+
+    @property
+    def trunc(self) -> float | None:
+        """Bounds in units of std; None for constants and fused parts."""
+        return None if self.std is None else self.spec.trunc
+
+    @property
+    def constant(self) -> float | None:
+        """The value written, for constants."""
+        return self.spec.constant
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """Absolute bounds (tensor units); None for constants and fused parts."""
+        return self.spec.bounds
 
 
-def _count_layers(names) -> int | None:
-    layers = [infer_layer(n) for n in names]
-    layers = [x for x in layers if x is not None]
-    return max(layers) + 1 if layers else None
+def tied_groups(model: torch.nn.Module) -> list[list[str]]:
+    """Names that share one Parameter, e.g. [["transformer.wte.weight", "lm_head.weight"]].
+
+    Returns:
+        One list per shared Parameter with more than one name, in
+        ``named_parameters`` order (the first name is the one tinit writes).
+    """
+    groups = defaultdict(list)
+    for name, param in model.named_parameters(remove_duplicate=False):
+        groups[id(param)].append(name)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def materialise_(model: torch.nn.Module, device: str | torch.device = "cpu") -> torch.nn.Module:
+    """``to_empty(device=...)`` then restore every tie the model had before.
+
+    ``to_empty`` replaces each module's parameters one module at a time, so a
+    Parameter shared by two modules (GPT-2's ``lm_head``/``wte``) comes back
+    as two tensors. The model's own ``tie_weights()`` is called when it has
+    one; any tie still broken is restored by pointing the later names at the
+    first one's Parameter.
+
+    Args:
+        model: a module (typically on the meta device).
+        device: where to allocate (uninitialised) storage.
+
+    Returns:
+        ``model``, with uninitialised parameters and buffers on ``device``
+        (a RuntimeWarning names the buffers: their values are lost too).
+
+    Raises:
+        RuntimeError: a tie could not be restored.
+    """
+    groups = tied_groups(model)
+    model.to_empty(device=device)
+    if callable(getattr(model, "tie_weights", None)):
+        model.tie_weights()
+    for first, *others in groups:
+        shared = model.get_parameter(first)
+        for name in others:
+            if model.get_parameter(name) is not shared:
+                owner, _, leaf = name.rpartition(".")
+                setattr(model.get_submodule(owner), leaf, shared)
+    lost = [g for g in groups if len({id(model.get_parameter(n)) for n in g}) != 1]
+    if lost:
+        raise RuntimeError(f"tied parameters could not be restored after to_empty: {lost}")
+    buffers = [name for name, _ in model.named_buffers()]
+    if buffers:
+        warnings.warn(f"to_empty left {len(buffers)} buffers uninitialised ({', '.join(buffers[:3])}, ...); "
+                      "tinit initialises parameters only", RuntimeWarning, stacklevel=2)
+    return model
+
+
+def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
+    compiled = []
+    for pattern, value in (overrides or {}).items():
+        entry = {"role": value} if isinstance(value, str) else dict(value)
+        unknown = set(entry) - _OVERRIDE_KEYS
+        if unknown:
+            raise ValueError(f"override {pattern!r}: unknown keys {sorted(unknown)}; allowed {sorted(_OVERRIDE_KEYS)}")
+        if "role" in entry and entry["role"] not in schemes.ROLES:
+            raise KeyError(f"override {pattern!r}: unknown role {entry['role']!r}; known: {list(schemes.ROLES)}")
+        compiled.append((re.compile(pattern), entry))
+    return compiled
+
+
+@dataclass
+class _Param:
+    name: str
+    param: torch.nn.Parameter
+    tied: tuple[str, ...]
+    role: str | None
+    layer: int | None
+    stack: str | None
+    layout: str
+    override: dict
+
+
+def _layout(model: torch.nn.Module, name: str) -> str:
+    owner = name.rpartition(".")[0]
+    module = model.get_submodule(owner) if owner else model
+    return "in_out" if type(module).__name__ == "Conv1D" else "out_in"
+
+
+def _classify(model, prefix: str, overrides) -> list[_Param]:
+    aliases = defaultdict(list)
+    for name, param in model.named_parameters(remove_duplicate=False):
+        aliases[id(param)].append(prefix + name)
+    entries = []
+    for name, param in model.named_parameters():
+        full = prefix + name
+        override = next((entry for pattern, entry in overrides if pattern.search(full)), {})
+        role = override.get("role", infer_role(full))
+        layer = override.get("layer", infer_layer(full))
+        entries.append(_Param(full, param, tuple(n for n in aliases[id(param)] if n != full), role, layer,
+                              override.get("stack", infer_stack(full)),
+                              override.get("layout", _layout(model, name)), override))
+    return entries
+
+
+def _depths(entries, n_layers) -> tuple[bool, dict]:
+    """(encoder-decoder?, stack -> L); single stacks use the key None."""
+    stacks = {e.stack for e in entries if e.layer is not None}
+    enc_dec = {"encoder", "decoder"} <= stacks
+    if not enc_dec:
+        for entry in entries:
+            entry.stack = None
+    counted = defaultdict(int)
+    for entry in entries:
+        if entry.layer is not None:
+            counted[entry.stack] = max(counted[entry.stack], entry.layer + 1)
+    if isinstance(n_layers, Mapping):
+        depths = dict(counted) | dict(n_layers)
+    elif n_layers is not None:
+        depths = {key: n_layers for key in ({"encoder", "decoder"} if enc_dec else {None})}
+    else:
+        depths = dict(counted)
+    return enc_dec, depths
+
+
+def _infer_d_model(model, entries) -> int | None:
+    for holder in (getattr(model, "config", None), getattr(model, "model_args", None)):
+        for attr in _WIDTH_ATTRS:
+            value = getattr(holder, attr, None)
+            if isinstance(value, int) and value > 0:
+                return value
+    for entry in entries:
+        if entry.role == "embedding" and entry.param.dim() == 2 and entry.layer is None:
+            return int(entry.param.shape[1])
+    return None
+
+
+def _check_hf_tie(model) -> None:
+    config = getattr(model, "config", None)
+    if not getattr(config, "tie_word_embeddings", False):
+        return
+    try:
+        inputs, outputs = model.get_input_embeddings(), model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        return
+    if inputs is not None and outputs is not None and outputs.weight is not inputs.weight:
+        raise ValueError("init_model_: the model's config ties the output head to the input embeddings but they "
+                         "are separate tensors (to_empty unties them); call model.tie_weights() or materialise "
+                         "with tinit.materialise_(model, device) or init_model_(..., device=...)")
 
 
 def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
-                n_layers: int | None = None, backend: str = "auto", progress=None,
-                **options) -> list[ParamInit]:
+                n_layers: int | Mapping[str, int] | None = None, d_model: int | None = None,
+                overrides: Mapping[str, str | Mapping] | None = None, only: str | Callable[[str], bool] | None = None,
+                prefix: str = "", device: str | torch.device | None = None, backend: str = "auto",
+                progress=None, **options) -> list[ParamInit]:
     """Initialise every parameter of ``model`` in place by ``scheme``.
 
-    Roles and layer indices come from parameter names (``tinit.roles``). Tied
-    parameters (the same tensor under two names) are written once, under the
-    first name ``named_parameters`` gives. Each parameter's stream id is
-    ``stream_for(name)`` and its key is ``seed``, so values do not depend on
-    order or on the other parameters.
+    Roles, block indices and (encoder-decoder) stacks come from parameter
+    names (``tinit.roles``), refined by ``overrides``; L per stack is the
+    number of blocks found, d_model comes from the model's config
+    (``hidden_size``, ``n_embd``, ``d_model``, ``dim``) or the embedding width.
+    Fans come from each parameter's logical shape, with HF ``Conv1D`` weights
+    read as (in, out). A tensor shared by several names is written once,
+    under the first name ``named_parameters`` gives. Each parameter's stream
+    id is ``stream_for(fully qualified name)`` and its key ``seed``, so its
+    values do not depend on order, on the other parameters or on writing it
+    alone (``only=``, or a submodule with ``prefix=``).
 
     Args:
-        model: any ``nn.Module``; parameters must not be on the meta device
-            (materialise with ``model.to_empty(device=...)`` first).
+        model: any ``nn.Module``. Parameters on the meta device need ``device``.
         scheme: name in ``tinit.schemes.SCHEMES``.
         seed: Philox key in [0, 2**64).
-        n_layers: number of blocks L; inferred from names ("h.<i>", "layers.<i>") when None.
+        n_layers: blocks L (an int for every stack, or {"encoder": N,
+            "decoder": M}); counted from names when None.
+        d_model: residual width; inferred when None.
+        overrides: {regex: role} or {regex: {"role", "layer", "stack",
+            "layout", "fan_in", "fan_out", "options"}}; the first pattern that
+            ``re.search``-es a fully qualified name wins over inference.
+        only: write only parameters whose name (or a tied alias) matches this
+            regex or predicate; the others still count for L and d_model.
+        prefix: prepended to every name (initialise a submodule under its
+            name in the full model, e.g. "model.layers.3."; pass n_layers).
+        device: when parameters are on the meta device, materialise them
+            there first (``materialise_``: ``to_empty`` plus restored ties).
         backend: "auto" or a backend name.
-        progress: optional callable wrapping the parameter list (e.g. ``tqdm``).
-        **options: scheme options (``std=``, ``trunc=``).
+        progress: optional callable wrapping the list of parameters (``tqdm``).
+        **options: scheme options (``std=``, ``trunc=``,
+            ``variance_preserving=``, ...), for every parameter.
 
     Returns:
-        One ``ParamInit`` per parameter written, in ``named_parameters`` order.
+        One ``ParamInit`` per tensor written (role, layer, spec: std and
+        bounds), in ``named_parameters`` order.
 
     Raises:
-        KeyError: unknown scheme; ValueError: a scheme needs a value that is
-        missing, or a parameter is on the meta device; TypeError: a parameter
-        has a dtype tinit cannot fill. All raised before anything is written.
+        KeyError: unknown scheme or override role.
+        ValueError: parameters on the meta device without ``device``; a
+            parameter the scheme needs a role for but that matches no rule
+            (all such names are listed); a model without residual gates for
+            ``rezero``; a value the scheme needs is missing; a lost HF tie.
+        TypeError: a parameter dtype tinit cannot fill, or an unknown option.
+        All raised before anything is written.
     """
-    named = list(model.named_parameters())
-    on_meta = [name for name, param in named if param.device.type == "meta"]
-    if on_meta:
-        raise ValueError(f"init_model_: {len(on_meta)} parameters are on the meta device "
-                         f"(first: {on_meta[0]}); materialise with model.to_empty(device=...) first")
-    if n_layers is None:
-        n_layers = _count_layers(n for n, _ in named)
+    chosen = schemes.get(scheme)
+    if any(p.device.type == "meta" for p in model.parameters()):
+        if device is None:
+            first = next(n for n, p in model.named_parameters() if p.device.type == "meta")
+            raise ValueError(f"init_model_: parameters are on the meta device (first: {first}); pass device=... "
+                             "or materialise with tinit.materialise_(model, device)")
+        materialise_(model, device)
+    _check_hf_tie(model)
+    entries = _classify(model, prefix, _compile_overrides(overrides))
+    enc_dec, depths = _depths(entries, n_layers)
+    if d_model is None:
+        d_model = _infer_d_model(model, entries)
+    if only is None:
+        selected = entries
+    else:
+        match = only if callable(only) else re.compile(only).search
+        selected = [e for e in entries if any(match(n) for n in (e.name, *e.tied))]
+
+    unknown = [e.name for e in selected if e.role is None]
+    if unknown and chosen.needs_role:
+        raise ValueError(f"init_model_: scheme {scheme!r} needs each parameter's role but {len(unknown)} "
+                         f"parameter(s) match no rule: {', '.join(unknown[:8])}; pass "
+                         f"overrides={{regex: role}} with a role in {list(schemes.ROLES)}")
+    missing = [r for r in chosen.required_roles if not any(e.role == r for e in entries)]
+    if missing:
+        raise ValueError(f"init_model_: scheme {scheme!r} needs parameters with role(s) {missing} and the model "
+                         "has none (name them e.g. 'resweight', or classify them with overrides)")
+    context = {"encoder_layers": depths.get("encoder"), "decoder_layers": depths.get("decoder")} if enc_dec else {}
     plan = []
-    for name, param in named:
-        role = infer_role(name)
-        layer = infer_layer(name)
-        spec = schemes.get(scheme).spec(role=role, layer_idx=layer, n_layers=n_layers,
-                                        shape=tuple(param.shape), **options)
-        check_dtype(param)
-        plan.append((name, param, role, layer, spec))
+    for entry in selected:
+        check_dtype(entry.param)
+        spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=depths.get(entry.stack),
+                           shape=tuple(entry.param.shape), d_model=d_model, layout=entry.layout,
+                           fan_in=entry.override.get("fan_in"), fan_out=entry.override.get("fan_out"),
+                           stack=entry.stack, **context, **{**options, **entry.override.get("options", {})})
+        plan.append((entry, spec))
     summary = []
-    items = progress(plan) if progress is not None else plan
-    for name, param, role, layer, spec in items:
-        fill_(param, scheme, layer, role=role, n_layers=n_layers, seed=seed,
-              stream=stream_for(name), backend=backend, **options)
-        summary.append(ParamInit(name, role, layer, param.numel(),
-                                 None if spec.constant is not None else spec.std,
-                                 None if spec.constant is not None else spec.trunc,
-                                 spec.constant))
+    for entry, spec in (progress(plan) if progress is not None else plan):
+        write_spec_(entry.param, spec, seed=seed, stream=stream_for(entry.name), backend=backend)
+        summary.append(ParamInit(entry.name, entry.role, entry.layer, entry.param.numel(), spec,
+                                 entry.stack, entry.tied))
     return summary
+
+
+def mup_param_groups(model: torch.nn.Module, *, lr: float, base_width: int | None = None,
+                     d_model: int | None = None, optimizer: str = "adam", readout: str = "zero",
+                     overrides: Mapping[str, str | Mapping] | None = None, **group_options) -> list[dict]:
+    """Optimiser param groups with muP's per-parameter learning rates.
+
+    Each parameter's lr is ``lr * MuP.lr_multiplier(role, ...)`` (Yang et al.
+    2022, Table 3; see ``tinit.schemes.MuP``); roles come from names
+    as in ``init_model_`` (same ``overrides``). Parameters with equal
+    multipliers share a group; tied tensors appear once.
+
+    Args:
+        model: the model (may be on the meta device).
+        lr: the learning rate tuned on the base-width model.
+        base_width, readout: as for the ``mup`` scheme.
+        d_model: the model's width; inferred as in ``init_model_`` when None.
+        optimizer: "adam" (Adam, AdamW) or "sgd".
+        overrides: as for ``init_model_``.
+        **group_options: added to every group (e.g. ``weight_decay=0.1``).
+
+    Returns:
+        [{"params": [...], "lr": float, "lr_multiplier": float, "names": [...]}, ...]
+        ready for ``torch.optim.AdamW(groups)`` (extra keys are kept by torch).
+
+    Raises:
+        ValueError: a parameter matches no role rule (all listed), or bad options.
+    """
+    mup = schemes.get("mup")
+    entries = _classify(model, "", _compile_overrides(overrides))
+    if d_model is None:
+        d_model = _infer_d_model(model, entries)
+    unknown = [e.name for e in entries if e.role is None]
+    if unknown:
+        raise ValueError(f"mup_param_groups: {len(unknown)} parameter(s) match no role rule: "
+                         f"{', '.join(unknown[:8])}; pass overrides={{regex: role}}")
+    groups: dict[float, dict] = {}
+    for entry in entries:
+        mult = mup.lr_multiplier(entry.role, d_model=d_model, base_width=base_width, optimizer=optimizer,
+                                 readout=readout)
+        group = groups.setdefault(mult, {"params": [], "names": [], "lr": lr * mult, "lr_multiplier": mult,
+                                         **group_options})
+        group["params"].append(entry.param)
+        group["names"].append(entry.name)
+    return list(groups.values())

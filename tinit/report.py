@@ -1,0 +1,597 @@
+"""``tinit report``: what an initialisation scheme does to the signal at step zero.
+
+    tinit report                                       # every scheme, 80-layer pre-LN, d 128
+    tinit report --schemes normal,gpt2 --layers 80 --d-model 256 --out report/
+    tinit report --norm deepnorm --schemes deepnorm,normal
+    tinit report --d-model 1024 --no-backward          # forward only: variances, no gradients
+
+Each scheme initialises the same ``tinit.report_models.Stack`` through
+``tinit.init_model_``; one forward pass on a fixed random input (unit-variance
+input embeddings by default, as the design documents assume, or random
+tokens) and one backward pass of the cross-entropy against random targets
+record, for every sublayer l = 1..2L (attention and MLP of each block):
+
+    Var(x_l)        the residual stream after sublayer l (x_0: the input)
+    Var(F_l)        the (gated) sublayer output, as it joins the stream
+    Var(sum)        the residual sum before the LayerNorm (post-LN, DeepNorm)
+    Var(x_l - x_0)  the variance the branches have added (pre-LN)
+    |grad theta_l|  Frobenius norm of the loss gradient over the sublayer's
+                    parameters (its norm, projections and gate)
+    rms grad x_l    RMS of the loss gradient with respect to x_l
+
+The variances are over all batch x seq x d_model elements, in fp64. For a
+pre-LN stack whose sublayers each add sigma_F^2, Var(x_l) = 1 + l sigma_F^2;
+GPT-2's 1/sqrt(2L) output projections make it 1 + sigma_F^2 at l = 2L
+(Radford et al. 2019; the seed document ``../shared/seeds/003_*``).
+
+Outputs: a PNG (matplotlib, Agg) of variance and gradients against depth
+with one line per scheme, a markdown table per scheme (one row per sublayer),
+a JSON file of the same numbers, and the ``Report`` returned.
+
+Note: ``tinit.report`` (the package attribute) is the function ``report``;
+import this module's other names with ``from tinit.report import ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from tinit import schemes as _schemes
+from tinit.model_init import init_model_
+from tinit.report_models import NORMS, Stack, StackConfig
+
+INPUTS = ("embeds", "tokens")
+KINDS = ("attn", "mlp")
+_LOG_SPAN = 30.0  # a plot panel whose values span more than this factor gets a log y axis
+_PARAM_PATTERN = re.compile(r"^layers\.(\d+)\.(attn|mlp)(?:\.|_norm\.|_gate$)")
+# multipliers that describe the init (DeepNorm's beta, muP's width ratio): nothing to apply
+_INIT_ONLY = ("beta", "width_mult")
+
+
+@dataclass(frozen=True)
+class SublayerStats:
+    """Step-zero numbers of one sublayer.
+
+    Attributes:
+        index: sublayer count l, 1..2L; ``resid_var`` is Var(x_l).
+        layer: block index, 0..L-1.
+        kind: "attn" or "mlp".
+        resid_var: Var(x_l), the residual stream after this sublayer.
+        branch_var: Var(F_l), the (gated) sublayer output that joins the residual sum.
+        sum_var: Var of the residual sum itself: x_{l-1} + F_l (= Var(x_l)) in
+            a pre-LN block, alpha x_{l-1} + F_l before the LayerNorm in a
+            post-LN (alpha = 1) or DeepNorm block, whose 1/sqrt scales the
+            gradient that flows back through the norm (Xiong et al. 2020).
+        delta_var: Var(x_l - x_0). For a pre-LN stack this is the variance of
+            the sum of the branch outputs so far, Var(x_l) - Var(x_0) without
+            the sample covariance of x_0 with that sum (zero in expectation,
+            but the noisiest term of Var(x_l) - Var(x_0) when the sum is small).
+        grad_norm: Frobenius norm of d loss / d theta over the sublayer's
+            parameters (``layers.<i>.<kind>.*``, ``layers.<i>.<kind>_norm.*``
+            and the gate ``layers.<i>.<kind>_gate``).
+        stream_grad_rms: RMS over elements of d loss / d x_l.
+    """
+
+    index: int
+    layer: int
+    kind: str
+    resid_var: float
+    branch_var: float
+    sum_var: float
+    delta_var: float
+    grad_norm: float
+    stream_grad_rms: float
+
+
+@dataclass(frozen=True)
+class SchemeReport:
+    """One scheme's step-zero numbers.
+
+    Attributes:
+        scheme: scheme name.
+        input_var: Var(x_0).
+        input_grad_rms: RMS of d loss / d x_0.
+        loss: the cross-entropy of the forward pass (nats).
+        seconds: wall time of init, forward and backward.
+        sublayers: one entry per sublayer, in order l = 1..2L.
+        residual_scale: the multiplier of x in the residual sum that was used
+            (DeepNorm's alpha on a deepnorm stack, else 1).
+        notes: multipliers of the scheme (``Scheme.multipliers``) this stack
+            could not apply, one line each.
+    """
+
+    scheme: str
+    input_var: float
+    input_grad_rms: float
+    loss: float
+    seconds: float
+    sublayers: tuple[SublayerStats, ...]
+    residual_scale: float = 1.0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def resid_vars(self) -> list[float]:
+        """[Var(x_0), Var(x_1), ..., Var(x_2L)]."""
+        return [self.input_var] + [s.resid_var for s in self.sublayers]
+
+    @property
+    def added_var(self) -> float:
+        """Var(x_2L) - Var(x_0): the variance the whole stack added to the stream."""
+        return self.sublayers[-1].resid_var - self.input_var
+
+
+@dataclass
+class Report:
+    """The result of ``report``.
+
+    Attributes:
+        config: the stack's shape.
+        seed: seed of the weights (tinit) and of the random input and targets.
+        batch, seq: input shape; samples per variance = batch * seq * d_model.
+        inputs: "embeds" (x_0 ~ N(0, 1)) or "tokens" (random ids through ``embed_tokens``).
+        results: per scheme that ran, in the order asked.
+        skipped: scheme name -> why it did not run on this architecture.
+        png, markdown_path, json_path: files written (None without ``out``).
+    """
+
+    config: StackConfig
+    seed: int
+    batch: int
+    seq: int
+    inputs: str
+    results: dict[str, SchemeReport] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    png: Path | None = None
+    markdown_path: Path | None = None
+    json_path: Path | None = None
+
+    def markdown(self) -> str:
+        """The report as markdown: a summary row per scheme, then a table per
+        scheme with one row per sublayer (see ``to_markdown``)."""
+        return to_markdown(self)
+
+
+def _var(tensor: torch.Tensor) -> float:
+    """Population variance of all elements, in fp64."""
+    return float(torch.var(tensor.detach().double(), correction=0))
+
+
+def _norm(tensor: torch.Tensor) -> float:
+    """Euclidean norm of all elements, accumulated in fp64."""
+    return float(torch.linalg.vector_norm(tensor.detach(), dtype=torch.float64))
+
+
+def _rms(tensor: torch.Tensor) -> float:
+    return _norm(tensor) / math.sqrt(tensor.numel())
+
+
+def _init(model: Stack, scheme: str, seed: int) -> None:
+    """``init_model_`` with the stack's L and d_model."""
+    init_model_(model, scheme, seed=seed, n_layers=model.config.n_layers, d_model=model.config.d_model)
+
+
+def _apply_multipliers(model: Stack, scheme: str) -> tuple[float, tuple[str, ...]]:
+    """Apply the scheme's forward multipliers the stack supports; describe the others.
+
+    A deepnorm stack takes ``residual_alpha`` (its own (2L)^(1/4) when the
+    scheme gives none); DeepNorm's ``beta`` and muP's ``width_mult`` describe
+    the init and need nothing; any other multiplier other than 1 is reported
+    as not applied.
+    """
+    config = model.config
+    found = getattr(_schemes.get(scheme), "multipliers", None)
+    values = found(n_layers=config.n_layers, d_model=config.d_model) if found is not None else {}
+    alpha, notes = config.residual_scale, []
+    for key, value in values.items():
+        if key == "residual_alpha" and config.norm == "deepnorm":
+            alpha = value
+        elif key not in _INIT_ONLY and value != 1.0:
+            notes.append(f"multiplier {key} = {value:.4g} not applied: the {config.norm} stack has no place "
+                         "for it" + (" (--norm deepnorm has)" if key == "residual_alpha" else ""))
+    if config.norm == "deepnorm":
+        model.set_residual_scale(alpha)
+    return alpha, tuple(notes)
+
+
+def _inputs(config: StackConfig, batch: int, seq: int, inputs: str, seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    embeds = torch.randn(batch, seq, config.d_model, generator=generator)
+    ids = torch.randint(config.vocab, (batch, seq), generator=generator)
+    targets = torch.randint(config.vocab, (batch, seq), generator=generator)
+    return (embeds if inputs == "embeds" else ids), targets
+
+
+def measure(model: Stack, scheme: str, x, targets: torch.Tensor, *, seed: int = 0,
+            backward: bool = True) -> SchemeReport:
+    """Initialise ``model`` by ``scheme`` and record one forward and backward pass.
+
+    Args:
+        model: a materialised ``Stack`` (CPU or any device tinit fills).
+        scheme: name in ``tinit.schemes.SCHEMES``.
+        x: float input embeddings (batch, seq, d_model) or int64 ids (batch, seq),
+            on the model's device.
+        targets: int64 (batch, seq) in [0, vocab), the cross-entropy targets.
+        seed: Philox key of the weights.
+        backward: False runs the forward pass alone under ``torch.no_grad``
+            (a third of the work, no stored activations); the gradient fields
+            are then NaN.
+
+    Returns:
+        The scheme's ``SchemeReport``. On a deepnorm stack the scheme's
+        ``residual_alpha`` multiplier (if any) is set on the model.
+
+    Raises:
+        Whatever ``tinit.init_model_`` raises for a scheme that does not apply
+        (KeyError, ValueError, TypeError, NotImplementedError), before any
+        weight is written.
+    """
+    start = time.perf_counter()
+    _init(model, scheme, seed)
+    alpha, notes = _apply_multipliers(model, scheme)
+    model.zero_grad(set_to_none=True)
+    n = model.config.n_layers
+    resid, delta, branch, sums, grads, first = {}, {}, {}, {}, {}, []
+    handles = []
+
+    def resid_hook(key):
+        def hook(module, args, output):
+            resid[key] = _var(output)
+            if key == 0:
+                first.append(output.detach())
+            else:
+                delta[key] = _var(output.detach() - first[0])
+            if output.requires_grad:
+                output.register_hook(lambda g: grads.__setitem__(key, _rms(g)))
+        return hook
+
+    def var_hook(store, key):
+        def hook(module, args, output):
+            store[key] = _var(output)
+        return hook
+
+    handles.append(model.embed_resid.register_forward_hook(resid_hook(0)))
+    for i, block in enumerate(model.layers):
+        for j, kind in enumerate(KINDS):
+            key = 2 * i + j + 1
+            handles.append(getattr(block, f"{kind}_resid").register_forward_hook(resid_hook(key)))
+            handles.append(getattr(block, f"{kind}_branch").register_forward_hook(var_hook(branch, key)))
+            handles.append(getattr(block, f"{kind}_sum").register_forward_hook(var_hook(sums, key)))
+    try:
+        with torch.set_grad_enabled(backward):
+            if x.is_floating_point():
+                x = x.detach().to(next(model.parameters()).dtype).requires_grad_(backward)
+                logits = model(inputs_embeds=x)
+            else:
+                logits = model(x)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        if backward:
+            loss.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    squares = {}
+    for name, param in model.named_parameters():
+        match = _PARAM_PATTERN.match(name)
+        if match and param.grad is not None:
+            key = 2 * int(match.group(1)) + KINDS.index(match.group(2)) + 1
+            squares[key] = squares.get(key, 0.0) + _norm(param.grad) ** 2
+    sublayers = tuple(
+        SublayerStats(index=l, layer=(l - 1) // 2, kind=KINDS[(l - 1) % 2], resid_var=resid[l],
+                      branch_var=branch[l], sum_var=sums[l], delta_var=delta[l],
+                      grad_norm=math.sqrt(squares.get(l, 0.0)) if backward else math.nan,
+                      stream_grad_rms=grads.get(l, math.nan))
+        for l in range(1, 2 * n + 1))
+    return SchemeReport(scheme=scheme, input_var=resid[0], input_grad_rms=grads.get(0, math.nan),
+                        loss=loss.item(), seconds=time.perf_counter() - start, sublayers=sublayers,
+                        residual_scale=alpha, notes=notes)
+
+
+def report(model: Stack | None = None, schemes=None, *, n_layers: int = 80, d_model: int = 128,
+           norm: str = "pre", d_ff: int | None = None, n_heads: int | None = None, vocab: int = 512,
+           seed: int = 0, batch: int = 4, seq: int = 128, inputs: str = "embeds", backward: bool = True,
+           out: str | Path | None = None, progress=None) -> Report:
+    """Step-zero signal report of several initialisation schemes on one stack.
+
+    Every scheme initialises the same model (in place, through
+    ``tinit.init_model_``) and sees the same input and targets, so the
+    differences between schemes are the schemes'.
+
+    Args:
+        model: a ``tinit.report_models.Stack`` to use (its config wins over
+            ``n_layers``, ``d_model``, ``norm``, ``d_ff``, ``n_heads``,
+            ``vocab``); None builds one on the CPU (meta device, then
+            ``to_empty``: no torch init is spent).
+        schemes: scheme names, in plot order; None: every scheme of
+            ``tinit.schemes.SCHEMES``. A scheme that ``init_model_`` refuses for
+            this architecture is skipped and listed in ``Report.skipped``.
+        n_layers, d_model, norm, d_ff, n_heads, vocab: the stack to build
+            (``StackConfig``); norm is "pre", "post" or "deepnorm". A
+            deepnorm stack multiplies x by the scheme's ``residual_alpha``
+            (``Scheme.multipliers``) where it has one, else by (2L)^(1/4);
+            multipliers a stack cannot apply are listed in ``SchemeReport.notes``.
+        seed: Philox key of the weights, and seed of the torch generator that
+            draws the input (N(0, 1) embeddings or uniform ids) and the targets.
+        batch, seq: input shape; each variance averages batch * seq * d_model values.
+        inputs: "embeds" feeds x_0 ~ N(0, 1) (Var(x_0) = 1, the design
+            documents' assumption); "tokens" feeds random ids through
+            ``embed_tokens`` (Var(x_0) = the embedding's std^2).
+        backward: False skips the backward pass (gradient fields NaN, their
+            plot panels empty): a third of the time and far less memory.
+        out: folder for ``report.png``, ``report.md`` and ``report.json``
+            (created); None writes nothing.
+        progress: optional callable taking a line of text (e.g. ``print``),
+            told as each scheme finishes.
+
+    Returns:
+        A ``Report`` with one ``SchemeReport`` per scheme that ran.
+
+    Raises:
+        TypeError: ``model`` is not a ``Stack``.
+        ValueError: bad shape or option (``StackConfig``), inputs not in
+            ("embeds", "tokens"), batch or seq < 1, no scheme ran.
+        KeyError: a scheme name that is not registered.
+        ImportError: ``out`` given and matplotlib is not installed.
+    """
+    if model is not None and not isinstance(model, Stack):
+        raise TypeError(f"report: model must be a tinit.report_models.Stack, got {type(model).__name__} "
+                        "(the report reads the stream at its hook points; see tinit/report_models.py)")
+    if inputs not in INPUTS:
+        raise ValueError(f"report: inputs must be one of {INPUTS}, got {inputs!r}")
+    for name, value in (("batch", batch), ("seq", seq)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"report: {name} must be an int >= 1, got {value!r}")
+    names = list(_schemes.SCHEMES) if schemes is None else list(schemes)
+    for name in names:
+        _schemes.get(name)
+    if model is None:
+        config = StackConfig(n_layers=n_layers, d_model=d_model, norm=norm, d_ff=d_ff,
+                             n_heads=n_heads, vocab=vocab)
+        with torch.device("meta"):
+            model = Stack(config)
+        model.to_empty(device="cpu")
+    config = model.config
+    x, targets = _inputs(config, batch, seq, inputs, seed)
+    device = next(model.parameters()).device
+    x, targets = x.to(device), targets.to(device)
+    result = Report(config=config, seed=seed, batch=batch, seq=seq, inputs=inputs)
+    for name in names:
+        try:
+            result.results[name] = measure(model, name, x, targets, seed=seed, backward=backward)
+        except (KeyError, ValueError, TypeError, NotImplementedError) as err:
+            result.skipped[name] = f"{type(err).__name__}: {err}"
+            note = f"skipped ({result.skipped[name]})"
+        else:
+            r = result.results[name]
+            note = f"Var(x_2L) {r.sublayers[-1].resid_var:.4g}, {r.seconds:.2f} s"
+        if progress is not None:
+            progress(f"{name}: {note}")
+    if not result.results:
+        raise ValueError(f"report: no scheme ran on this stack; {result.skipped}")
+    if out is not None:
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        result.png = plot(result, folder / "report.png")
+        result.markdown_path = folder / "report.md"
+        result.markdown_path.write_text(to_markdown(result))
+        result.json_path = folder / "report.json"
+        result.json_path.write_text(json.dumps(to_dict(result), indent=1, allow_nan=True))
+    return result
+
+
+def _describe(r: Report) -> str:
+    c = r.config
+    alpha = f", alpha {c.residual_scale:.4g}" if c.norm == "deepnorm" else ""
+    source = "x_0 ~ N(0, 1)" if r.inputs == "embeds" else "random tokens"
+    return (f"{c.norm} stack, L {c.n_layers} ({2 * c.n_layers} sublayers), d_model {c.d_model}, "
+            f"d_ff {c.ff}, heads {c.heads}{alpha}; {source}, batch {r.batch} x seq {r.seq}, seed {r.seed}")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def to_markdown(r: Report) -> str:
+    """The report as markdown.
+
+    A summary table (one row per scheme: Var(x_0), Var(x_2L), for a pre-LN
+    stack the variance added Var(x_2L) - Var(x_0) and Var(x_2L - x_0), else
+    the largest variance of a sum before its LayerNorm; the mean Var(F_l) of attention and MLP sublayers, the parameter
+    gradient norm of the first and last sublayer, the loss), the skipped
+    schemes with their reasons, the multipliers not applied, then per scheme a section ``## <scheme>`` whose
+    table has exactly one row per sublayer l = 1..2L (Var(x_l - x_0) for a
+    pre-LN stack, the variance of the sum before the LayerNorm otherwise).
+
+    Args:
+        r: a ``Report``.
+
+    Returns:
+        Markdown text.
+    """
+    lines = ["# tinit step-zero report", "", _describe(r), ""]
+    pre = r.config.norm == "pre"
+    rows = []
+    for name, s in r.results.items():
+        attn = [x.branch_var for x in s.sublayers if x.kind == "attn"]
+        mlp = [x.branch_var for x in s.sublayers if x.kind == "mlp"]
+        stream = ([f"{s.added_var:.4g}", f"{s.sublayers[-1].delta_var:.4g}"] if pre
+                  else [f"{max(x.sum_var for x in s.sublayers):.4g}"])
+        rows.append([name, f"{s.input_var:.4g}", f"{s.sublayers[-1].resid_var:.4g}", *stream,
+                     f"{sum(attn) / len(attn):.3g}", f"{sum(mlp) / len(mlp):.3g}",
+                     f"{s.sublayers[0].grad_norm:.3g}", f"{s.sublayers[-1].grad_norm:.3g}", f"{s.loss:.4f}"])
+    stream = ["Var(x_2L) - Var(x_0)", "Var(x_2L - x_0)"] if pre else ["max Var(sum before LN)"]
+    lines += _table(["scheme", "Var(x_0)", "Var(x_2L)", *stream, "mean Var(F) attn", "mean Var(F) mlp",
+                     "grad first", "grad last", "loss"], rows)
+    if r.skipped:
+        lines += ["", "Skipped (the scheme does not apply to this stack):", ""]
+        lines += [f"- `{name}`: {why}" for name, why in r.skipped.items()]
+    notes = [f"- `{name}`: {note}" for name, s in r.results.items() for note in s.notes]
+    if notes:
+        lines += ["", "Notes:", "", *notes]
+    for name, s in r.results.items():
+        alpha = f", residual alpha {s.residual_scale:.4g}" if r.config.norm == "deepnorm" else ""
+        lines += ["", f"## {name}", "",
+                  f"Var(x_0) = {s.input_var:.6g}, rms grad x_0 = {s.input_grad_rms:.4g}{alpha}", ""]
+        pre = r.config.norm == "pre"
+        lines += _table(["l", "layer", "sublayer", "Var(x_l)", "Var(x_l - x_0)" if pre else "Var(sum before LN)",
+                         "Var(F_l)", "grad norm theta_l", "rms grad x_l"],
+                        [[str(x.index), str(x.layer), x.kind, f"{x.resid_var:.6g}",
+                          f"{x.delta_var if pre else x.sum_var:.4g}", f"{x.branch_var:.4g}", f"{x.grad_norm:.4g}",
+                          f"{x.stream_grad_rms:.4g}"] for x in s.sublayers])
+    return "\n".join(lines) + "\n"
+
+
+def to_dict(r: Report) -> dict:
+    """The report as plain JSON-ready data (config, options, results, skipped, paths)."""
+    return {"config": asdict(r.config), "residual_scale": r.config.residual_scale, "seed": r.seed,
+            "batch": r.batch, "seq": r.seq, "inputs": r.inputs,
+            "results": {name: {**asdict(s), "sublayers": [asdict(x) for x in s.sublayers]}
+                        for name, s in r.results.items()},
+            "skipped": r.skipped,
+            "files": {k: None if v is None else str(v)
+                      for k, v in (("png", r.png), ("markdown", r.markdown_path), ("json", r.json_path))}}
+
+
+def plot(r: Report, path: str | Path) -> Path:
+    """Write the report's PNG: four panels against the sublayer count l.
+
+    Residual-stream variance Var(x_l) (l = 0 is the input; for post-LN and
+    DeepNorm stacks, whose stream is a LayerNorm output, the variance of the
+    sum before the norm instead), sublayer output variance Var(F_l), parameter gradient norm per sublayer, and RMS of the
+    stream gradient; one colour per scheme, MLP sublayers solid and attention
+    sublayers dashed. A panel whose values span more than a factor of 30 gets
+    a log y axis (zeros, e.g. zero-initialised projections, are then not
+    drawn), a narrower one a linear axis without offset.
+
+    Args:
+        r: a ``Report`` with at least one result.
+        path: the PNG to write (its folder must exist).
+
+    Returns:
+        ``path`` as a ``Path``.
+
+    Raises:
+        ImportError: matplotlib is not installed (``pip install matplotlib``).
+    """
+    try:
+        import matplotlib
+        matplotlib.use("Agg", force=False)
+        from matplotlib import pyplot as plt
+        from matplotlib.lines import Line2D
+        from matplotlib.ticker import ScalarFormatter
+    except ImportError as err:
+        raise ImportError("tinit report: the PNG needs matplotlib (pip install matplotlib)") from err
+    path = Path(path)
+    fig, axes = plt.subplots(2, 2, figsize=(15, 9), sharex=True, layout="constrained")
+    pre = r.config.norm == "pre"
+    # tab10, then tab20's light shades: the first ten schemes get ten distinct hues
+    colours = [plt.get_cmap("tab10")(i) for i in range(10)] + [plt.get_cmap("tab20")(2 * i + 1) for i in range(10)]
+    panels = [
+        (axes[0, 0], "Residual stream variance Var(x_l)" if pre else
+         "Residual sum before the LayerNorm: Var(alpha x_(l-1) + F_l)", "Var(x_l)" if pre else "Var(sum)"),
+        (axes[0, 1], "Sublayer output variance Var(F_l)", "Var(F_l)"),
+        (axes[1, 0], "Parameter gradient norm per sublayer", "||d loss / d theta_l||"),
+        (axes[1, 1], "Stream gradient RMS", "rms(d loss / d x_l)"),
+    ]
+
+    def positive(values):
+        return [v if v > 0 and math.isfinite(v) else float("nan") for v in values]
+
+    for k, (name, s) in enumerate(r.results.items()):
+        colour = colours[k % len(colours)]
+        stream = s.resid_vars if pre else [s.input_var] + [x.sum_var for x in s.sublayers]
+        axes[0, 0].plot(range(len(stream)), positive(stream), color=colour, label=name)
+        grads = [s.input_grad_rms] + [x.stream_grad_rms for x in s.sublayers]
+        axes[1, 1].plot(range(len(grads)), positive(grads), color=colour)
+        for ax, attr in ((axes[0, 1], "branch_var"), (axes[1, 0], "grad_norm")):
+            for kind, style in (("mlp", "-"), ("attn", "--")):
+                picked = [x for x in s.sublayers if x.kind == kind]
+                ax.plot([x.index for x in picked], positive([getattr(x, attr) for x in picked]),
+                        linestyle=style, color=colour)
+    for ax, title, ylabel in panels:
+        ax.set_title(title)
+        ax.set_ylabel(ylabel)
+        values = [v for line in ax.get_lines() for v in line.get_ydata() if v > 0 and math.isfinite(v)]
+        if values and max(values) > _LOG_SPAN * min(values):
+            ax.set_yscale("log")
+        else:
+            ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))
+        if not values:
+            ax.text(0.5, 0.5, "nothing to draw (no backward pass, or all zero)", transform=ax.transAxes,
+                    ha="center", va="center", color="grey")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel(f"sublayer l (2 per block, L = {r.config.n_layers})")
+    kinds = [Line2D([], [], color="black", linestyle="-", label="MLP sublayer"),
+             Line2D([], [], color="black", linestyle="--", label="attention sublayer")]
+    fig.legend(handles=[*axes[0, 0].get_lines(), *kinds], title="scheme", loc="outside right upper",
+               fontsize="small")
+    fig.suptitle(f"tinit step-zero report: {_describe(r)}", fontsize="medium")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Add the ``report`` sub-command to ``tinit``'s sub-parsers.
+
+    Args:
+        sub: the object ``ArgumentParser.add_subparsers`` returned.
+
+    Returns:
+        The ``report`` parser; its ``func`` default is ``run``.
+    """
+    parser = sub.add_parser("report", help="step-zero signal report: variance and gradients against depth",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, default=80, help="blocks L (default 80)")
+    parser.add_argument("--d-model", type=int, default=128, help="width (default 128)")
+    parser.add_argument("--d-ff", type=int, help="MLP width (default 4 * d_model)")
+    parser.add_argument("--heads", type=int, help="attention heads (default d_model // 64)")
+    parser.add_argument("--norm", choices=NORMS, default="pre",
+                        help="pre: x + F(LN(x)); post: LN(x + F(x)); deepnorm: LN(alpha x + F(x))")
+    parser.add_argument("--schemes", help="comma-separated scheme names (default: all registered)")
+    parser.add_argument("--seed", type=int, default=0, help="weights and input seed (default 0)")
+    parser.add_argument("--batch", type=int, default=4, help="batch (default 4)")
+    parser.add_argument("--seq", type=int, default=128, help="sequence length (default 128)")
+    parser.add_argument("--input", choices=INPUTS, default="embeds",
+                        help="embeds: x_0 ~ N(0, 1) (default); tokens: random ids through the embedding")
+    parser.add_argument("--no-backward", action="store_true",
+                        help="forward pass only (no gradient panels): a third of the time, far less memory")
+    parser.add_argument("--out", default="tinit-report", help="output folder (default ./tinit-report)")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``tinit report`` from parsed arguments; prints the summary and the files written.
+
+    Args:
+        args: the ``report`` sub-command's namespace.
+
+    Returns:
+        0 on success, 2 on bad usage (unknown scheme, bad shape, no scheme
+        ran, matplotlib missing).
+    """
+    names = None if args.schemes is None else [s.strip() for s in args.schemes.split(",") if s.strip()]
+    try:
+        result = report(schemes=names, n_layers=args.layers, d_model=args.d_model, norm=args.norm,
+                        d_ff=args.d_ff, n_heads=args.heads, seed=args.seed, batch=args.batch,
+                        seq=args.seq, inputs=args.input, backward=not args.no_backward, out=args.out,
+                        progress=lambda line: print(line, file=sys.stderr))
+    except (KeyError, ValueError, ImportError) as err:
+        print(f"tinit report: error: {err}", file=sys.stderr)
+        return 2
+    text = result.markdown()
+    print(text[:text.index("\n## ")] if "\n## " in text else text)
+    print(f"\nwrote {result.png}, {result.markdown_path}, {result.json_path}")
+    return 0
