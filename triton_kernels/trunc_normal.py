@@ -373,19 +373,16 @@ if triton is not None:
         return v, h
 
     @triton.jit
-    def _ndtri_central(q, s):
-        """ndtri_central<float>: Phi^-1(1/2 + q) for |z| <= 3.3, all fp32 (bf16/fp16 tensors)."""
-        v, h = _central_poly_tail(q, s)
-        g = tl.fma(v, h, 2.33862071010127481e+00)
-        return (q + q) * g  # -(1 - 2s) g
-
-    @triton.jit
-    def _central_finish_f64(d, v, h, signed_std, mean):
-        """central_finish_f64: last Horner step, (2s - 1) g and mean + std z in fp64, one rounding."""
-        c0 = tl.full(v.shape, 2.33862071010127481e+00, tl.float64)
-        g = tl.fma(v.to(tl.float64), h.to(tl.float64), c0)
-        t = d.to(tl.float64) * g
-        return tl.fma(signed_std.to(tl.float64), t, mean.to(tl.float64)).to(tl.float32)
+    def _central_finish(d, v, h, signed_std, mean, F64: tl.constexpr):
+        """central_finish<A>: last Horner step, (2s - 1) g and mean + std z in A, one rounding to fp32."""
+        if F64:
+            DT: tl.constexpr = tl.float64
+        else:
+            DT: tl.constexpr = tl.float32
+        c0 = tl.full(v.shape, 2.33862071010127481e+00, DT)
+        g = tl.fma(v.to(DT), h.to(DT), c0)
+        t = d.to(DT) * g
+        return tl.fma(signed_std.to(DT), t, mean.to(DT)).to(tl.float32)
 
     @triton.jit
     def _upper_tail_quantile_from_log(log_p):
@@ -441,13 +438,9 @@ if triton is not None:
             if MODE != 3:
                 z = _ndtri_lower(q, _log_pos(s), MODE == 2, F64)
                 z = tl.where(lower, z, -z)
-            elif not F64:  # kCentral, bf16/fp16 tensors
-                z = _ndtri_central(q, s).to(DT)
-                z = tl.where(lower, z, -z)
-        if MODE == 3 and F64:  # kCentral, fp32 tensors: central_f32_stage1 + central_finish_f64
+        if MODE == 3:  # kCentral: central_stage1 + central_finish<A>
             v, h = _central_poly_tail(q, s)
-            d = q + q  # central_f32_stage1
-            x = _central_finish_f64(d, v, h, tl.where(lower, std, -std) * sign, mean)
+            x = _central_finish(q + q, v, h, tl.where(lower, std, -std) * sign, mean, F64)
         else:
             x = tl.fma(std.to(DT), z * sign.to(DT), mean.to(DT)).to(tl.float32)
         c = tl.where(x < lo, lo, x)

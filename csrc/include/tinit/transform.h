@@ -22,7 +22,8 @@
 //     only one uniform is formed per element. The far-tail branch of the
 //     inverse (s < e^-25) is compiled in only when the window can reach it;
 //     windows inside |z| <~ 3.3 (float compute) use one division-free
-//     polynomial instead (ndtri_central; fp32 tensors finish it in fp64).
+//     polynomial instead (central_stage1 + central_finish; fp32 tensors
+//     finish it in fp64).
 //   tail mode (whole window beyond 10.4 sigma for float, 37 for double, where
 //     Phi underflows or D has no digits left): log p = log Phi(beta')
 //     + log(u + r (1-u)) with r = Phi(alpha')/Phi(beta'), inverted with the
@@ -240,9 +241,9 @@ TINIT_HD A ndtri_lower(T q_in, T log_s_in) {
 // relative error 2e-9; the same variables as Giles, "Approximating the
 // erfinv function", GPU Computing Gems Jade, 2011). No division, square root
 // or branch: the mode for the +-2 and +-3 sigma windows of weight init.
-// The degree >= 1 part h of G, so that G = c0 + v h with v = w - 3.125.
-// 4 s (1 - s) is formed from q near the centre and from s towards the tails,
-// whichever keeps its digits.
+// central_poly_tail gives the degree >= 1 part h of G (G = c0 + v h with
+// v = w - 3.125); 4 s (1 - s) is formed from q = s - 1/2 near the centre and
+// from s towards the tails, whichever keeps its digits.
 template <typename T>
 TINIT_HD T central_poly_tail(T q, T s, T& v) {
   const T y = q > T(-0.25) && q < T(0.25) ? fma_rn(T(-4) * q, q, T(1))
@@ -258,26 +259,17 @@ TINIT_HD T central_poly_tail(T q, T s, T& v) {
 }
 constexpr double kCentralC0 = 2.33862071010127481e+00;
 
-// All in T: ~2.5 eps (up to ~4.6 ulp where x sits just below a power of two),
-// ample for bf16/fp16 tensors.
-template <typename T>
-TINIT_HD T ndtri_central(T q, T s) {
-  T v;
-  const T h = central_poly_tail(q, s, v);
-  const T g = fma_rn(v, h, T(kCentralC0));
-  return (q + q) * g;  // -(1 - 2s) g
-}
-
-// fp32 tensors: the fp32 first stage (s, v, h) and the signed std, then the
-// last Horner step, the product with 2s - 1 (exact in fp64) and mean + std z
-// in fp64, rounded to fp32 once: ~2 ulp. The CPU kernel runs the two stages
-// as two loops (one fused loop measured 3-4x slower with GCC on AVX-512).
-// d = 2s - 1 = 2q (exact).
-TINIT_HD float central_finish_f64(float d, float v, float h, float signed_std,
-                                  float mean) {
-  const double g = fma_rn(double(v), double(h), kCentralC0);
-  const double t = double(d) * g;  // (2s - 1) g
-  return static_cast<float>(fma_rn(double(signed_std), t, double(mean)));
+// Central mode, second stage, in A: the last Horner step, the product with
+// d = 2s - 1 = 2q and mean + signed_std z, rounded to float once. fp32
+// tensors use A = double (~2 ulp; in fp32 this reaches ~4.6 ulp where x sits
+// just below a power of two), bf16/fp16 tensors A = float. The CPU kernel
+// runs the two stages as two loops (fused, GCC's AVX-512 code for them ran
+// 2-4x slower, measured).
+template <typename A>
+TINIT_HD float central_finish(float d, float v, float h, float signed_std, float mean) {
+  const A g = fma_rn(A(v), A(h), A(kCentralC0));
+  const A t = A(d) * g;  // (2s - 1) g
+  return static_cast<float>(fma_rn(A(signed_std), t, A(mean)));
 }
 
 // y > 0 with log Q(y) = log_p, for y beyond 10.4 (float) / 37 (double):
@@ -334,8 +326,8 @@ TINIT_HD A standard_deviate(uint32_t w, const TruncNormalParams<T>& P) {
   bool lower;
   T q;
   const T s = two_sided_s(w, P, lower, q);
-  const A z = Mode == kCentral ? A(ndtri_central<T>(q, s))
-                               : ndtri_lower<T, Mode == kTwoSidedFar, A>(q, log_pos(s));
+  // kCentral is handled in trunc_normal_value (float compute only).
+  const A z = ndtri_lower<T, Mode == kTwoSidedFar, A>(q, log_pos(s));
   return lower ? z : -z;
 }
 
@@ -347,9 +339,9 @@ TINIT_HD T clamp_to(T x, const TruncNormalParams<T>& P) {
   return c > P.hi ? P.hi : c;
 }
 
-// Central mode with fp32 tensors, first stage: d = 2s - 1 = 2q, v, h and the
+// Central mode, first stage (float compute): d = 2s - 1 = 2q, v, h and the
 // signed std.
-TINIT_HD void central_f32_stage1(uint32_t word, const TruncNormalParams<float>& P,
+TINIT_HD void central_stage1(uint32_t word, const TruncNormalParams<float>& P,
                                  float& d, float& v, float& h, float& signed_std) {
   bool lower;
   float q;
@@ -361,10 +353,10 @@ TINIT_HD void central_f32_stage1(uint32_t word, const TruncNormalParams<float>& 
 
 template <typename T, int Mode, typename A = T>
 TINIT_HD T trunc_normal_value(uint32_t word, const TruncNormalParams<T>& P) {
-  if constexpr (Mode == kCentral && sizeof(A) > sizeof(T)) {
+  if constexpr (Mode == kCentral && sizeof(T) == 4) {
     float d, v, h, signed_std;
-    central_f32_stage1(word, P, d, v, h, signed_std);
-    return clamp_to<T>(central_finish_f64(d, v, h, signed_std, P.mean), P);
+    central_stage1(word, P, d, v, h, signed_std);
+    return clamp_to<T>(central_finish<A>(d, v, h, signed_std, P.mean), P);
   } else {
     const A z = standard_deviate<T, Mode, A>(word ^ P.flip, P) * A(P.sign);
     return clamp_to<T>(static_cast<T>(fma_rn(A(P.std), z, A(P.mean))), P);
