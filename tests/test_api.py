@@ -343,3 +343,13 @@ def test_in_place_fill_bumps_version_so_autograd_refuses_stale_graphs(backend):
     assert y._version > before, f"version {before} -> {y._version}"
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.sum().backward()
+
+
+def test_bad_backend_env_raises_before_drawing_from_torch_rng(monkeypatch):
+    monkeypatch.setenv("TINIT_BACKEND", "no-such-backend")
+    t = torch.zeros(8)
+    state = torch.get_rng_state()
+    with pytest.raises(ValueError, match="unknown tinit backend"):
+        tinit.trunc_normal_(t)
+    assert torch.equal(torch.get_rng_state(), state), "the RNG advanced on a failed call"
+    assert torch.count_nonzero(t) == 0

@@ -101,6 +101,8 @@ def trunc_normal_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
     """
     check_dtype(tensor)
     transform_constants(mean, std, a, b, tensor.dtype)
+    if tensor.numel() and tensor.device.type != "meta":
+        dispatch.select(tensor, "auto")  # a bad $TINIT_BACKEND raises before the draw
     return trunc_normal_at_(tensor, mean, std, a, b, seed=_draw_seed(generator))
 
 
