@@ -305,3 +305,15 @@ def test_bad_dtype_is_refused_before_writing():
         tinit.init_model_(model, overrides={r"ln_f\.count": "norm"})
     for name, param in model.named_parameters():
         torch.testing.assert_close(param, before[name], rtol=0, atol=0, msg=f"{name} was written")
+
+
+def test_norm_gains_are_found_by_module_type_when_names_say_nothing():
+    """nn.Sequential names ("1.weight") carry no role; the module type does."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.BatchNorm1d(4))
+    with torch.no_grad():
+        model[1].weight.fill_(7.0)
+        model[2].weight.fill_(7.0)
+    summary = {p.name: p.role for p in tinit.init_model_(model, "normal", seed=0)}
+    assert summary["1.weight"] == "norm" and summary["2.weight"] == "norm", summary
+    torch.testing.assert_close(model[1].weight.detach(), torch.ones(4))
+    torch.testing.assert_close(model[2].weight.detach(), torch.ones(4))

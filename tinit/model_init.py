@@ -157,6 +157,20 @@ def _layout(model: torch.nn.Module, name: str) -> str:
     return "in_out" if type(module).__name__ == "Conv1D" else "out_in"
 
 
+_NORM_TYPES = tuple(t for t in (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.modules.batchnorm._NormBase,
+                                getattr(torch.nn, "RMSNorm", None)) if t is not None)
+
+
+def _role_from_module(model, name: str) -> str | None:
+    """The role of a parameter whose name says nothing, from its module's type:
+    the weight of a normalisation layer (LayerNorm, RMSNorm, GroupNorm,
+    BatchNorm/InstanceNorm, or a class whose name ends in "Norm") is a norm gain."""
+    module_name, _, leaf = name.rpartition(".")
+    module = model.get_submodule(module_name) if module_name else model
+    is_norm = isinstance(module, _NORM_TYPES) or type(module).__name__.lower().endswith("norm")
+    return "norm" if is_norm and leaf == "weight" else None
+
+
 def _classify(model, prefix: str, overrides) -> list[_Param]:
     aliases = defaultdict(list)
     for name, param in model.named_parameters(remove_duplicate=False):
@@ -165,7 +179,7 @@ def _classify(model, prefix: str, overrides) -> list[_Param]:
     for name, param in model.named_parameters():
         full = prefix + name
         override = next((entry for pattern, entry in overrides if pattern.search(full)), {})
-        role = override.get("role", infer_role(full))
+        role = override.get("role", infer_role(full) or _role_from_module(model, name))
         layer = override.get("layer", infer_layer(full))
         entries.append(_Param(full, param, tuple(n for n in aliases[id(param)] if n != full), role, layer,
                               override.get("stack", infer_stack(full)),
