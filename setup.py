@@ -20,7 +20,7 @@ Environment:
     TINIT_FORCE_CUDA=1      build the CUDA kernels or fail saying why (no
                             silent CPU-only build)
     TORCH_CUDA_ARCH_LIST    CUDA targets (read by torch.utils.cpp_extension)
-The default build is portable: no -march=native. The CPU kernels carry
+The default build is portable: no host-specific -march flag. The CPU kernels carry
 per-ISA clones (GCC target_clones) chosen at load time.
 """
 
