@@ -105,7 +105,8 @@ def _extensions():
         # its pragmas compile away and the op runs on one thread.
         "-fopenmp",
     ]
-    sources = ["csrc/ops.cpp", "csrc/cpu/trunc_normal.cpp"]
+    sources = ["csrc/ops.cpp"] + [f"csrc/cpu/{name}.cpp" for name in
+                                   ("stream_words", "transform_kernels", "trunc_normal", "trunc_normal_grouped")]
     kwargs = {
         "name": "tinit._C",
         "include_dirs": [str(ROOT / "csrc" / "include")],

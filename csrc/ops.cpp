@@ -18,6 +18,20 @@ TORCH_LIBRARY(tinit, m) {
   m.def(
       "trunc_normal_(Tensor(a!) self, int seed, int stream, int offset, "
       "float[] transform) -> ()");
+  // trunc_normal_ for a tensor laid out as rows of `run` elements, each row a
+  // contiguous range of the stream (a shard of a larger logical tensor):
+  // element j takes stream index offset + sum_k outer_starts[k][i_k] + j % run,
+  // where (i_0, ...) is the row j / run over `outer_sizes` (row-major) and
+  // outer_starts lists dim k's contributions one dim after another.
+  m.def(
+      "trunc_normal_runs_(Tensor(a!) self, int seed, int stream, int offset, "
+      "int run, int[] outer_sizes, int[] outer_starts, float[] transform) -> ()");
+  // trunc_normal_ for many tensors in one call: tensor t from stream
+  // streams[t] at offsets[t], with the kParamCount constants at
+  // transforms[t * kParamCount]. Values as from one trunc_normal_ per tensor.
+  m.def(
+      "trunc_normal_grouped_(Tensor(a!)[] tensors, int seed, int[] streams, "
+      "int[] offsets, float[] transform) -> ()");
   // trunc_normal_ computing every value but storing none (the contents of
   // `self` are then unspecified): benchmarks time it to tell compute-bound
   // from memory-bound fills. Implemented for CUDA only.
@@ -26,6 +40,10 @@ TORCH_LIBRARY(tinit, m) {
       "int offset, float[] transform) -> ()");
   // Raw uint32 stream words (stored in an int32 tensor) for tests and tools.
   m.def("philox_(Tensor(a!) self, int seed, int stream, int offset) -> ()");
+  // philox_ with the layout of trunc_normal_runs_.
+  m.def(
+      "philox_runs_(Tensor(a!) self, int seed, int stream, int offset, int run, "
+      "int[] outer_sizes, int[] outer_starts) -> ()");
   // One raw Philox4x32-10 call on explicit counter and key words (each a
   // uint32 in an int), for the known-answer test of the engine itself.
   m.def("philox4x32_10(int[] counter, int[] key) -> int[]");
@@ -44,12 +62,24 @@ void write_self_then_bump_version(const c10::OperatorHandle& op,
   torch::autograd::increment_version(self);
 }
 
+void write_list_then_bump_versions(const c10::OperatorHandle& op,
+                                   c10::DispatchKeySet keys,
+                                   torch::jit::Stack* stack) {
+  const std::vector<at::Tensor> tensors = (*stack)[0].toTensorVector();
+  op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+  for (const at::Tensor& t : tensors) torch::autograd::increment_version(t);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tinit, ADInplaceOrView, m) {
   for (const char* name :
-       {"trunc_normal_", "_trunc_normal_compute_only_", "philox_"}) {
+       {"trunc_normal_", "_trunc_normal_compute_only_", "philox_",
+        "trunc_normal_runs_", "philox_runs_"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<
                      &write_self_then_bump_version>());
   }
+  m.impl("trunc_normal_grouped_",
+         torch::CppFunction::makeFromBoxedFunction<
+             &write_list_then_bump_versions>());
 }

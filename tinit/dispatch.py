@@ -53,6 +53,11 @@ class Backend:
             not, for conditions beyond device type and dtype (e.g. Triton on
             CPU needs the interpreter).
         summary: one line for ``python -m tinit.info``.
+        fill_runs: ``fill_runs(tensor, seed, stream, runs, constants)`` writes
+            a contiguous tensor laid out as ``runs`` (a
+            ``tinit.sharding.StreamRuns``: a shard split along an inner dim)
+            in one call; None when the backend has no such kernel, and
+            ``fill_shard`` fills run by run.
     """
 
     name: str
@@ -62,6 +67,23 @@ class Backend:
     install_reason: Callable[[], str | None]
     tensor_reason: Callable[[torch.Tensor], str | None] = field(default=lambda tensor: None)
     summary: str = ""
+    fill_runs: Callable | None = None
+
+    def fill_shard(self, tensor: torch.Tensor, seed: int, stream: int, runs, constants: tuple) -> None:
+        """Write contiguous ``tensor`` from the stream indices ``runs`` gives it (``tinit.sharding.StreamRuns``).
+
+        One ``fill`` call when the tensor is one stream range, else
+        ``fill_runs``, else one ``fill`` per run (correct on every backend,
+        one launch per run).
+        """
+        if runs.contiguous:
+            self.fill(tensor, seed, stream, runs.base, constants)
+        elif self.fill_runs is not None:
+            self.fill_runs(tensor, seed, stream, runs, constants)
+        else:
+            flat = tensor.view(-1)
+            for row in range(runs.rows):
+                self.fill(flat[row * runs.run:(row + 1) * runs.run], seed, stream, runs.row_start(row), constants)
 
     def why_not(self, tensor: torch.Tensor) -> str | None:
         """Why this backend cannot fill ``tensor``, or None when it can.
@@ -145,9 +167,11 @@ BACKENDS: dict[str, Backend] = {
                       tuple(d for d in SUPPORTED_DTYPES if d != torch.float64), _triton_install_reason,
                       _triton_tensor_reason, summary=f"Triton kernel ({TRITON_MODULE}); CPU only when interpreted"),
     "cpu": Backend("cpu", ops.trunc_normal_native, ("cpu",), SUPPORTED_DTYPES, _native_reason,
-                   summary="native CPU kernels (csrc/cpu/), SIMD Philox, OpenMP"),
+                   summary="native CPU kernels (csrc/cpu/), SIMD Philox, OpenMP",
+                   fill_runs=ops.trunc_normal_runs_native),
     "torch": Backend("torch", reference.trunc_normal_, (), SUPPORTED_DTYPES, lambda: None,
-                     summary="pure-torch reference, fp64 temporaries of the tensor's size"),
+                     summary="pure-torch reference, fp64 temporaries of the tensor's size",
+                     fill_runs=reference.trunc_normal_runs_),
 }
 # Fastest measured first, per device type; the reference backend is the
 # fallback of last resort. Triton runs on CPU tensors only when asked for by

@@ -1,14 +1,21 @@
 """Public fill entry points: the drop-in ``trunc_normal_``, the explicit-stream
 ``trunc_normal_at_``, the scheme-driven ``fill_`` and ``write_spec_``, which
 writes a ``tinit.schemes.InitSpec`` (truncated normal, uniform, constant or
-per-slice parts) from an explicit stream."""
+per-slice parts) from an explicit stream.
+
+Every entry point takes a plain tensor, a DTensor (each rank writes its local
+shard from the shard's global indices, ``tinit.sharding``), or a hand-made
+shard described by ``global_shape`` and ``shard_offsets``."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 from tinit import dispatch, ops, reference, schemes
 from tinit.params import check_dtype, transform_constants
+from tinit.sharding import ShardLayout, StreamRuns, is_dtensor
 
 
 def _draw_seed(generator: torch.Generator | None) -> int:
@@ -16,21 +23,67 @@ def _draw_seed(generator: torch.Generator | None) -> int:
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator))
 
 
+def _resolve(tensor: torch.Tensor, global_shape, shard_offsets) -> tuple[torch.Tensor, ShardLayout | None]:
+    """(the tensor to write, its place in the logical tensor or None when it is the whole of it)."""
+    if is_dtensor(tensor):
+        if global_shape is not None or shard_offsets is not None:
+            raise ValueError("a DTensor carries its own layout; do not pass global_shape/shard_offsets with it")
+        layout = ShardLayout.of_dtensor(tensor)
+        return tensor.to_local(), layout
+    if global_shape is None and shard_offsets is None:
+        return tensor, None
+    if global_shape is None or shard_offsets is None:
+        raise ValueError("a shard needs both global_shape and shard_offsets")
+    return tensor, ShardLayout.from_offsets(tuple(global_shape), tuple(tensor.shape), tuple(shard_offsets))
+
+
+def _check_stream(seed: int, stream: int, offset: int, logical_numel: int) -> None:
+    for name, value in (("seed", seed), ("stream", stream)):
+        if not isinstance(value, int) or not 0 <= value < 2**64:
+            raise ValueError(f"{name} must be an int in [0, 2**64), got {value!r}")
+    if not isinstance(offset, int) or offset < 0 or offset + logical_numel > 2**63:
+        raise ValueError(f"offset must be an int >= 0 with offset + numel <= 2**63, got {offset!r}")
+
+
+def _runs(local: torch.Tensor, layout: ShardLayout | None, offset: int) -> StreamRuns:
+    return StreamRuns(offset, local.numel()) if layout is None else layout.runs(offset)
+
+
+def _logical_numel(local: torch.Tensor, layout: ShardLayout | None) -> int:
+    return local.numel() if layout is None else math.prod(layout.global_shape)
+
+
+def _trunc_normal_local(local: torch.Tensor, layout: ShardLayout | None, constants: tuple, seed: int, stream: int,
+                        offset: int, backend: str) -> None:
+    """Write the truncated normal into ``local`` (checked arguments), a shard when ``layout`` is given."""
+    if local.numel() == 0 or local.device.type == "meta":
+        return
+    target = local if local.is_contiguous() else torch.empty_like(local, memory_format=torch.contiguous_format)
+    dispatch.select(target, backend).fill_shard(target, seed, stream, _runs(local, layout, offset), constants)
+    if target is not local:
+        local.copy_(target)
+
+
 @torch.no_grad()
 def trunc_normal_at_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
                      a: float = -2.0, b: float = 2.0, *, seed: int, stream: int = 0,
-                     offset: int = 0, backend: str = "auto") -> torch.Tensor:
+                     offset: int = 0, backend: str = "auto", global_shape=None,
+                     shard_offsets=None) -> torch.Tensor:
     """Fill ``tensor`` from an explicit position of the tinit stream.
 
     Element j of ``tensor`` (row-major over its logical shape, whatever its
     strides) receives the value at stream index ``offset + j`` of
     (``seed``, ``stream``); see README "The stream". Torch's RNG is not touched.
+    For a shard, j is the element's row-major index in the logical tensor, so
+    the shards of all ranks together hold exactly the unsharded fill.
 
     Args:
         tensor: float32, float64, bfloat16 or float16 tensor of any shape, on
             any device a backend supports; views are filled in place (only
             their elements change). 0-element and meta tensors are checked
-            and returned unchanged.
+            and returned unchanged. A ``DTensor`` (Shard/Replicate placements,
+            FSDP2 and tensor-parallel parameters) has each rank's local
+            tensor written, no communication.
         mean, std: the parent normal N(mean, std^2), tensor units.
         a, b: absolute truncation bounds (tensor units, not multiples of std);
             a may be -inf and b +inf.
@@ -38,6 +91,10 @@ def trunc_normal_at_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
         stream: stream id (upper Philox counter words), in [0, 2**64).
         offset: stream index of the tensor's first element, >= 0.
         backend: "auto" or a name of ``tinit.dispatch.BACKENDS``.
+        global_shape, shard_offsets: ``tensor`` is the block of a logical
+            tensor of ``global_shape`` starting at ``shard_offsets`` (one int
+            per dim), e.g. a Megatron column/row-parallel slice
+            (``tinit.sharding.shard_offsets``); both or neither.
 
     Returns:
         ``tensor``.
@@ -45,7 +102,8 @@ def trunc_normal_at_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
     Raises:
         TypeError: unsupported dtype or non-real arguments.
         ValueError: invalid mean/std/bounds (see ``tinit.params.transform_constants``),
-            seed/stream out of range, negative offset.
+            seed/stream out of range, negative offset, a shard outside its
+            ``global_shape``, a ``Partial`` DTensor.
         RuntimeError: no backend can fill the tensor.
     All checks happen before anything is written.
 
@@ -54,17 +112,9 @@ def trunc_normal_at_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
     """
     check_dtype(tensor)
     constants = transform_constants(mean, std, a, b, tensor.dtype)
-    for name, value in (("seed", seed), ("stream", stream)):
-        if not isinstance(value, int) or not 0 <= value < 2**64:
-            raise ValueError(f"{name} must be an int in [0, 2**64), got {value!r}")
-    if not isinstance(offset, int) or offset < 0 or offset + tensor.numel() > 2**63:
-        raise ValueError(f"offset must be an int >= 0 with offset + numel <= 2**63, got {offset!r}")
-    if tensor.numel() == 0 or tensor.device.type == "meta":
-        return tensor
-    target = tensor if tensor.is_contiguous() else torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    dispatch.select(target, backend).fill(target, seed, stream, offset, constants)
-    if target is not tensor:
-        tensor.copy_(target)
+    local, layout = _resolve(tensor, global_shape, shard_offsets)
+    _check_stream(seed, stream, offset, _logical_numel(local, layout))
+    _trunc_normal_local(local, layout, constants, seed, stream, offset, backend)
     return tensor
 
 
@@ -85,9 +135,13 @@ def trunc_normal_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
     consecutive calls give different tensors. For a fixed key use
     ``trunc_normal_at_``.
 
+    A DTensor is filled shard by shard as by ``trunc_normal_at_``: every rank
+    must draw the same key, i.e. seed its generator identically
+    (``torch.manual_seed(s)`` on all ranks), as for any replicated init.
+
     Args:
-        tensor: float32/float64/bfloat16/float16 tensor or Parameter, any
-            shape; views, 0-element and meta tensors accepted.
+        tensor: float32/float64/bfloat16/float16 tensor, Parameter or DTensor,
+            any shape; views, 0-element and meta tensors accepted.
         mean, std: parent normal, tensor units; std > 0.
         a, b: absolute bounds, a < b; -inf/+inf allowed.
         generator: a CPU ``torch.Generator`` or None.
@@ -101,8 +155,9 @@ def trunc_normal_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
     """
     check_dtype(tensor)
     transform_constants(mean, std, a, b, tensor.dtype)
-    if tensor.numel() and tensor.device.type != "meta":
-        dispatch.select(tensor, "auto")  # a bad $TINIT_BACKEND raises before the draw
+    local, _ = _resolve(tensor, None, None)
+    if local.numel() and local.device.type != "meta":
+        dispatch.select(local, "auto")  # a bad $TINIT_BACKEND raises before the draw
     return trunc_normal_at_(tensor, mean, std, a, b, seed=_draw_seed(generator))
 
 
@@ -116,41 +171,82 @@ def _check_spec(spec: schemes.InitSpec, dtype: torch.dtype) -> None:
         transform_constants(spec.mean, spec.std, lo, hi, dtype)
 
 
+def _words(count: int, seed: int, stream: int, offset: int, device: torch.device) -> torch.Tensor:
+    """Stream words [offset, offset + count) on ``device``: native when the extension covers it."""
+    if ops.native_available() and (device.type == "cpu" or (device.type == "cuda" and ops.native_has_cuda())):
+        return ops.philox_words(count, seed, stream, offset, device=device)
+    return reference.stream_words(count, seed, stream, offset, device=device)
+
+
 @torch.no_grad()
-def _uniform_at_(tensor: torch.Tensor, low: float, high: float, *, seed: int, stream: int, offset: int) -> None:
+def _uniform_local(local: torch.Tensor, layout: ShardLayout | None, low: float, high: float, *, seed: int,
+                   stream: int, offset: int) -> None:
     """U(low, high) from the tinit stream: element j gets low + (high - low) (w_j + 1/2) / 2**32.
 
-    w_j is the uint32 word at stream index offset + j (README "The stream"),
-    the same words the truncated normal inverts. Computed in fp64 in chunks
-    of 2**22 elements (native words when the extension covers the device,
-    else ``tinit.reference``), then rounded once to the tensor's dtype.
+    w_j is the uint32 word at element j's stream index (README "The stream"),
+    the same words the truncated normal inverts. Computed in fp64 (in chunks
+    of 2**22 elements for a contiguous range), then rounded once to the
+    tensor's dtype.
     """
-    if tensor.numel() == 0 or tensor.device.type == "meta":
+    if local.numel() == 0 or local.device.type == "meta":
         return
-    native = ops.native_available() and (tensor.device.type == "cpu"
-                                         or (tensor.device.type == "cuda" and ops.native_has_cuda()))
-    target = tensor if tensor.is_contiguous() else torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    runs = _runs(local, layout, offset)
+    target = local if local.is_contiguous() else torch.empty_like(local, memory_format=torch.contiguous_format)
     flat = target.view(-1)
-    chunk = 1 << 22
-    for start in range(0, flat.numel(), chunk):
-        count = min(chunk, flat.numel() - start)
-        if native:
-            words = ops.philox_words(count, seed, stream, offset + start, device=tensor.device)
+    if runs.contiguous:
+        chunk = 1 << 22
+        for start in range(0, flat.numel(), chunk):
+            count = min(chunk, flat.numel() - start)
+            u = _words(count, seed, stream, runs.base + start, local.device).to(torch.float64) * 2.0**-32 + 2.0**-33
+            flat[start:start + count].copy_(low + (high - low) * u)
+    else:  # a shard split along an inner dim: words of the shard's own indices
+        if local.device.type == "cpu" and ops.has_kernel("philox_runs_", "CPU"):
+            words = ops.philox_words(flat.numel(), seed, stream, runs=runs)
         else:
-            words = reference.stream_words(count, seed, stream, offset + start, device=tensor.device)
-        u = words.to(torch.float64) * 2.0**-32 + 2.0**-33
-        flat[start:start + count].copy_(low + (high - low) * u)
-    if target is not tensor:
-        tensor.copy_(target)
+            words = reference.words_at(runs.stream_indices().to(local.device), seed, stream)
+        flat.copy_(low + (high - low) * (words.to(torch.float64) * 2.0**-32 + 2.0**-33))
+    if target is not local:
+        local.copy_(target)
+
+
+def _write(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec, *, seed: int, stream: int,
+           offset: int, backend: str) -> None:
+    """Write a checked ``spec`` into ``local`` (a shard of the logical tensor when ``layout`` is given)."""
+    if spec.constant is not None:
+        local.fill_(spec.constant)
+    elif spec.parts is not None:
+        shape = layout.global_shape if layout is not None else tuple(local.shape)
+        count = len(spec.parts)
+        size = shape[spec.split_dim] // count
+        if size * count != shape[spec.split_dim]:
+            raise ValueError(f"dim {spec.split_dim} of shape {shape} does not split into {count}")
+        part_numel = math.prod(shape) // count
+        for i, part in enumerate(spec.parts):
+            if layout is None:
+                view, sub = local.narrow(spec.split_dim, i * size, size), None
+            else:
+                first, length, sub = layout.narrow(spec.split_dim, i * size, size)
+                view = local.narrow(spec.split_dim, first, length)
+            _write(view, sub, part, seed=seed, stream=stream, offset=offset + i * part_numel, backend=backend)
+    elif spec.distribution == "uniform":
+        lo, hi = spec.bounds
+        _uniform_local(local, layout, lo, hi, seed=seed, stream=stream, offset=offset)
+    else:
+        lo, hi = spec.bounds
+        constants = transform_constants(spec.mean, spec.std, lo, hi, local.dtype)
+        _trunc_normal_local(local, layout, constants, seed, stream, offset, backend)
 
 
 def write_spec_(param: torch.Tensor, spec: schemes.InitSpec, *, seed: int, stream: int = 0, offset: int = 0,
-                backend: str = "auto") -> torch.Tensor:
+                backend: str = "auto", global_shape=None, shard_offsets=None) -> torch.Tensor:
     """Write ``spec`` into ``param`` from stream (``seed``, ``stream``), element j at ``offset + j``.
 
-    Constants are filled directly; a uniform uses ``_uniform_at_``; parts
-    (fused tensors) are written slice by slice along ``spec.split_dim``,
-    slice i starting at stream index ``offset + i * slice_numel``.
+    Constants are filled directly; a uniform takes low + (high - low) u_j
+    with u_j = (w_j + 1/2) / 2**32 from the same stream words; parts (fused
+    tensors) are written slice by slice along ``spec.split_dim`` of the
+    logical tensor, slice i starting at stream index
+    ``offset + i * slice_numel``. DTensors and hand-made shards
+    (``global_shape``, ``shard_offsets``) as in ``trunc_normal_at_``.
 
     Raises:
         TypeError, ValueError: as ``trunc_normal_at_``; checked for every part
@@ -158,25 +254,10 @@ def write_spec_(param: torch.Tensor, spec: schemes.InitSpec, *, seed: int, strea
     """
     check_dtype(param)
     _check_spec(spec, param.dtype)
+    local, layout = _resolve(param, global_shape, shard_offsets)
+    _check_stream(seed, stream, offset, _logical_numel(local, layout))
     with torch.no_grad():
-        if spec.constant is not None:
-            param.fill_(spec.constant)
-        elif spec.parts is not None:
-            count = len(spec.parts)
-            size = param.shape[spec.split_dim] // count
-            if size * count != param.shape[spec.split_dim]:
-                raise ValueError(f"dim {spec.split_dim} of shape {tuple(param.shape)} does not split into {count}")
-            for i, part in enumerate(spec.parts):
-                view = param.narrow(spec.split_dim, i * size, size)
-                write_spec_(view, part, seed=seed, stream=stream, offset=offset + i * view.numel(),
-                            backend=backend)
-        elif spec.distribution == "uniform":
-            lo, hi = spec.bounds
-            _uniform_at_(param, lo, hi, seed=seed, stream=stream, offset=offset)
-        else:
-            lo, hi = spec.bounds
-            trunc_normal_at_(param, spec.mean, spec.std, lo, hi, seed=seed, stream=stream, offset=offset,
-                             backend=backend)
+        _write(local, layout, spec, seed=seed, stream=stream, offset=offset, backend=backend)
     return param
 
 
@@ -185,7 +266,7 @@ def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = N
           d_model: int | None = None, fan_in: int | None = None, fan_out: int | None = None,
           layout: str = "out_in", seed: int | None = None, stream: int = 0, offset: int = 0,
           generator: torch.Generator | None = None, backend: str = "auto",
-          **options) -> torch.Tensor:
+          global_shape=None, shard_offsets=None, **options) -> torch.Tensor:
     """Initialise one parameter by a named scheme (large-model setup entry point).
 
     The scheme (``tinit.schemes``) maps the parameter's role, depth, width and
@@ -204,8 +285,7 @@ def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = N
         name: fully qualified parameter name, e.g. "transformer.h.3.attn.c_proj.weight".
         n_layers: number of blocks L of the parameter's stack.
         d_model: residual stream width d (schemes written in d).
-        fan_in, fan_out: override the fans computed from ``param.shape`` (pass
-            the LOGICAL fans when ``param`` is a shard).
+        fan_in, fan_out: override the fans computed from the logical shape.
         layout: "out_in" for ``nn.Linear`` / ``nn.Embedding`` weights,
             "in_out" for Hugging Face ``Conv1D`` (GPT-2).
         seed: Philox key in [0, 2**64); when None one is drawn from
@@ -213,6 +293,12 @@ def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = N
         stream, offset: stream id and first stream index (see ``trunc_normal_at_``).
         generator: torch.Generator used only when ``seed`` is None.
         backend: "auto" or a backend name.
+        global_shape, shard_offsets: ``param`` is the block at
+            ``shard_offsets`` of a logical weight of ``global_shape``
+            (tensor parallelism by hand, e.g. Megatron's column/row-parallel
+            layers): fans come from ``global_shape`` and the block gets the
+            values of the same block of the unsharded fill. A DTensor needs
+            neither (its ``shape`` is already the logical one).
         **options: ``trunc`` (bounds in units of std), ``variance_preserving``,
             ``stack``/``encoder_layers``/``decoder_layers`` (encoder-decoder
             models) and the scheme's own options, e.g. ``std=0.01``.
@@ -233,11 +319,13 @@ def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = N
         role = infer_role(name)
     if layer_idx is None and name is not None:
         layer_idx = infer_layer(name)
-    spec = schemes.get(scheme).spec(role=role, layer_idx=layer_idx, n_layers=n_layers, shape=tuple(param.shape),
+    _resolve(param, global_shape, shard_offsets)  # a bad shard raises before the draw
+    shape = tuple(param.shape) if global_shape is None else tuple(global_shape)
+    spec = schemes.get(scheme).spec(role=role, layer_idx=layer_idx, n_layers=n_layers, shape=shape,
                                     d_model=d_model, fan_in=fan_in, fan_out=fan_out, layout=layout, **options)
     check_dtype(param)
     _check_spec(spec, param.dtype)
     if seed is None and spec.constant is None:
         seed = _draw_seed(generator)
     return write_spec_(param, spec, seed=seed if seed is not None else 0, stream=stream, offset=offset,
-                       backend=backend)
+                       backend=backend, global_shape=global_shape, shard_offsets=shard_offsets)

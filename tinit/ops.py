@@ -38,12 +38,7 @@ def native_has_cuda() -> bool:
     Returns:
         False when the extension is missing or was built CPU-only.
     """
-    if not native_available():
-        return False
-    try:
-        return bool(torch._C._dispatch_has_kernel_for_dispatch_key("tinit::trunc_normal_", "CUDA"))
-    except (AttributeError, RuntimeError):
-        return False
+    return has_kernel("trunc_normal_", "CUDA")
 
 
 if native_available():
@@ -54,6 +49,18 @@ if native_available():
 
     @torch.library.register_fake("tinit::philox_")
     def _philox_fake(self, seed, stream, offset):
+        return None
+
+    @torch.library.register_fake("tinit::trunc_normal_runs_")
+    def _trunc_normal_runs_fake(self, seed, stream, offset, run, outer_sizes, outer_starts, transform):
+        return None
+
+    @torch.library.register_fake("tinit::philox_runs_")
+    def _philox_runs_fake(self, seed, stream, offset, run, outer_sizes, outer_starts):
+        return None
+
+    @torch.library.register_fake("tinit::trunc_normal_grouped_")
+    def _trunc_normal_grouped_fake(tensors, seed, streams, offsets, transform):
         return None
 
     if hasattr(torch.ops.tinit, "_trunc_normal_compute_only_"):  # absent from builds before it
@@ -76,6 +83,37 @@ def trunc_normal_native(tensor: torch.Tensor, seed: int, stream: int, offset: in
     torch.ops.tinit.trunc_normal_(tensor, as_int64(seed), as_int64(stream), offset, list(constants))
 
 
+def trunc_normal_runs_native(tensor: torch.Tensor, seed: int, stream: int, runs,
+                             constants: tuple[float, ...]) -> None:
+    """Fill contiguous ``tensor`` laid out as ``runs`` (a ``tinit.sharding.StreamRuns``)
+    through ``torch.ops.tinit.trunc_normal_runs_`` (CPU only)."""
+    torch.ops.tinit.trunc_normal_runs_(tensor, as_int64(seed), as_int64(stream), runs.base, runs.run,
+                                       list(runs.outer_sizes), list(runs.outer_starts), list(constants))
+
+
+def has_kernel(op: str, dispatch_key: str) -> bool:
+    """True when the loaded extension registers ``tinit::<op>`` for ``dispatch_key`` ("CPU", "CUDA")."""
+    if not native_available():
+        return False
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(f"tinit::{op}", dispatch_key))
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def trunc_normal_grouped_native(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
+                                constants: list[tuple[float, ...]]) -> None:
+    """Fill many contiguous CPU tensors in one call (``torch.ops.tinit.trunc_normal_grouped_``).
+
+    Tensor t gets exactly what ``trunc_normal_native(tensors[t], seed,
+    streams[t], offsets[t], constants[t])`` writes; the elements of all
+    tensors share the threads. Dtypes may differ between tensors.
+    """
+    flat = [value for packed in constants for value in packed]
+    torch.ops.tinit.trunc_normal_grouped_(tensors, as_int64(seed), [as_int64(s) for s in streams], list(offsets),
+                                          flat)
+
+
 def trunc_normal_compute_only(tensor: torch.Tensor, seed: int, stream: int, offset: int,
                               constants: tuple[float, ...]) -> None:
     """Run the CUDA fill's arithmetic without its stores (benchmarks only).
@@ -94,7 +132,7 @@ def trunc_normal_compute_only(tensor: torch.Tensor, seed: int, stream: int, offs
 
 
 def philox_words(numel: int, seed: int, stream: int, offset: int = 0,
-                 device: torch.device | str = "cpu") -> torch.Tensor:
+                 device: torch.device | str = "cpu", runs=None) -> torch.Tensor:
     """The uint32 stream words for indices [offset, offset + numel) as int64 in [0, 2**32).
 
     Args:
@@ -102,6 +140,9 @@ def philox_words(numel: int, seed: int, stream: int, offset: int = 0,
         seed, stream: unsigned 64-bit Philox key and stream id.
         offset: index of the first word (>= 0).
         device: where the native op runs.
+        runs: a ``tinit.sharding.StreamRuns`` covering ``numel`` elements (CPU
+            only): the words of a shard's stream indices instead of
+            [offset, offset + numel); ``offset`` is then ignored.
 
     Returns:
         int64 tensor of shape (numel,).
@@ -112,5 +153,9 @@ def philox_words(numel: int, seed: int, stream: int, offset: int = 0,
     if not native_available():
         raise RuntimeError(f"tinit native extension not available ({_LOAD_ERROR}); {BUILD_HINT}")
     out = torch.empty(numel, dtype=torch.int32, device=device)
-    torch.ops.tinit.philox_(out, as_int64(seed), as_int64(stream), offset)
+    if runs is None:
+        torch.ops.tinit.philox_(out, as_int64(seed), as_int64(stream), offset)
+    else:
+        torch.ops.tinit.philox_runs_(out, as_int64(seed), as_int64(stream), runs.base, runs.run,
+                                     list(runs.outer_sizes), list(runs.outer_starts))
     return out.to(torch.int64) & 0xFFFFFFFF

@@ -61,6 +61,17 @@ def stream_words(numel: int, seed: int, stream: int, offset: int = 0,
     return words.reshape(-1)[skip:skip + numel]
 
 
+def words_at(indices: torch.Tensor, seed: int, stream: int) -> torch.Tensor:
+    """Stream words at arbitrary stream indices (int64 tensor, values >= 0): int64 in [0, 2**32), same shape."""
+    blk = indices >> 2
+    c0 = blk & _MASK32
+    c1 = (blk >> 32) & _MASK32
+    c2 = torch.full_like(blk, stream & _MASK32)
+    c3 = torch.full_like(blk, (stream >> 32) & _MASK32)
+    words = torch.stack(philox4x32_10(c0, c1, c2, c3, seed & _MASK32, (seed >> 32) & _MASK32), dim=-1)
+    return words.gather(-1, (indices & 3).unsqueeze(-1)).squeeze(-1)
+
+
 def uniforms(words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(u, 1 - u) in fp64, exactly (w + 1/2) / 2**32 and (~w + 1/2) / 2**32."""
     w = words.to(torch.float64)
@@ -107,4 +118,10 @@ def trunc_normal_(tensor: torch.Tensor, seed: int, stream: int, offset: int,
                   constants: tuple[float, ...]) -> None:
     """Fill contiguous ``tensor`` in place (same contract as the native op)."""
     words = stream_words(tensor.numel(), seed, stream, offset, device=tensor.device)
+    tensor.copy_(transform(words, constants).view(tensor.shape))
+
+
+def trunc_normal_runs_(tensor: torch.Tensor, seed: int, stream: int, runs, constants: tuple[float, ...]) -> None:
+    """Fill contiguous ``tensor`` laid out as ``runs`` (``tinit.sharding.StreamRuns``), like the native op."""
+    words = words_at(runs.stream_indices().to(tensor.device), seed, stream)
     tensor.copy_(transform(words, constants).view(tensor.shape))

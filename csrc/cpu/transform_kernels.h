@@ -1,0 +1,37 @@
+// The CPU transform (tinit/transform.h) over a chunk of words, one compiled
+// entry per (dtype, mode), picked once per tensor. Type-erased so the fill,
+// shard and grouped kernels share one set of SIMD clones.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+
+#include "tinit/transform.h"
+
+namespace tinit {
+namespace cpu {
+
+// Writes n values of the tensor's dtype to out from words w[0..n).
+using ChunkFn = void (*)(void* out, const uint32_t* w, int64_t n,
+                         const void* params);
+
+struct ChunkTransform {
+  ChunkFn fn = nullptr;
+  int64_t elem_size = 0;
+  bool is_double = false;
+  TruncNormalParams<float> pf;   // read by float-compute dtypes
+  TruncNormalParams<double> pd;  // read by float64
+
+  void run(void* out, const uint32_t* w, int64_t n) const {
+    fn(out, w, n, is_double ? static_cast<const void*>(&pd) : &pf);
+  }
+};
+
+// The transform for a tensor of `dtype` with the kParamCount packed
+// constants of tinit/params.py. TORCH_CHECK-fails for other dtypes.
+ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed,
+                                    const char* op);
+
+}  // namespace cpu
+}  // namespace tinit

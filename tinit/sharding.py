@@ -1,0 +1,288 @@
+"""Where a local tensor sits in its logical tensor, and which stream indices it takes.
+
+tinit's value at stream index i depends only on (seed, stream, i, ...), and
+the element at row-major flat index g of a logical tensor takes index
+``offset + g``. A shard of that tensor (a DTensor's local tensor, or a
+Megatron-style tensor-parallel slice) therefore needs no communication: each
+rank writes its elements from their global indices, and the assembled tensor
+is bit-identical to the single-device fill, whatever the layout.
+
+``ShardLayout`` records, per dim, the global index of each local position
+(a contiguous range for ``Shard``/``Replicate``, and the strided positions of
+``_StridedShard``); ``ShardLayout.runs`` turns it into the contiguous stream
+ranges (``StreamRuns``) the kernels fill.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+try:
+    from torch.distributed.tensor import DTensor
+except ImportError:  # torch built without distributed support
+    DTensor = None
+
+
+def is_dtensor(tensor) -> bool:
+    """True when ``tensor`` is a ``torch.distributed.tensor.DTensor`` (or a Parameter holding one)."""
+    return DTensor is not None and isinstance(tensor, DTensor)
+
+
+@dataclass(frozen=True)
+class StreamRuns:
+    """A local tensor as rows of ``run`` elements, each a contiguous range of the stream.
+
+    Local element j (row-major) takes stream index
+    ``base + sum_k outer_starts_k[i_k] + j % run``, where (i_0, ...) is row
+    ``j // run`` over ``outer_sizes`` (row-major) and ``outer_starts`` holds
+    the per-position contributions of dim 0, then dim 1, ... concatenated.
+    No outer dims: the tensor is one range starting at ``base``.
+    """
+
+    base: int
+    run: int
+    outer_sizes: tuple[int, ...] = ()
+    outer_starts: tuple[int, ...] = ()
+
+    @property
+    def contiguous(self) -> bool:
+        """True when the whole tensor is one stream range starting at ``base``."""
+        return not self.outer_sizes
+
+    @property
+    def rows(self) -> int:
+        """Number of runs."""
+        return math.prod(self.outer_sizes)
+
+    def row_start(self, row: int) -> int:
+        """Stream index of the first element of run ``row``."""
+        start, first = self.base, len(self.outer_starts)
+        for size in reversed(self.outer_sizes):
+            first -= size
+            row, i = divmod(row, size)
+            start += self.outer_starts[first + i]
+        return start
+
+    def stream_indices(self) -> torch.Tensor:
+        """Stream index of every local element in row-major order: int64 CPU tensor of ``rows * run`` elements."""
+        starts = torch.full((), self.base, dtype=torch.int64)
+        first = 0
+        for size in self.outer_sizes:
+            table = torch.tensor(self.outer_starts[first:first + size], dtype=torch.int64)
+            starts = (starts.unsqueeze(-1) + table).reshape(-1)
+            first += size
+        return (starts.reshape(-1, 1) + torch.arange(self.run, dtype=torch.int64)).reshape(-1)
+
+
+def _is_range(index: torch.Tensor) -> bool:
+    return index.numel() <= 1 or bool((index[1:] - index[:-1] == 1).all())
+
+
+@dataclass(frozen=True, eq=False)
+class ShardLayout:
+    """A local tensor's place in a row-major logical tensor of ``global_shape``.
+
+    Attributes:
+        global_shape: the logical shape (what fans are computed from).
+        indices: per dim, an int64 CPU tensor with the global index of each
+            local position along that dim, increasing; its length is the
+            local size.
+    """
+
+    global_shape: tuple[int, ...]
+    indices: tuple[torch.Tensor, ...]
+
+    @property
+    def local_shape(self) -> tuple[int, ...]:
+        """The shape the local tensor must have."""
+        return tuple(int(i.numel()) for i in self.indices)
+
+    @classmethod
+    def full(cls, shape: Sequence[int]) -> ShardLayout:
+        """The whole tensor: every position of every dim."""
+        shape = tuple(int(s) for s in shape)
+        return cls(shape, tuple(torch.arange(s, dtype=torch.int64) for s in shape))
+
+    @classmethod
+    def from_offsets(cls, global_shape: Sequence[int], local_shape: Sequence[int],
+                     offsets: Sequence[int]) -> ShardLayout:
+        """A block ``[offsets[k], offsets[k] + local_shape[k])`` on every dim k.
+
+        Raises:
+            ValueError: lengths differ, or the block is not inside ``global_shape``.
+        """
+        global_shape, local_shape = tuple(global_shape), tuple(local_shape)
+        offsets = tuple(offsets)
+        if not len(global_shape) == len(local_shape) == len(offsets):
+            raise ValueError(f"global_shape {global_shape}, local shape {local_shape} and shard_offsets "
+                             f"{offsets} must have one entry per dim")
+        for dim, (size, local, start) in enumerate(zip(global_shape, local_shape, offsets)):
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (size, start)):
+                raise ValueError(f"global_shape and shard_offsets must be ints, got {size!r}, {start!r} (dim {dim})")
+            if size < 0 or start < 0 or start + local > size:
+                raise ValueError(f"dim {dim}: a shard of {local} at offset {start} does not fit in the global "
+                                 f"size {size} (global_shape {global_shape}, shard_offsets {offsets})")
+        return cls(global_shape, tuple(torch.arange(o, o + n, dtype=torch.int64)
+                                       for o, n in zip(offsets, local_shape)))
+
+    @classmethod
+    def of_dtensor(cls, tensor) -> ShardLayout:
+        """The layout of a DTensor's local tensor on this rank (no communication).
+
+        ``Shard(d)`` (uneven shards included) and ``Replicate`` on every mesh
+        dim, and FSDP2's ``_StridedShard`` (FSDP x TP on one dim), applied
+        left to right over the mesh as DTensor does.
+
+        Raises:
+            ValueError: a ``Partial`` placement (its local tensors are summands,
+                not slices), or one tinit does not know.
+            NotImplementedError: ``_StridedShard`` on a torch without
+                ``torch.distributed.tensor._utils._get_shard_size_and_offsets``.
+        """
+        from torch.distributed.tensor import Shard
+        from torch.distributed.tensor import _utils as dtensor_utils
+
+        placements, mesh = tensor.placements, tensor.device_mesh
+        for placement in placements:
+            if not (placement.is_shard() or placement.is_replicate()):
+                raise ValueError(f"cannot initialise a DTensor with placement {placement!r} "
+                                 f"(placements {placements}): only Shard and Replicate layouts are slices "
+                                 "of the logical tensor; redistribute it first")
+        global_shape = tuple(tensor.shape)
+        if not mesh._is_current_rank_part_of_mesh():
+            return cls(global_shape, tuple(torch.zeros(0, dtype=torch.int64) for _ in global_shape))
+        per_dim = getattr(dtensor_utils, "_get_shard_size_and_offsets", None)
+        if per_dim is None:  # older torch: only the first offset per dim is public
+            if any(type(p).__name__ == "_StridedShard" for p in placements):
+                raise NotImplementedError(f"this torch ({torch.__version__}) does not expose the strided "
+                                          f"shard offsets tinit needs for placements {placements}")
+            local_shape, offsets = dtensor_utils.compute_local_shape_and_global_offset(global_shape, mesh,
+                                                                                       placements)
+            return cls.from_offsets(global_shape, local_shape, offsets)
+        indices: dict[int, torch.Tensor] = {}
+        local = list(global_shape)
+        coordinate = mesh.get_coordinate()
+        # DTensor's own left-to-right rule (the one behind
+        # compute_local_shape_and_global_offset), keeping every index, not
+        # only the first: a _StridedShard dim is not one range.
+        for mesh_dim, placement in enumerate(placements):
+            if not isinstance(placement, Shard):
+                continue
+            dim = placement.dim if placement.dim >= 0 else placement.dim + len(global_shape)
+            size, index = per_dim(
+                local[dim], mesh.size(mesh_dim), coordinate[mesh_dim], placement, indices.get(dim),
+                global_shape[dim], False)
+            local[dim] = size
+            indices[dim] = index[:size].to(torch.int64)
+        layout = cls(global_shape, tuple(indices.get(d, torch.arange(s, dtype=torch.int64))
+                                         for d, s in enumerate(global_shape)))
+        if layout.local_shape != tuple(tensor._local_tensor.shape):
+            raise ValueError(f"DTensor layout not understood: computed local shape {layout.local_shape}, "
+                             f"local tensor has {tuple(tensor._local_tensor.shape)} (placements {placements})")
+        return layout
+
+    def narrow(self, dim: int, start: int, length: int) -> tuple[int, int, ShardLayout]:
+        """The part of this shard inside global slice [start, start + length) of ``dim``.
+
+        Returns:
+            (local start, local length, layout of that part within a logical
+            tensor whose ``dim`` has size ``length``, indices re-based to 0).
+        """
+        index = self.indices[dim]
+        inside = (index >= start) & (index < start + length)
+        positions = inside.nonzero().flatten()
+        first = int(positions[0]) if positions.numel() else 0
+        count = int(positions.numel())
+        shape = list(self.global_shape)
+        shape[dim] = length
+        sub = list(self.indices)
+        sub[dim] = index[first:first + count] - start
+        return first, count, ShardLayout(tuple(shape), tuple(sub))
+
+    def runs(self, offset: int = 0) -> StreamRuns:
+        """The stream ranges of the local tensor when the logical tensor starts at stream index ``offset``.
+
+        Trailing dims held whole, plus the innermost partial dim when it is one
+        range, form the run; the dims before it are outer dims (size-1 ones
+        folded into ``base``).
+        """
+        shape, index = self.global_shape, self.indices
+        strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+        base, run, d = offset, 1, len(shape) - 1
+        while d >= 0 and index[d].numel() == shape[d] and (shape[d] == 0 or int(index[d][0]) == 0) \
+                and _is_range(index[d]):
+            run *= shape[d]
+            d -= 1
+        if d >= 0 and _is_range(index[d]):
+            base += (int(index[d][0]) if index[d].numel() else 0) * strides[d]
+            run *= index[d].numel()
+            d -= 1
+        sizes, starts = [], []
+        for k in range(d + 1):
+            if index[k].numel() == 1:
+                base += int(index[k][0]) * strides[k]
+            else:
+                sizes.append(int(index[k].numel()))
+                starts.extend((index[k] * strides[k]).tolist())
+        return StreamRuns(base, run, tuple(sizes), tuple(starts))
+
+    def flat_index(self) -> torch.Tensor:
+        """Global row-major flat index of every local element (int64, local shape); tests and the reference backend."""
+        shape = self.global_shape
+        flat = torch.zeros(self.local_shape, dtype=torch.int64)
+        for k, index in enumerate(self.indices):
+            view = [1] * len(shape)
+            view[k] = -1
+            flat += index.view(view) * math.prod(shape[k + 1:])
+        return flat
+
+
+def shard_offsets(global_shape: Sequence[int], dim: int, rank: int, world_size: int) -> tuple[int, ...]:
+    """Offsets of rank ``rank``'s block when ``dim`` is split into ``world_size`` chunks.
+
+    ``torch.chunk`` / DTensor ``Shard`` semantics: chunks of
+    ceil(size / world_size), the last ones smaller or empty. Megatron's
+    column-parallel weights split dim 0 (out_features), row-parallel ones
+    dim 1 (in_features), into equal chunks: the same offsets when the size
+    divides.
+
+    Args:
+        global_shape: logical shape.
+        dim: the split dim (negative counts from the end).
+        rank: this rank's index in [0, world_size).
+        world_size: number of chunks, >= 1.
+
+    Returns:
+        Offsets, one per dim (0 except on ``dim``), for ``fill_(...,
+        global_shape=..., shard_offsets=...)``; pair them with
+        ``shard_shape`` for the local shape.
+
+    Raises:
+        ValueError: rank or world_size out of range, or dim out of range.
+    """
+    return _chunk(global_shape, dim, rank, world_size)[0]
+
+
+def shard_shape(global_shape: Sequence[int], dim: int, rank: int, world_size: int) -> tuple[int, ...]:
+    """Local shape of rank ``rank``'s block (see ``shard_offsets``)."""
+    return _chunk(global_shape, dim, rank, world_size)[1]
+
+
+def _chunk(global_shape, dim, rank, world_size):
+    shape = tuple(int(s) for s in global_shape)
+    if not -len(shape) <= dim < len(shape):
+        raise ValueError(f"dim {dim} out of range for shape {shape}")
+    if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
+        raise ValueError(f"need 0 <= rank < world_size, got rank {rank!r}, world_size {world_size!r}")
+    dim %= len(shape)
+    chunk = -(-shape[dim] // world_size)
+    start = min(rank * chunk, shape[dim])
+    offsets = [0] * len(shape)
+    offsets[dim] = start
+    local = list(shape)
+    local[dim] = min(chunk, shape[dim] - start)
+    return tuple(offsets), tuple(local)
