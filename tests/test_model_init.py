@@ -168,12 +168,19 @@ def test_lost_hf_tie_is_refused():
         tinit.init_model_(model, "gpt2")
 
 
-def test_tied_weight_written_once(monkeypatch):
+@pytest.mark.parametrize("grouped", [False, True])
+def test_tied_weight_written_once(monkeypatch, grouped):
     model = GPT(TINY)
     writes = []
-    real = model_init.write_spec_
-    monkeypatch.setattr(model_init, "write_spec_", lambda p, *a, **k: (writes.append(p.data_ptr()), real(p, *a, **k))[1])
-    summary = tinit.init_model_(model, "gpt2", seed=3)
+    if grouped:
+        real = model_init.write_grouped_
+        monkeypatch.setattr(model_init, "write_grouped_", lambda items, **k: (
+            writes.extend(i.tensor.data_ptr() for i in items), real(items, **k))[1])
+    else:
+        real = model_init.write_spec_
+        monkeypatch.setattr(model_init, "write_spec_", lambda p, *a, **k: (
+            writes.append(p.data_ptr()), real(p, *a, **k))[1])
+    summary = tinit.init_model_(model, "gpt2", seed=3, grouped=grouped)
     names = [e.name for e in summary]
     assert "transformer.wte.weight" in names and "lm_head.weight" not in names
     assert writes.count(model.lm_head.weight.data_ptr()) == 1

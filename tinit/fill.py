@@ -209,25 +209,38 @@ def _uniform_local(local: torch.Tensor, layout: ShardLayout | None, low: float, 
         local.copy_(target)
 
 
-def _write(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec, *, seed: int, stream: int,
-           offset: int, backend: str) -> None:
-    """Write a checked ``spec`` into ``local`` (a shard of the logical tensor when ``layout`` is given)."""
+def _leaves(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec, offset: int):
+    """Split ``spec`` into its single-distribution pieces.
+
+    Yields:
+        (view of ``local``, its layout or None, a spec without parts, stream
+        index of the piece's logical element 0). Part i of a fused tensor is
+        slice i along ``spec.split_dim`` of the logical tensor and starts at
+        ``offset + i * slice_numel``.
+    """
+    if spec.parts is None:
+        yield local, layout, spec, offset
+        return
+    shape = layout.global_shape if layout is not None else tuple(local.shape)
+    count = len(spec.parts)
+    size = shape[spec.split_dim] // count
+    if size * count != shape[spec.split_dim]:
+        raise ValueError(f"dim {spec.split_dim} of shape {shape} does not split into {count}")
+    part_numel = math.prod(shape) // count
+    for i, part in enumerate(spec.parts):
+        if layout is None:
+            view, sub = local.narrow(spec.split_dim, i * size, size), None
+        else:
+            first, length, sub = layout.narrow(spec.split_dim, i * size, size)
+            view = local.narrow(spec.split_dim, first, length)
+        yield from _leaves(view, sub, part, offset + i * part_numel)
+
+
+def _write_leaf(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec, *, seed: int, stream: int,
+                offset: int, backend: str) -> None:
+    """Write a checked single-distribution ``spec`` (a constant, a uniform or a truncated normal)."""
     if spec.constant is not None:
         local.fill_(spec.constant)
-    elif spec.parts is not None:
-        shape = layout.global_shape if layout is not None else tuple(local.shape)
-        count = len(spec.parts)
-        size = shape[spec.split_dim] // count
-        if size * count != shape[spec.split_dim]:
-            raise ValueError(f"dim {spec.split_dim} of shape {shape} does not split into {count}")
-        part_numel = math.prod(shape) // count
-        for i, part in enumerate(spec.parts):
-            if layout is None:
-                view, sub = local.narrow(spec.split_dim, i * size, size), None
-            else:
-                first, length, sub = layout.narrow(spec.split_dim, i * size, size)
-                view = local.narrow(spec.split_dim, first, length)
-            _write(view, sub, part, seed=seed, stream=stream, offset=offset + i * part_numel, backend=backend)
     elif spec.distribution == "uniform":
         lo, hi = spec.bounds
         _uniform_local(local, layout, lo, hi, seed=seed, stream=stream, offset=offset)
@@ -235,6 +248,18 @@ def _write(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSp
         lo, hi = spec.bounds
         constants = transform_constants(spec.mean, spec.std, lo, hi, local.dtype)
         _trunc_normal_local(local, layout, constants, seed, stream, offset, backend)
+
+
+def _split_checked(spec: schemes.InitSpec, shape: tuple[int, ...]) -> None:
+    """Raise ValueError, before anything is written, when a fused spec does not split ``shape``."""
+    if spec.parts is not None:
+        count = len(spec.parts)
+        if shape[spec.split_dim] % count:
+            raise ValueError(f"dim {spec.split_dim} of shape {shape} does not split into {count}")
+        part = list(shape)
+        part[spec.split_dim] //= count
+        for sub in spec.parts:
+            _split_checked(sub, tuple(part))
 
 
 def write_spec_(param: torch.Tensor, spec: schemes.InitSpec, *, seed: int, stream: int = 0, offset: int = 0,
@@ -255,9 +280,11 @@ def write_spec_(param: torch.Tensor, spec: schemes.InitSpec, *, seed: int, strea
     check_dtype(param)
     _check_spec(spec, param.dtype)
     local, layout = _resolve(param, global_shape, shard_offsets)
+    _split_checked(spec, tuple(param.shape) if layout is None else layout.global_shape)
     _check_stream(seed, stream, offset, _logical_numel(local, layout))
     with torch.no_grad():
-        _write(local, layout, spec, seed=seed, stream=stream, offset=offset, backend=backend)
+        for view, sub, leaf, leaf_offset in _leaves(local, layout, spec, offset):
+            _write_leaf(view, sub, leaf, seed=seed, stream=stream, offset=leaf_offset, backend=backend)
     return param
 
 

@@ -13,6 +13,7 @@ import torch
 
 from tinit import schemes
 from tinit.fill import write_spec_
+from tinit.grouped import FillItem, write_grouped_
 from tinit.params import check_dtype
 from tinit.roles import infer_layer, infer_role, infer_stack
 
@@ -237,7 +238,7 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
                 n_layers: int | Mapping[str, int] | None = None, d_model: int | None = None,
                 overrides: Mapping[str, str | Mapping] | None = None, only: str | Callable[[str], bool] | None = None,
                 prefix: str = "", device: str | torch.device | None = None, backend: str = "auto",
-                progress=None, **options) -> list[ParamInit]:
+                progress=None, grouped: bool = True, **options) -> list[ParamInit]:
     """Initialise every parameter of ``model`` in place by ``scheme``.
 
     Roles, block indices and (encoder-decoder) stacks come from parameter
@@ -250,6 +251,11 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
     id is ``stream_for(fully qualified name)`` and its key ``seed``, so its
     values do not depend on order, on the other parameters or on writing it
     alone (``only=``, or a submodule with ``prefix=``).
+
+    Sharded models: DTensor parameters (FSDP2 ``fully_shard``, tensor
+    parallel) are written shard by shard from their global indices, with no
+    communication; fans come from the logical shapes, so every rank's shards
+    assemble into exactly the unsharded model's initial weights.
 
     Args:
         model: any ``nn.Module``. Parameters on the meta device need ``device``.
@@ -269,6 +275,9 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
             there first (``materialise_``: ``to_empty`` plus restored ties).
         backend: "auto" or a backend name.
         progress: optional callable wrapping the list of parameters (``tqdm``).
+        grouped: fill the truncated normals of all CPU parameters in one
+            native call (``tinit.grouped.write_grouped_``); False writes them
+            one ``write_spec_`` at a time. The values are identical.
         **options: scheme options (``std=``, ``trunc=``,
             ``variance_preserving=``, ...), for every parameter.
 
@@ -321,12 +330,15 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
                            fan_in=entry.override.get("fan_in"), fan_out=entry.override.get("fan_out"),
                            stack=entry.stack, **context, **{**options, **entry.override.get("options", {})})
         plan.append((entry, spec))
-    summary = []
-    for entry, spec in (progress(plan) if progress is not None else plan):
-        write_spec_(entry.param, spec, seed=seed, stream=stream_for(entry.name), backend=backend)
-        summary.append(ParamInit(entry.name, entry.role, entry.layer, entry.param.numel(), spec,
-                                 entry.stack, entry.tied))
-    return summary
+    planned = progress(plan) if progress is not None else plan
+    if grouped:
+        write_grouped_([FillItem(entry.param, spec, stream_for(entry.name)) for entry, spec in planned],
+                       seed=seed, backend=backend)
+    else:
+        for entry, spec in planned:
+            write_spec_(entry.param, spec, seed=seed, stream=stream_for(entry.name), backend=backend)
+    return [ParamInit(entry.name, entry.role, entry.layer, entry.param.numel(), spec, entry.stack, entry.tied)
+            for entry, spec in plan]
 
 
 def mup_param_groups(model: torch.nn.Module, *, lr: float, base_width: int | None = None,

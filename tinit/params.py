@@ -9,6 +9,7 @@ tensor units, as in ``torch.nn.init.trunc_normal_``), not in units of std.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -136,6 +137,13 @@ def transform_constants(mean, std, a, b, dtype: torch.dtype) -> tuple[float, ...
     mean, std, a, b = (_real(n, v) for n, v in (("mean", mean), ("std", std), ("a", a), ("b", b)))
     if dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"unsupported dtype {dtype}; expected one of {SUPPORTED_DTYPES}")
+    return _packed_constants(mean, std, a, b, dtype)
+
+
+# A model's thousands of tensors share a handful of (std, bounds): computing
+# the constants once each keeps per-tensor Python cost small.
+@functools.lru_cache(maxsize=4096)
+def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.dtype) -> tuple[float, ...]:
     if not (math.isfinite(mean) and math.isfinite(std)):
         raise ValueError(f"mean and std must be finite, got mean={mean}, std={std}")
     if std <= 0.0:

@@ -1,0 +1,108 @@
+"""Grouped fills: many parameters in a few native calls.
+
+A model has thousands of parameter tensors, most of them small (norm gains,
+biases, per-head projections); one Python call and one kernel call each
+costs more than filling them. ``write_grouped_`` validates every item, then
+writes all truncated-normal pieces on a device in one call of
+``tinit::trunc_normal_grouped_`` from a table of (tensor, stream, offset,
+transform constants). Each tensor gets exactly the values ``write_spec_``
+gives it alone: the value at a stream index does not depend on how the
+tensors are batched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from tinit import dispatch, ops, schemes
+from tinit.fill import (
+    _check_spec,
+    _check_stream,
+    _leaves,
+    _logical_numel,
+    _resolve,
+    _runs,
+    _split_checked,
+    _write_leaf,
+)
+from tinit.params import check_dtype, transform_constants
+
+
+@dataclass(frozen=True)
+class FillItem:
+    """One tensor of a grouped fill.
+
+    Attributes:
+        tensor: tensor, Parameter or DTensor (float32/float64/bfloat16/float16).
+        spec: what to write (``tinit.schemes.InitSpec``).
+        stream: stream id in [0, 2**64), e.g. ``tinit.model_init.stream_for(name)``.
+        offset: stream index of the logical tensor's element 0.
+    """
+
+    tensor: torch.Tensor
+    spec: schemes.InitSpec
+    stream: int
+    offset: int = 0
+
+
+def _grouped_kernel(device: torch.device) -> bool:
+    return device.type == "cpu" and ops.has_kernel("trunc_normal_grouped_", "CPU")
+
+
+def write_grouped_(items: Sequence[FillItem], *, seed: int, backend: str = "auto") -> None:
+    """Write every item's spec into its tensor, batching the native calls.
+
+    Equivalent to ``write_spec_(item.tensor, item.spec, seed=seed,
+    stream=item.stream, offset=item.offset, backend=backend)`` for each item,
+    bit for bit. Truncated-normal pieces (whole tensors, fused-projection
+    parts, FSDP2 ``Shard(0)`` shards) on CPU tensors that the native CPU
+    backend fills go into one ``tinit::trunc_normal_grouped_`` call per device,
+    whose threads share all their elements. Constants are written with
+    ``fill_``; uniforms, shards split along an inner dim and tensors on other
+    backends (CUDA, Triton, reference) are written one by one.
+
+    Args:
+        items: distinct tensors (a tensor listed twice is written twice).
+        seed: Philox key in [0, 2**64), shared by all items.
+        backend: "auto" or a backend name, as for ``trunc_normal_at_``.
+
+    Raises:
+        TypeError, ValueError: any item's dtype, spec, stream or offset is
+            invalid; RuntimeError: no backend fills one of the tensors. All
+            checked for every item before anything is written.
+    """
+    resolved = []
+    chosen: dict[tuple[torch.device, torch.dtype], dispatch.Backend] = {}
+    for item in items:
+        check_dtype(item.tensor)
+        _check_spec(item.spec, item.tensor.dtype)
+        local, layout = _resolve(item.tensor, None, None)
+        _split_checked(item.spec, tuple(item.tensor.shape) if layout is None else layout.global_shape)
+        _check_stream(seed, item.stream, item.offset, _logical_numel(local, layout))
+        key = (local.device, local.dtype)
+        if key not in chosen and local.numel() and local.device.type != "meta":
+            chosen[key] = dispatch.select(local, backend)
+        resolved.append((local, layout, item))
+
+    table: dict[torch.device, tuple[list, list, list, list]] = {}
+    with torch.no_grad():
+        for local, layout, item in resolved:
+            for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
+                if (leaf.constant is None and leaf.distribution != "uniform" and view.numel()
+                        and view.device.type != "meta" and view.is_contiguous()
+                        and chosen[(view.device, view.dtype)].name == "cpu" and _grouped_kernel(view.device)):
+                    runs = _runs(view, sub, offset)
+                    if runs.contiguous:
+                        lo, hi = leaf.bounds
+                        tensors, streams, offsets, constants = table.setdefault(view.device, ([], [], [], []))
+                        tensors.append(view)
+                        streams.append(item.stream)
+                        offsets.append(runs.base)
+                        constants.append(transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype))
+                        continue
+                _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
+        for tensors, streams, offsets, constants in table.values():
+            ops.trunc_normal_grouped_native(tensors, seed, streams, offsets, constants)
