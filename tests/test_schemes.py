@@ -311,3 +311,20 @@ def test_truncation_factor_matches_scipy():
     for t in (0.5, 1.0, 2.0, 3.0, 6.0):
         assert schemes.truncation_factor(t) == pytest.approx(scipy.stats.truncnorm.std(-t, t), rel=1e-12)
     assert schemes.truncation_factor(math.inf) == 1.0
+
+
+@pytest.mark.parametrize("scheme", sorted(schemes.SCHEMES))
+def test_depth_dependent_flag(scheme):
+    """``init_model_`` shares one spec between blocks unless ``depth_dependent``: the flag must say the truth."""
+    chosen = schemes.get(scheme)
+    options = [{}, {"base_width": 256}] if scheme == "mup" else [{}, {"base": "modern"}] if scheme == "rezero" \
+        else [{}]
+    differs = False
+    for opts in options:
+        for role, shape in SHAPES.items():
+            first = chosen.spec(role=role, layer_idx=0, n_layers=L, d_model=D, shape=shape, **opts)
+            later = chosen.spec(role=role, layer_idx=7, n_layers=L, d_model=D, shape=shape, **opts)
+            if not chosen.depth_dependent:
+                assert first == later, (role, opts)
+            differs |= first != later
+    assert differs == chosen.depth_dependent

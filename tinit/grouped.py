@@ -74,35 +74,52 @@ def write_grouped_(items: Sequence[FillItem], *, seed: int, backend: str = "auto
             invalid; RuntimeError: no backend fills one of the tensors. All
             checked for every item before anything is written.
     """
+    # Validate everything first; plain whole tensors with one truncated
+    # normal (most of a model) carry their constants to the table directly.
     resolved = []
     chosen: dict[tuple[torch.device, torch.dtype], dispatch.Backend] = {}
     for item in items:
-        check_dtype(item.tensor)
-        _check_spec(item.spec, item.tensor.dtype)
-        local, layout = _resolve(item.tensor, None, None)
-        _split_checked(item.spec, tuple(item.tensor.shape) if layout is None else layout.global_shape)
+        tensor, spec = item.tensor, item.spec
+        check_dtype(tensor)
+        local, layout = _resolve(tensor, None, None)
+        constants = None
+        if spec.parts is None and spec.constant is None and spec.distribution != "uniform":
+            lo, hi = spec.bounds
+            constants = transform_constants(spec.mean, spec.std, lo, hi, tensor.dtype)
+        else:
+            _check_spec(spec, tensor.dtype)
+            _split_checked(spec, tuple(tensor.shape) if layout is None else layout.global_shape)
         _check_stream(seed, item.stream, item.offset, _logical_numel(local, layout))
         key = (local.device, local.dtype)
         if key not in chosen and local.numel() and local.device.type != "meta":
             chosen[key] = dispatch.select(local, backend)
-        resolved.append((local, layout, item))
+        resolved.append((local, layout, item, constants))
+
+    def groupable(view: torch.Tensor, leaf: schemes.InitSpec) -> bool:
+        return (leaf.constant is None and leaf.distribution != "uniform" and view.numel() > 0
+                and view.device.type == "cpu" and view.is_contiguous()
+                and chosen[(view.device, view.dtype)].name == "cpu" and _grouped_kernel(view.device))
 
     table: dict[torch.device, tuple[list, list, list, list]] = {}
+
+    def add(view: torch.Tensor, stream: int, offset: int, constants: tuple) -> None:
+        tensors, streams, offsets, packed = table.setdefault(view.device, ([], [], [], []))
+        tensors.append(view)
+        streams.append(stream)
+        offsets.append(offset)
+        packed.append(constants)
+
     with torch.no_grad():
-        for local, layout, item in resolved:
+        for local, layout, item, constants in resolved:
+            if constants is not None and layout is None and groupable(local, item.spec):
+                add(local, item.stream, item.offset, constants)
+                continue
             for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
-                if (leaf.constant is None and leaf.distribution != "uniform" and view.numel()
-                        and view.device.type != "meta" and view.is_contiguous()
-                        and chosen[(view.device, view.dtype)].name == "cpu" and _grouped_kernel(view.device)):
-                    runs = _runs(view, sub, offset)
-                    if runs.contiguous:
-                        lo, hi = leaf.bounds
-                        tensors, streams, offsets, constants = table.setdefault(view.device, ([], [], [], []))
-                        tensors.append(view)
-                        streams.append(item.stream)
-                        offsets.append(runs.base)
-                        constants.append(transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype))
-                        continue
-                _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
-        for tensors, streams, offsets, constants in table.values():
-            ops.trunc_normal_grouped_native(tensors, seed, streams, offsets, constants)
+                runs = _runs(view, sub, offset) if groupable(view, leaf) else None
+                if runs is not None and runs.contiguous:
+                    lo, hi = leaf.bounds
+                    add(view, item.stream, runs.base, transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype))
+                else:
+                    _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
+        for tensors, streams, offsets, packed in table.values():
+            ops.trunc_normal_grouped_native(tensors, seed, streams, offsets, packed)

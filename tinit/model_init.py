@@ -152,9 +152,7 @@ class _Param:
     override: dict
 
 
-def _layout(model: torch.nn.Module, name: str) -> str:
-    owner = name.rpartition(".")[0]
-    module = model.get_submodule(owner) if owner else model
+def _layout(module: torch.nn.Module) -> str:
     return "in_out" if type(module).__name__ == "Conv1D" else "out_in"
 
 
@@ -162,29 +160,40 @@ _NORM_TYPES = tuple(t for t in (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn
                                 getattr(torch.nn, "RMSNorm", None)) if t is not None)
 
 
-def _role_from_module(model, name: str) -> str | None:
+def _role_from_module(module: torch.nn.Module, leaf: str) -> str | None:
     """The role of a parameter whose name says nothing, from its module's type:
     the weight of a normalisation layer (LayerNorm, RMSNorm, GroupNorm,
     BatchNorm/InstanceNorm, or a class whose name ends in "Norm") is a norm gain."""
-    module_name, _, leaf = name.rpartition(".")
-    module = model.get_submodule(module_name) if module_name else model
     is_norm = isinstance(module, _NORM_TYPES) or type(module).__name__.lower().endswith("norm")
     return "norm" if is_norm and leaf == "weight" else None
 
 
 def _classify(model, prefix: str, overrides) -> list[_Param]:
+    # One walk over the modules: each parameter with its owning module, every
+    # name of a shared one (ties), in named_parameters order.
     aliases = defaultdict(list)
-    for name, param in model.named_parameters(remove_duplicate=False):
-        aliases[id(param)].append(prefix + name)
-    entries = []
-    for name, param in model.named_parameters():
+    owned = []
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        for leaf, param in module._parameters.items():
+            if param is None:
+                continue
+            name = f"{module_name}.{leaf}" if module_name else leaf
+            if not aliases[id(param)]:
+                owned.append((name, leaf, module, param))
+            aliases[id(param)].append(prefix + name)
+    entries, roles = [], {}
+    for name, leaf, module, param in owned:
         full = prefix + name
         override = next((entry for pattern, entry in overrides if pattern.search(full)), {})
-        role = override.get("role", infer_role(full) or _role_from_module(model, name))
+        # Roles depend on a name's words, not on its block numbers.
+        template = ".".join("0" if part.isdigit() else part for part in full.split("."))
+        if template not in roles:
+            roles[template] = infer_role(full)
+        role = override.get("role") or roles[template] or _role_from_module(module, leaf)
         layer = override.get("layer", infer_layer(full))
         entries.append(_Param(full, param, tuple(n for n in aliases[id(param)] if n != full), role, layer,
                               override.get("stack", infer_stack(full)),
-                              override.get("layout", _layout(model, name)), override))
+                              override.get("layout") or _layout(module), override))
     return entries
 
 
@@ -295,14 +304,16 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         All raised before anything is written.
     """
     chosen = schemes.get(scheme)
-    if any(p.device.type == "meta" for p in model.parameters()):
+    compiled = _compile_overrides(overrides)
+    entries = _classify(model, prefix, compiled)
+    meta = next((e.name for e in entries if e.param.device.type == "meta"), None)
+    if meta is not None:
         if device is None:
-            first = next(n for n, p in model.named_parameters() if p.device.type == "meta")
-            raise ValueError(f"init_model_: parameters are on the meta device (first: {first}); pass device=... "
+            raise ValueError(f"init_model_: parameters are on the meta device (first: {meta}); pass device=... "
                              "or materialise with tinit.materialise_(model, device)")
         materialise_(model, device)
+        entries = _classify(model, prefix, compiled)
     _check_hf_tie(model)
-    entries = _classify(model, prefix, _compile_overrides(overrides))
     enc_dec, depths = _depths(entries, n_layers)
     if d_model is None:
         d_model = _infer_d_model(model, entries)
@@ -323,13 +334,22 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
                          "has none (name them e.g. 'resweight', or classify them with overrides)")
     context = {"encoder_layers": depths.get("encoder"), "decoder_layers": depths.get("decoder")} if enc_dec else {}
     plan = []
+    specs: dict = {}  # a model's blocks repeat: one spec per distinct input
     for entry in selected:
         check_dtype(entry.param)
-        spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=depths.get(entry.stack),
-                           shape=tuple(entry.param.shape), d_model=d_model, layout=entry.layout,
-                           fan_in=entry.override.get("fan_in"), fan_out=entry.override.get("fan_out"),
-                           stack=entry.stack, **context, **{**options, **entry.override.get("options", {})})
-        plan.append((entry, spec))
+        kwargs = {"role": entry.role, "layer_idx": entry.layer, "n_layers": depths.get(entry.stack),
+                  "shape": tuple(entry.param.shape), "d_model": d_model, "layout": entry.layout,
+                  "fan_in": entry.override.get("fan_in"), "fan_out": entry.override.get("fan_out"),
+                  "stack": entry.stack, **context, **options, **entry.override.get("options", {})}
+        try:
+            key = tuple(sorted(kwargs.items() if chosen.depth_dependent else
+                               ((k, v) for k, v in kwargs.items() if k != "layer_idx")))
+            hash(key)
+        except TypeError:  # an unhashable option value: no sharing
+            key = object()
+        if key not in specs:
+            specs[key] = chosen.spec(**kwargs)
+        plan.append((entry, specs[key]))
     planned = progress(plan) if progress is not None else plan
     if grouped:
         write_grouped_([FillItem(entry.param, spec, stream_for(entry.name)) for entry, spec in planned],

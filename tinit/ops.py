@@ -7,6 +7,8 @@ ops run under FakeTensorMode, meta tensors and ``torch.compile``.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 try:
@@ -91,6 +93,7 @@ def trunc_normal_runs_native(tensor: torch.Tensor, seed: int, stream: int, runs,
                                        list(runs.outer_sizes), list(runs.outer_starts), list(constants))
 
 
+@functools.cache
 def has_kernel(op: str, dispatch_key: str) -> bool:
     """True when the loaded extension registers ``tinit::<op>`` for ``dispatch_key`` ("CPU", "CUDA")."""
     if not native_available():

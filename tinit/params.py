@@ -69,6 +69,8 @@ def log_ndtr(x: float) -> float:
 
 
 def _real(name: str, value) -> float:
+    if type(value) is float:  # the common case, without the ABC checks below
+        return value
     if isinstance(value, torch.Tensor):
         if value.numel() != 1 or value.is_complex():
             raise TypeError(f"{name} must be a real scalar, got a tensor of shape {tuple(value.shape)}")

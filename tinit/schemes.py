@@ -213,13 +213,16 @@ class Scheme:
     """Base of every scheme: argument checks, truncation and variance preservation.
 
     Subclasses set ``name``, ``needs_role`` (whether the role changes the
-    result, so an unclassified parameter must be refused), ``default_trunc``
+    result, so an unclassified parameter must be refused), ``default_trunc``,
+    ``depth_dependent`` (whether the block index ``layer_idx`` changes the
+    result; ``init_model_`` computes one spec per distinct input otherwise)
     and implement ``rule(ctx, **options)``, which returns the target
     distribution (std = the std the recipe asks for).
     """
 
     name = ""
     needs_role = True
+    depth_dependent = False
     default_trunc = 2.0
     required_roles: tuple[str, ...] = ()
 
@@ -387,6 +390,7 @@ class DepthInit(Normal):
 
     name = "depth_init"
     needs_role = True
+    depth_dependent = True
 
     def rule(self, ctx: Context, std: float = 0.02, embedding_std: float | None = None,
              head_std: float | None = None) -> InitSpec:
@@ -569,6 +573,7 @@ class Mitchell(Scheme):
 
     name = "mitchell"
     needs_role = True
+    depth_dependent = True
     default_trunc = 3.0
 
     def rule(self, ctx: Context) -> InitSpec:
