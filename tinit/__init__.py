@@ -4,16 +4,18 @@ Public API:
     trunc_normal_     drop-in for torch.nn.init.trunc_normal_
     trunc_normal_at_  the same from an explicit (seed, stream, offset)
     fill_             one parameter by a named scheme (tinit.schemes.SCHEMES)
-    init_model_       every parameter of a model (roles from names, ties once, meta models)
+    init_model_       every parameter of a model (roles from names, ties once, meta models, DTensor/FSDP2
+                      shards, one grouped native call)
+    stream_for        a parameter's stream id from its fully qualified name
     materialise_      to_empty plus restored weight ties
     mup_param_groups  optimiser param groups with muP's per-parameter learning rates
     report            step-zero variance and gradients against depth, per scheme (tinit report)
 """
 
 from tinit.fill import fill_, trunc_normal_, trunc_normal_at_
-from tinit.model_init import init_model_, materialise_, mup_param_groups
+from tinit.model_init import init_model_, materialise_, mup_param_groups, stream_for
 from tinit.report import report
 
-__all__ = ["fill_", "init_model_", "materialise_", "mup_param_groups", "report", "trunc_normal_",
+__all__ = ["fill_", "init_model_", "materialise_", "mup_param_groups", "report", "stream_for", "trunc_normal_",
            "trunc_normal_at_"]
 __version__ = "0.1.0"

@@ -27,6 +27,18 @@ except ImportError:  # torch built without distributed support
     DTensor = None
 
 
+def _shard_types() -> tuple[type, ...]:
+    """DTensor's slice placements along one dim: ``Shard`` and (FSDP2 x TP) ``_StridedShard``,
+    which is not a subclass of ``Shard``."""
+    from torch.distributed.tensor import Shard
+
+    try:
+        from torch.distributed.tensor.placement_types import _StridedShard
+    except ImportError:
+        return (Shard,)
+    return (Shard, _StridedShard)
+
+
 def is_dtensor(tensor) -> bool:
     """True when ``tensor`` is a ``torch.distributed.tensor.DTensor`` (or a Parameter holding one)."""
     return DTensor is not None and isinstance(tensor, DTensor)
@@ -143,12 +155,13 @@ class ShardLayout:
             NotImplementedError: ``_StridedShard`` on a torch without
                 ``torch.distributed.tensor._utils._get_shard_size_and_offsets``.
         """
-        from torch.distributed.tensor import Shard
         from torch.distributed.tensor import _utils as dtensor_utils
 
+        shards = _shard_types()
         placements, mesh = tensor.placements, tensor.device_mesh
-        for placement in placements:
-            if not (placement.is_shard() or placement.is_replicate()):
+        slices = [placement.is_replicate() or isinstance(placement, shards) for placement in placements]
+        for placement, is_slice in zip(placements, slices):
+            if not is_slice:
                 raise ValueError(f"cannot initialise a DTensor with placement {placement!r} "
                                  f"(placements {placements}): only Shard and Replicate layouts are slices "
                                  "of the logical tensor; redistribute it first")
@@ -170,7 +183,7 @@ class ShardLayout:
         # compute_local_shape_and_global_offset), keeping every index, not
         # only the first: a _StridedShard dim is not one range.
         for mesh_dim, placement in enumerate(placements):
-            if not isinstance(placement, Shard):
+            if not isinstance(placement, shards):
                 continue
             dim = placement.dim if placement.dim >= 0 else placement.dim + len(global_shape)
             size, index = per_dim(

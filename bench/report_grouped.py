@@ -1,0 +1,93 @@
+"""Turn a pytest-benchmark JSON of bench_grouped.py into a markdown report.
+
+    python bench/report_grouped.py RAW.json [--out-dir DIR]
+
+Prints the report and writes DIR/<date>_<commit>_grouped.md and .json (DIR
+defaults to bench/results). Times are medians of whole-model calls; ratios
+are the other methods' time over the grouped fill's, from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+
+from _env import REPO
+
+METHODS = ("grouped", "per_tensor", "fill_loop", "torch_loop")
+LABELS = {"grouped": "grouped `init_model_`", "per_tensor": "`init_model_(grouped=False)`",
+          "fill_loop": "loop of `tinit.fill_`", "torch_loop": "loop of `nn.init.trunc_normal_`"}
+TARGET = 5.0  # issue 5: grouped >= 5x the per-tensor tinit loop, tensors averaging below 64 k elements
+
+
+def summarise(raw: dict) -> list[dict]:
+    """One row per model width: median seconds per method, model facts and ratios over grouped."""
+    rows: dict[int, dict] = {}
+    for bench in raw["benchmarks"]:
+        info = bench["extra_info"]
+        row = rows.setdefault(info["width"], {"width": info["width"], "blocks": info["blocks"],
+                                              "tensors": info["tensors"], "numel": info["numel"],
+                                              "mean_numel": info["mean_numel"], "seconds": {}})
+        row["seconds"][info["method"]] = bench["stats"]["median"]
+    for row in rows.values():
+        grouped = row["seconds"].get("grouped")
+        row["over_grouped"] = {m: t / grouped for m, t in row["seconds"].items() if grouped}
+    return [rows[w] for w in sorted(rows)]
+
+
+def markdown(rows: list[dict], env: dict) -> str:
+    """The whole report as markdown."""
+    dirty = " (uncommitted changes)" if env.get("git_dirty") else ""
+    out = [
+        "# tinit grouped-fill benchmark",
+        "",
+        (f"- machine: {env['cpu_model']}, {env['logical_cpus']} logical CPUs ({env['cpu_simd']}), "
+         f"torch threads {env['torch_threads']}"),
+        f"- torch {env['torch']}, tinit {env['tinit']}, Python {env['python']}",
+        f"- commit {env['git_commit']}{dirty}, {env['date']}",
+        "- GPT-2-style models (tinit.models.GPT), scheme gpt2, fp32; median of whole-model calls",
+        "",
+        "| model | tensors | mean elements | " + " | ".join(LABELS[m] for m in METHODS)
+        + " | per-tensor tinit loop / grouped | torch loop / grouped |",
+        "| --- | ---: | ---: | " + " | ".join("---:" for _ in METHODS) + " | ---: | ---: |",
+    ]
+    for row in rows:
+        times = [f"{row['seconds'][m] * 1e3:.1f} ms" if m in row["seconds"] else "-" for m in METHODS]
+        ratio = row["over_grouped"]
+        out.append(f"| d {row['width']}, {row['blocks']} blocks | {row['tensors']} | {row['mean_numel']:,.0f} | "
+                   + " | ".join(times)
+                   + f" | {ratio.get('fill_loop', float('nan')):.1f}x | {ratio.get('torch_loop', float('nan')):.0f}x |")
+    out += ["", (f"Target (issue 5): grouped >= {TARGET:.0f}x the per-tensor `tinit.fill_` loop when tensors "
+            "average below 64 k elements:")]
+    for row in rows:
+        ratio = row["over_grouped"].get("fill_loop")
+        if ratio is not None and row["mean_numel"] < 64 * 1024:
+            out.append(f"- d {row['width']}: {ratio:.1f}x ({'met' if ratio >= TARGET else 'NOT met'})")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("raw", help="pytest-benchmark JSON (--benchmark-json) of bench/bench_grouped.py")
+    parser.add_argument("--out-dir", default=str(REPO / "bench" / "results"))
+    args = parser.parse_args(argv)
+
+    raw = json.loads(Path(args.raw).read_text())
+    env = raw["machine_info"]["tinit_env"]
+    rows = summarise(raw)
+    report = markdown(rows, env)
+    print(report, end="")
+    day = datetime.date.fromisoformat(env["date"][:10]).isoformat()
+    stem = f"{day}_{env['git_commit']}{'_dirty' if env.get('git_dirty') else ''}_grouped"
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{stem}.md").write_text(report)
+    (out_dir / f"{stem}.json").write_text(json.dumps({"environment": env, "models": rows,
+                                                      "benchmark_datetime": raw.get("datetime")}, indent=1))
+    print(f"\nwrote {out_dir / stem}.md and .json")
+
+
+if __name__ == "__main__":
+    main()
