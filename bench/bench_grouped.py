@@ -6,8 +6,8 @@
 
 Models: GPT-2-style decoders (``tinit.models.GPT``: LayerNorm gains and
 biases, nn.Linear weights and biases; tied lm_head) with 167 blocks, 12 tensors each, so
-2,008 tensors, at widths 64 and 128 (average 4.2 k and 16.4 k elements per
-tensor). Every method writes the same values scheme "gpt2" gives (the torch
+2,008 tensors, at widths 32, 64 and 128 (average 1.1 k, 4.2 k and 16.4 k
+elements per tensor). Every method writes the same values scheme "gpt2" gives (the torch
 loop: the same std and bounds):
 
     grouped      tinit.init_model_(model, "gpt2")               one native call for all truncated normals
@@ -34,7 +34,7 @@ from tinit.model_init import stream_for
 from tinit.models import GPT, GPTConfig
 
 BLOCKS = 167
-WIDTHS = (64, 128)
+WIDTHS = (32, 64, 128)
 QUICK_BLOCKS = 17
 SEED = 1
 ROUND_BUDGET_S = 4.0

@@ -74,10 +74,12 @@ def write_grouped_(items: Sequence[FillItem], *, seed: int, backend: str = "auto
             invalid; RuntimeError: no backend fills one of the tensors. All
             checked for every item before anything is written.
     """
-    # Validate everything first; plain whole tensors with one truncated
-    # normal (most of a model) carry their constants to the table directly.
-    resolved = []
+    # One pass validates every item and sorts its pieces: plain whole tensors
+    # with one truncated normal (most of a model) go to the table with the
+    # constants their check computed; the rest is written after the pass.
     chosen: dict[tuple[torch.device, torch.dtype], dispatch.Backend] = {}
+    table: dict[torch.device, tuple[list, list, list, list]] = {}
+    later = []
     for item in items:
         tensor, spec = item.tensor, item.spec
         check_dtype(tensor)
@@ -93,33 +95,34 @@ def write_grouped_(items: Sequence[FillItem], *, seed: int, backend: str = "auto
         key = (local.device, local.dtype)
         if key not in chosen and local.numel() and local.device.type != "meta":
             chosen[key] = dispatch.select(local, backend)
-        resolved.append((local, layout, item, constants))
-
-    def groupable(view: torch.Tensor, leaf: schemes.InitSpec) -> bool:
-        return (leaf.constant is None and leaf.distribution != "uniform" and view.numel() > 0
-                and view.device.type == "cpu" and view.is_contiguous()
-                and chosen[(view.device, view.dtype)].name == "cpu" and _grouped_kernel(view.device))
-
-    table: dict[torch.device, tuple[list, list, list, list]] = {}
-
-    def add(view: torch.Tensor, stream: int, offset: int, constants: tuple) -> None:
-        tensors, streams, offsets, packed = table.setdefault(view.device, ([], [], [], []))
-        tensors.append(view)
-        streams.append(stream)
-        offsets.append(offset)
-        packed.append(constants)
+        if constants is not None and layout is None and _groupable(local, chosen):
+            _add(table, local, item.stream, item.offset, constants)
+        else:
+            later.append((local, layout, item))
 
     with torch.no_grad():
-        for local, layout, item, constants in resolved:
-            if constants is not None and layout is None and groupable(local, item.spec):
-                add(local, item.stream, item.offset, constants)
-                continue
+        for local, layout, item in later:
             for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
-                runs = _runs(view, sub, offset) if groupable(view, leaf) else None
-                if runs is not None and runs.contiguous:
+                runs = _runs(view, sub, offset) if leaf.constant is None and _groupable(view, chosen) else None
+                if runs is not None and runs.contiguous and leaf.distribution != "uniform":
                     lo, hi = leaf.bounds
-                    add(view, item.stream, runs.base, transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype))
+                    _add(table, view, item.stream, runs.base,
+                         transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype))
                 else:
                     _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
         for tensors, streams, offsets, packed in table.values():
             ops.trunc_normal_grouped_native(tensors, seed, streams, offsets, packed)
+
+
+def _groupable(view: torch.Tensor, chosen: dict) -> bool:
+    """Whether the grouped CPU kernel can take ``view`` (non-empty, contiguous, filled by the native CPU backend)."""
+    return (view.device.type == "cpu" and view.numel() > 0 and view.is_contiguous()
+            and chosen[(view.device, view.dtype)].name == "cpu" and _grouped_kernel(view.device))
+
+
+def _add(table: dict, view: torch.Tensor, stream: int, offset: int, constants: tuple) -> None:
+    tensors, streams, offsets, packed = table.setdefault(view.device, ([], [], [], []))
+    tensors.append(view)
+    streams.append(stream)
+    offsets.append(offset)
+    packed.append(constants)

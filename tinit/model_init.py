@@ -184,14 +184,15 @@ def _classify(model, prefix: str, overrides) -> list[_Param]:
     entries, roles = [], {}
     for name, leaf, module, param in owned:
         full = prefix + name
-        override = next((entry for pattern, entry in overrides if pattern.search(full)), {})
+        override = next((entry for pattern, entry in overrides if pattern.search(full)), {}) if overrides else {}
         # Roles depend on a name's words, not on its block numbers.
         template = ".".join("0" if part.isdigit() else part for part in full.split("."))
         if template not in roles:
             roles[template] = infer_role(full)
         role = override.get("role") or roles[template] or _role_from_module(module, leaf)
         layer = override.get("layer", infer_layer(full))
-        entries.append(_Param(full, param, tuple(n for n in aliases[id(param)] if n != full), role, layer,
+        names = aliases[id(param)]
+        entries.append(_Param(full, param, tuple(n for n in names if n != full) if len(names) > 1 else (), role, layer,
                               override.get("stack", infer_stack(full)),
                               override.get("layout") or _layout(module), override))
     return entries
@@ -334,22 +335,29 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
                          "has none (name them e.g. 'resweight', or classify them with overrides)")
     context = {"encoder_layers": depths.get("encoder"), "decoder_layers": depths.get("decoder")} if enc_dec else {}
     plan = []
-    specs: dict = {}  # a model's blocks repeat: one spec per distinct input
+    # A model's blocks repeat: one spec per distinct input (the block index
+    # counts only for depth-dependent schemes).
+    specs: dict = {}
+    shared = {**context, **options}
     for entry in selected:
         check_dtype(entry.param)
+        extra = {**shared, **entry.override["options"]} if "options" in entry.override else shared
         kwargs = {"role": entry.role, "layer_idx": entry.layer, "n_layers": depths.get(entry.stack),
                   "shape": tuple(entry.param.shape), "d_model": d_model, "layout": entry.layout,
                   "fan_in": entry.override.get("fan_in"), "fan_out": entry.override.get("fan_out"),
-                  "stack": entry.stack, **context, **options, **entry.override.get("options", {})}
+                  "stack": entry.stack, **extra}
         try:
-            key = tuple(sorted(kwargs.items() if chosen.depth_dependent else
-                               ((k, v) for k, v in kwargs.items() if k != "layer_idx")))
-            hash(key)
+            key = (entry.role, entry.layer if chosen.depth_dependent else None, kwargs["n_layers"], kwargs["shape"],
+                   entry.layout, kwargs["fan_in"], kwargs["fan_out"], entry.stack,
+                   tuple(sorted(extra.items())) if extra is not shared else None)
+            spec = specs.get(key)
         except TypeError:  # an unhashable option value: no sharing
-            key = object()
-        if key not in specs:
-            specs[key] = chosen.spec(**kwargs)
-        plan.append((entry, specs[key]))
+            key, spec = None, None
+        if spec is None:
+            spec = chosen.spec(**kwargs)
+            if key is not None:
+                specs[key] = spec
+        plan.append((entry, spec))
     planned = progress(plan) if progress is not None else plan
     if grouped:
         write_grouped_([FillItem(entry.param, spec, stream_for(entry.name)) for entry, spec in planned],
