@@ -13,7 +13,7 @@ tensors are batched.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -31,8 +31,7 @@ from tinit.fill import (
 from tinit.params import check_dtype, transform_constants
 
 
-@dataclass(frozen=True)
-class FillItem:
+class FillItem(NamedTuple):
     """One tensor of a grouped fill.
 
     Attributes:
@@ -79,15 +78,19 @@ def write_grouped_(items: Sequence[FillItem], *, seed: int, backend: str = "auto
     # constants their check computed; the rest is written after the pass.
     chosen: dict[tuple[torch.device, torch.dtype], dispatch.Backend] = {}
     table: dict[torch.device, tuple[list, list, list, list]] = {}
-    later = []
+    later, zeros, ones = [], [], []
+    known: dict[tuple[int, torch.dtype], tuple] = {}  # specs are shared between a model's blocks
     for item in items:
         tensor, spec = item.tensor, item.spec
         check_dtype(tensor)
         local, layout = _resolve(tensor, None, None)
         constants = None
         if spec.parts is None and spec.constant is None and spec.distribution != "uniform":
-            lo, hi = spec.bounds
-            constants = transform_constants(spec.mean, spec.std, lo, hi, tensor.dtype)
+            constants = known.get((id(spec), tensor.dtype))
+            if constants is None:
+                lo, hi = spec.bounds
+                constants = known[id(spec), tensor.dtype] = transform_constants(spec.mean, spec.std, lo, hi,
+                                                                                tensor.dtype)
         else:
             _check_spec(spec, tensor.dtype)
             _split_checked(spec, tuple(tensor.shape) if layout is None else layout.global_shape)
@@ -97,10 +100,18 @@ def write_grouped_(items: Sequence[FillItem], *, seed: int, backend: str = "auto
             chosen[key] = dispatch.select(local, backend)
         if constants is not None and layout is None and _groupable(local, chosen):
             _add(table, local, item.stream, item.offset, constants)
+        elif spec.constant in (0.0, 1.0) and spec.parts is None:
+            (ones if spec.constant else zeros).append(local)
         else:
             later.append((local, layout, item))
 
     with torch.no_grad():
+        # Norm gains and biases: two foreach calls instead of one fill_ each
+        # (0 + 1 is exact in every dtype, so the values are fill_'s).
+        if zeros or ones:
+            torch._foreach_zero_(zeros + ones)
+        if ones:
+            torch._foreach_add_(ones, 1.0)
         for local, layout, item in later:
             for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
                 runs = _runs(view, sub, offset) if leaf.constant is None and _groupable(view, chosen) else None

@@ -8,6 +8,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -31,9 +32,9 @@ def stream_for(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
 
 
-@dataclass(frozen=True)
-class ParamInit:
-    """How one parameter was initialised (an entry of ``init_model_``'s summary).
+class ParamInit(NamedTuple):
+    """How one parameter was initialised (an entry of ``init_model_``'s summary; a named tuple,
+    cheap to build for models with thousands of tensors).
 
     Attributes:
         name: fully qualified name (the first of its tied names).
@@ -140,7 +141,7 @@ def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
     return compiled
 
 
-@dataclass
+@dataclass(slots=True)
 class _Param:
     name: str
     param: torch.nn.Parameter
@@ -168,6 +169,9 @@ def _role_from_module(module: torch.nn.Module, leaf: str) -> str | None:
     return "norm" if is_norm and leaf == "weight" else None
 
 
+_BLOCK_NUMBER = re.compile(r"\.\d+(?=\.)")
+
+
 def _classify(model, prefix: str, overrides) -> list[_Param]:
     # One walk over the modules: each parameter with its owning module, every
     # name of a shared one (ties), in named_parameters order.
@@ -185,15 +189,16 @@ def _classify(model, prefix: str, overrides) -> list[_Param]:
     for name, leaf, module, param in owned:
         full = prefix + name
         override = next((entry for pattern, entry in overrides if pattern.search(full)), {}) if overrides else {}
-        # Roles depend on a name's words, not on its block numbers.
-        template = ".".join("0" if part.isdigit() else part for part in full.split("."))
+        # Roles and stacks depend on a name's words, not on its block numbers.
+        template = _BLOCK_NUMBER.sub(".0", full)
         if template not in roles:
-            roles[template] = infer_role(full)
-        role = override.get("role") or roles[template] or _role_from_module(module, leaf)
+            roles[template] = infer_role(full), infer_stack(full)
+        named_role, stack = roles[template]
+        role = override.get("role") or named_role or _role_from_module(module, leaf)
         layer = override.get("layer", infer_layer(full))
         names = aliases[id(param)]
         entries.append(_Param(full, param, tuple(n for n in names if n != full) if len(names) > 1 else (), role, layer,
-                              override.get("stack", infer_stack(full)),
+                              override.get("stack", stack),
                               override.get("layout") or _layout(module), override))
     return entries
 
@@ -307,7 +312,7 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
     chosen = schemes.get(scheme)
     compiled = _compile_overrides(overrides)
     entries = _classify(model, prefix, compiled)
-    meta = next((e.name for e in entries if e.param.device.type == "meta"), None)
+    meta = next((e.name for e in entries if e.param.is_meta), None)
     if meta is not None:
         if device is None:
             raise ValueError(f"init_model_: parameters are on the meta device (first: {meta}); pass device=... "
@@ -341,20 +346,20 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
     shared = {**context, **options}
     for entry in selected:
         check_dtype(entry.param)
-        extra = {**shared, **entry.override["options"]} if "options" in entry.override else shared
-        kwargs = {"role": entry.role, "layer_idx": entry.layer, "n_layers": depths.get(entry.stack),
-                  "shape": tuple(entry.param.shape), "d_model": d_model, "layout": entry.layout,
-                  "fan_in": entry.override.get("fan_in"), "fan_out": entry.override.get("fan_out"),
-                  "stack": entry.stack, **extra}
+        override = entry.override
+        extra = {**shared, **override["options"]} if "options" in override else shared
+        n_layers_entry, shape = depths.get(entry.stack), tuple(entry.param.shape)
         try:
-            key = (entry.role, entry.layer if chosen.depth_dependent else None, kwargs["n_layers"], kwargs["shape"],
-                   entry.layout, kwargs["fan_in"], kwargs["fan_out"], entry.stack,
+            key = (entry.role, entry.layer if chosen.depth_dependent else None, n_layers_entry, shape, entry.layout,
+                   override.get("fan_in"), override.get("fan_out"), entry.stack,
                    tuple(sorted(extra.items())) if extra is not shared else None)
             spec = specs.get(key)
         except TypeError:  # an unhashable option value: no sharing
             key, spec = None, None
         if spec is None:
-            spec = chosen.spec(**kwargs)
+            spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=n_layers_entry, shape=shape,
+                               d_model=d_model, layout=entry.layout, fan_in=override.get("fan_in"),
+                               fan_out=override.get("fan_out"), stack=entry.stack, **extra)
             if key is not None:
                 specs[key] = spec
         plan.append((entry, spec))
