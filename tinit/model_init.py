@@ -344,22 +344,23 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
     # counts only for depth-dependent schemes).
     specs: dict = {}
     shared = {**context, **options}
+    depth = chosen.depth_dependent
     for entry in selected:
-        check_dtype(entry.param)
-        override = entry.override
+        param, override = entry.param, entry.override
+        check_dtype(param)
         extra = {**shared, **override["options"]} if "options" in override else shared
-        n_layers_entry, shape = depths.get(entry.stack), tuple(entry.param.shape)
         try:
-            key = (entry.role, entry.layer if chosen.depth_dependent else None, n_layers_entry, shape, entry.layout,
-                   override.get("fan_in"), override.get("fan_out"), entry.stack,
+            key = (entry.role, entry.layer if depth else None, entry.stack, entry.layout, param.shape,
+                   override.get("fan_in"), override.get("fan_out"),
                    tuple(sorted(extra.items())) if extra is not shared else None)
             spec = specs.get(key)
         except TypeError:  # an unhashable option value: no sharing
             key, spec = None, None
         if spec is None:
-            spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=n_layers_entry, shape=shape,
-                               d_model=d_model, layout=entry.layout, fan_in=override.get("fan_in"),
-                               fan_out=override.get("fan_out"), stack=entry.stack, **extra)
+            spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=depths.get(entry.stack),
+                               shape=tuple(param.shape), d_model=d_model, layout=entry.layout,
+                               fan_in=override.get("fan_in"), fan_out=override.get("fan_out"), stack=entry.stack,
+                               **extra)
             if key is not None:
                 specs[key] = spec
         plan.append((entry, spec))
