@@ -38,6 +38,9 @@ def _resolve(tensor: torch.Tensor, global_shape, shard_offsets) -> tuple[torch.T
 
 
 def _check_stream(seed: int, stream: int, offset: int, logical_numel: int) -> None:
+    if type(seed) is int and type(stream) is int and type(offset) is int and 0 <= seed < 2**64 \
+            and 0 <= stream < 2**64 and 0 <= offset and offset + logical_numel <= 2**63:
+        return  # the common case, checked without building the messages below
     for name, value in (("seed", seed), ("stream", stream)):
         if not isinstance(value, int) or not 0 <= value < 2**64:
             raise ValueError(f"{name} must be an int in [0, 2**64), got {value!r}")
