@@ -160,6 +160,32 @@ def test_misaligned_view_and_sharding(backend):
     assert_same_bits(again, whole, f"{backend}: second call")
 
 
+def test_inner_dim_shards_equal_cpu_slices(backend):
+    """Column blocks of a (300, 70) weight (row runs; one launch per run on GPU): the CPU fill's slices, fp32 bits."""
+    window = WINDOWS["gpt2"]
+    whole = tinit.trunc_normal_at_(torch.empty(300, 70), *window, seed=SEED, stream=STREAM, backend="cpu")
+    for start, width in ((0, 18), (18, 18), (36, 34), (69, 1)):
+        shard = torch.empty(300, width, device="cuda")
+        tinit.trunc_normal_at_(shard, *window, seed=SEED, stream=STREAM, backend=backend, global_shape=(300, 70),
+                               shard_offsets=(0, start))
+        assert_same_bits(shard.cpu(), whole[:, start:start + width], f"{backend}: column block at {start}")
+
+
+def test_grouped_fill_on_cuda_equals_per_tensor(backend):
+    from tinit import schemes
+    from tinit.fill import write_spec_
+    from tinit.grouped import FillItem, write_grouped_
+
+    tensors = [torch.empty(n, device="cuda") for n in (1, 3, 4097, 10**5)]
+    spec = schemes.InitSpec(std=0.02, trunc=2.0)
+    items = [FillItem(t, spec, stream=i, offset=7 * i) for i, t in enumerate(tensors)]
+    write_grouped_(items, seed=SEED, backend=backend)
+    for item in items:
+        want = write_spec_(torch.empty(item.tensor.shape), spec, seed=SEED, stream=item.stream, offset=item.offset,
+                           backend="cpu")
+        assert_same_bits(item.tensor.cpu(), want, f"{backend}: grouped item {item.stream}")
+
+
 KS_WINDOWS = ["central_2sigma", "gpt2", "full_line", "far_tail_8_100", "tail_neginf_-15", "shifted"]
 
 

@@ -40,6 +40,7 @@ except ImportError:
 import torch
 from conftest import assert_within_ulp, oracle, place_words, ulp
 
+import tinit
 from tinit import ops
 from tinit.params import transform_constants
 
@@ -305,6 +306,15 @@ def test_shard_equals_slice_of_whole():
     whole = _fill_triton(torch.bfloat16, WINDOWS["central"], numel=2000)
     shard = _fill_triton(torch.bfloat16, WINDOWS["central"], numel=1001, offset=OFFSET + 999)
     torch.testing.assert_close(shard, whole[999:], rtol=0, atol=0)
+
+
+def test_inner_dim_shard_through_the_backend_equals_cpu():
+    """A column block of a (40, 30) weight via backend="triton" (one launch per row run): the CPU kernel's bits."""
+    window = WINDOWS["central"]
+    whole = tinit.trunc_normal_at_(torch.empty(40, 30), *window, seed=SEED, stream=STREAM, backend="cpu")
+    shard = tinit.trunc_normal_at_(torch.empty(40, 7), *window, seed=SEED, stream=STREAM, backend="triton",
+                                   global_shape=(40, 30), shard_offsets=(0, 21))
+    assert _bit_mismatches(shard, whole[:, 21:28]).numel() == 0
 
 
 def test_registered_op_matches_direct_launch():
