@@ -55,3 +55,17 @@ def environment() -> dict:
         "git_dirty": dirty,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
     }
+
+
+def write_report(out_dir: str | Path, env: dict, suffix: str, report: str, payload: dict) -> Path:
+    """Write ``report`` (markdown) and ``payload`` (JSON, with ``env`` added) as
+    ``<out_dir>/<date>_<commit>[_dirty]<suffix>.md`` and ``.json``; returns the path stem."""
+    import json
+
+    day = datetime.date.fromisoformat(env["date"][:10]).isoformat()
+    stem = Path(out_dir) / f"{day}_{env['git_commit']}{'_dirty' if env.get('git_dirty') else ''}{suffix}"
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".md").write_text(report)
+    stem.with_suffix(".json").write_text(json.dumps({"environment": env, **payload}, indent=1))
+    print(f"\nwrote {stem}.md and .json")
+    return stem

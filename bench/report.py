@@ -14,12 +14,11 @@ bench/peak_memory.py (with --quick: on 64 MiB instead of 1 GiB).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 from pathlib import Path
 
 import peak_memory
-from _env import REPO
+from _env import REPO, write_report
 
 METHODS = ("tinit", "torch_trunc", "normal", "zero")
 HEADLINE = (64 << 20, "f32")
@@ -138,15 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     report = markdown(rows, env, peak_rows, quick)
     print(report, end="")
 
-    day = datetime.date.fromisoformat(env["date"][:10]).isoformat()
-    stem = f"{day}_{env['git_commit']}{'_dirty' if env.get('git_dirty') else ''}{'_quick' if quick else ''}"
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{stem}.md").write_text(report)
-    (out_dir / f"{stem}.json").write_text(json.dumps(
-        {"environment": env, "quick": quick, "cases": rows, "peak_memory": peak_rows,
-         "benchmark_datetime": raw.get("datetime")}, indent=1))
-    print(f"\nwrote {out_dir / stem}.md and .json")
+    write_report(args.out_dir, env, "_quick" if quick else "", report,
+                 {"quick": quick, "cases": rows, "peak_memory": peak_rows, "benchmark_datetime": raw.get("datetime")})
 
 
 if __name__ == "__main__":

@@ -10,11 +10,10 @@ are the other methods' time over the grouped fill's, from the same run.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 from pathlib import Path
 
-from _env import REPO
+from _env import REPO, write_report
 
 METHODS = ("grouped", "per_tensor", "fill_loop", "torch_loop")
 LABELS = {"grouped": "grouped `init_model_`", "per_tensor": "`init_model_(grouped=False)`",
@@ -79,14 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = summarise(raw)
     report = markdown(rows, env)
     print(report, end="")
-    day = datetime.date.fromisoformat(env["date"][:10]).isoformat()
-    stem = f"{day}_{env['git_commit']}{'_dirty' if env.get('git_dirty') else ''}_grouped"
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{stem}.md").write_text(report)
-    (out_dir / f"{stem}.json").write_text(json.dumps({"environment": env, "models": rows,
-                                                      "benchmark_datetime": raw.get("datetime")}, indent=1))
-    print(f"\nwrote {out_dir / stem}.md and .json")
+    write_report(args.out_dir, env, "_grouped", report, {"models": rows, "benchmark_datetime": raw.get("datetime")})
 
 
 if __name__ == "__main__":
