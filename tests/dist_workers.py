@@ -360,7 +360,25 @@ def _rss_bytes() -> int:
 
 
 def _peak_rss_bytes() -> int:
+    """The resident-set high-water mark (VmHWM), which ``_reset_peak_rss`` can lower; else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def _reset_peak_rss() -> None:
+    """Lower the high-water mark to the current RSS (Linux >= 4.0: "5" into clear_refs), so a peak of the
+    process's set-up (imports, process group) cannot hide the fill's; a no-op where not permitted."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+    except OSError:
+        pass
 
 
 def _spot_check(tensor, shape) -> None:
@@ -383,6 +401,7 @@ def measure_fill_memory(rank: int, world: int, port: int, out_dir: str, shape: t
     with _process_group(rank, world, port):
         mesh = init_device_mesh("cpu", (world,))
         tensor = dtensor.empty(shape, dtype=torch.float32, device_mesh=mesh, placements=[Shard(dim)])
+        _reset_peak_rss()
         rss_before, peak_before = _rss_bytes(), _peak_rss_bytes()
         tinit.trunc_normal_at_(tensor, **FILL)
         peak_after = _peak_rss_bytes()
