@@ -172,14 +172,9 @@ def test_lost_hf_tie_is_refused():
 def test_tied_weight_written_once(monkeypatch, grouped):
     model = GPT(TINY)
     writes = []
-    if grouped:
-        real = model_init.write_grouped_
-        monkeypatch.setattr(model_init, "write_grouped_", lambda items, **k: (
-            writes.extend(i.tensor.data_ptr() for i in items), real(items, **k))[1])
-    else:
-        real = model_init.write_spec_
-        monkeypatch.setattr(model_init, "write_spec_", lambda p, *a, **k: (
-            writes.append(p.data_ptr()), real(p, *a, **k))[1])
+    real = model_init.write_grouped_
+    monkeypatch.setattr(model_init, "write_grouped_", lambda items, **k: (
+        writes.extend(i.tensor.data_ptr() for i in items), real(items, **k))[1])
     summary = tinit.init_model_(model, "gpt2", seed=3, grouped=grouped)
     names = [e.name for e in summary]
     assert "transformer.wte.weight" in names and "lm_head.weight" not in names

@@ -218,7 +218,7 @@ def test_grouped_uses_one_native_call_per_device(monkeypatch):
     calls = []
     real = ops.trunc_normal_grouped_native
     monkeypatch.setattr(ops, "trunc_normal_grouped_native", lambda t, *a: (calls.append(len(t)), real(t, *a))[1])
-    tensors = [torch.empty(n) for n in (5, 64, 4097, 300)] * 50
+    tensors = [torch.empty(n) for n in (5, 64, 4097, 300) * 50]
     write_grouped_([FillItem(t, schemes.InitSpec(std=0.02, trunc=2.0), stream=i) for i, t in enumerate(tensors)],
                    seed=1)
     assert calls == [200]
@@ -266,3 +266,55 @@ def test_init_model_grouped_equals_ungrouped():
     tinit.init_model_(b, "gpt2", seed=9, grouped=False)
     for (name, p), q in zip(a.named_parameters(), b.parameters()):
         assert torch.equal(p, q), name
+
+
+def test_grouped_items_from_a_generator_with_fresh_specs():
+    """Specs created and dropped on the fly (ids may be reused): each tensor still gets its own std."""
+    tensors = [torch.empty(20000) for _ in range(12)]
+    write_grouped_((FillItem(t, schemes.InitSpec(std=0.01 * (i + 1), trunc=2.0), stream=i)
+                    for i, t in enumerate(tensors)), seed=4)
+    for i, t in enumerate(tensors):
+        want = write_spec_(torch.empty(20000), schemes.InitSpec(std=0.01 * (i + 1), trunc=2.0), seed=4, stream=i)
+        assert torch.equal(t, want), i
+
+
+def test_grouped_overlapping_tensors_are_written_in_order():
+    """Two Parameters on one storage, and one tensor listed twice: sequential semantics, with a warning."""
+    base = torch.empty(50, 40)
+    a, b = torch.nn.Parameter(base), torch.nn.Parameter(base)  # distinct Parameters, same memory
+    items = [FillItem(a, schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
+             FillItem(b, schemes.InitSpec(std=0.02, trunc=2.0), stream=2)]
+    with pytest.warns(RuntimeWarning, match="share memory"):
+        write_grouped_(items, seed=3)
+    assert torch.equal(base, write_spec_(torch.empty(50, 40), items[1].spec, seed=3, stream=2))
+    t = torch.empty(1000)
+    with pytest.warns(RuntimeWarning, match="share memory"):
+        write_grouped_([FillItem(t, schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
+                        FillItem(t, schemes.InitSpec(constant=0.0), stream=1)], seed=3)
+    assert torch.equal(t, torch.zeros(1000))
+    views = torch.empty(100)
+    write_grouped_([FillItem(views[:50], schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
+                    FillItem(views[50:], schemes.InitSpec(std=1.0, trunc=2.0), stream=2)], seed=3)  # no overlap
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+def test_grouped_checks_everything_before_writing(sequential):
+    tensors = [torch.full((10,), 3.0) for _ in range(2)]
+    items = [FillItem(tensors[0], schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
+             FillItem(tensors[1], schemes.InitSpec(std=1.0, trunc=2.0), stream=-1)]
+    with pytest.raises(ValueError, match="stream"):
+        write_grouped_(items, seed=1, sequential=sequential)
+    assert all(torch.equal(t, torch.full((10,), 3.0)) for t in tensors)
+    for seed in (-1, True, 2**64):
+        with pytest.raises(ValueError, match="seed"):
+            write_grouped_([], seed=seed, sequential=sequential)
+
+
+def test_fused_spec_on_an_empty_local_shard_writes_nothing():
+    """A rank outside a DTensor's mesh holds a (0,) local tensor: the fused parts have nothing to split."""
+    from tinit.fill import _leaves
+
+    spec = schemes.get("deepnorm").spec(role="attn_qkv", shape=(10, 30), n_layers=2, d_model=10, layout="in_out")
+    assert spec.parts is not None and spec.split_dim == 1
+    layout = ShardLayout((10, 30), (torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)))
+    assert list(_leaves(torch.empty(0), layout, spec, 0)) == []

@@ -42,9 +42,9 @@ def _check_stream(seed: int, stream: int, offset: int, logical_numel: int) -> No
             and 0 <= stream < 2**64 and 0 <= offset and offset + logical_numel <= 2**63:
         return  # the common case, checked without building the messages below
     for name, value in (("seed", seed), ("stream", stream)):
-        if not isinstance(value, int) or not 0 <= value < 2**64:
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**64:
             raise ValueError(f"{name} must be an int in [0, 2**64), got {value!r}")
-    if not isinstance(offset, int) or offset < 0 or offset + logical_numel > 2**63:
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0 or offset + logical_numel > 2**63:
         raise ValueError(f"offset must be an int >= 0 with offset + numel <= 2**63, got {offset!r}")
 
 
@@ -223,6 +223,8 @@ def _leaves(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitS
     """
     if spec.parts is None:
         yield local, layout, spec, offset
+        return
+    if local.numel() == 0:  # e.g. a rank outside the DTensor's mesh: nothing to split or write
         return
     shape = layout.global_shape if layout is not None else tuple(local.shape)
     count = len(spec.parts)

@@ -12,7 +12,8 @@ tensors are batched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import torch
@@ -51,35 +52,44 @@ def _grouped_kernel(device: torch.device) -> bool:
     return device.type == "cpu" and ops.has_kernel("trunc_normal_grouped_", "CPU")
 
 
-def write_grouped_(items: Sequence[FillItem], *, seed: int, backend: str = "auto") -> None:
+def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto",
+                   sequential: bool = False) -> None:
     """Write every item's spec into its tensor, batching the native calls.
 
     Equivalent to ``write_spec_(item.tensor, item.spec, seed=seed,
-    stream=item.stream, offset=item.offset, backend=backend)`` for each item,
-    bit for bit. Truncated-normal pieces (whole tensors, fused-projection
-    parts, FSDP2 ``Shard(0)`` shards) on CPU tensors that the native CPU
-    backend fills go into one ``tinit::trunc_normal_grouped_`` call per device,
-    whose threads share all their elements. Constants are written with
-    ``fill_``; uniforms, shards split along an inner dim and tensors on other
-    backends (CUDA, Triton, reference) are written one by one.
+    stream=item.stream, offset=item.offset, backend=backend)`` for each item
+    in order, bit for bit. Truncated-normal pieces (whole tensors,
+    fused-projection parts along dim 0, FSDP2 ``Shard(0)`` shards) on CPU
+    tensors that the native CPU backend fills go into one
+    ``tinit::trunc_normal_grouped_`` call per device, whose threads share all
+    their elements. Constants 0 and 1 (biases, norm gains) are written by
+    ``torch._foreach_zero_``/``_foreach_add_``, other constants by ``fill_``;
+    uniforms, fused parts along dim 1, shards split along an inner dim and
+    tensors on other backends (CUDA and Triton: one launch per tensor or row
+    run; reference) are written one by one.
 
     Args:
-        items: distinct tensors (a tensor listed twice is written twice).
+        items: FillItems (any iterable; read once). Tensors whose memory
+            overlaps (the same tensor twice, or two Parameters sharing
+            storage) make the whole call sequential, in list order, with a
+            RuntimeWarning: later items overwrite earlier ones, as with
+            ``write_spec_`` one by one.
         seed: Philox key in [0, 2**64), shared by all items.
         backend: "auto" or a backend name, as for ``trunc_normal_at_``.
+        sequential: write the items one by one, in order, after checking all
+            of them (``init_model_(grouped=False)``).
 
     Raises:
-        TypeError, ValueError: any item's dtype, spec, stream or offset is
-            invalid; RuntimeError: no backend fills one of the tensors. All
-            checked for every item before anything is written.
+        TypeError, ValueError: the seed, or any item's dtype, spec, stream,
+            offset or layout (e.g. a ``Partial`` DTensor) is invalid;
+            RuntimeError: no backend fills one of the tensors. All checked
+            for every item before anything is written.
     """
-    # One pass validates every item and sorts its pieces: plain whole tensors
-    # with one truncated normal (most of a model) go to the table with the
-    # constants their check computed; the rest is written after the pass.
+    items = list(items)  # keeps every spec alive: the constants below are cached by id(spec)
+    _check_stream(seed, 0, 0, 0)
     chosen: dict[tuple[torch.device, torch.dtype], dispatch.Backend] = {}
-    table: dict[torch.device, tuple[list, list, list, list]] = {}
-    later, zeros, ones = [], [], []
     known: dict[tuple[int, torch.dtype], tuple] = {}  # specs are shared between a model's blocks
+    checked = []
     for item in items:
         tensor, spec = item.tensor, item.spec
         check_dtype(tensor)
@@ -98,31 +108,75 @@ def write_grouped_(items: Sequence[FillItem], *, seed: int, backend: str = "auto
         key = (local.device, local.dtype)
         if key not in chosen and local.numel() and local.device.type != "meta":
             chosen[key] = dispatch.select(local, backend)
+        checked.append((local, layout, item, constants))
+
+    shared = _overlaps([local for local, _, _, _ in checked])
+    if shared:
+        warnings.warn(f"write_grouped_: {shared} of the tensors share memory with an earlier one; writing all "
+                      "items one by one in list order (later items overwrite earlier ones)", RuntimeWarning,
+                      stacklevel=2)
+    with torch.no_grad():
+        if sequential or shared:
+            for local, layout, item, _ in checked:
+                for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
+                    _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
+            return
+        _write_batched(checked, chosen, seed, backend)
+
+
+def _write_batched(checked: list, chosen: dict, seed: int, backend: str) -> None:
+    """Write checked items whose tensors do not overlap: a table per device, foreach constants, the rest alone."""
+    table: dict[torch.device, tuple[list, list, list, list]] = {}
+    later, constant_groups = [], {}
+    for local, layout, item, constants in checked:
+        spec = item.spec
         if constants is not None and layout is None and _groupable(local, chosen):
             _add(table, local, item.stream, item.offset, constants)
-        elif spec.constant in (0.0, 1.0) and spec.parts is None:
-            (ones if spec.constant else zeros).append(local)
+        elif spec.parts is None and spec.constant in (0.0, 1.0):
+            constant_groups.setdefault((local.device, spec.constant), []).append(local)
         else:
             later.append((local, layout, item))
+    # Norm gains and biases: foreach calls instead of one fill_ each (0 + 1
+    # is exact in every dtype, so the values are fill_'s).
+    for (_, value), tensors in constant_groups.items():
+        torch._foreach_zero_(tensors)
+        if value:
+            torch._foreach_add_(tensors, 1.0)
+    for local, layout, item in later:
+        for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
+            runs = _runs(view, sub, offset) if leaf.constant is None and _groupable(view, chosen) else None
+            if runs is not None and runs.contiguous and leaf.distribution != "uniform":
+                lo, hi = leaf.bounds
+                _add(table, view, item.stream, runs.base, transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype))
+            else:
+                _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
+    for tensors, streams, offsets, packed in table.values():
+        ops.trunc_normal_grouped_native(tensors, seed, streams, offsets, packed)
 
-    with torch.no_grad():
-        # Norm gains and biases: two foreach calls instead of one fill_ each
-        # (0 + 1 is exact in every dtype, so the values are fill_'s).
-        if zeros or ones:
-            torch._foreach_zero_(zeros + ones)
-        if ones:
-            torch._foreach_add_(ones, 1.0)
-        for local, layout, item in later:
-            for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
-                runs = _runs(view, sub, offset) if leaf.constant is None and _groupable(view, chosen) else None
-                if runs is not None and runs.contiguous and leaf.distribution != "uniform":
-                    lo, hi = leaf.bounds
-                    _add(table, view, item.stream, runs.base,
-                         transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype))
-                else:
-                    _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
-        for tensors, streams, offsets, packed in table.values():
-            ops.trunc_normal_grouped_native(tensors, seed, streams, offsets, packed)
+
+def _overlaps(tensors: list[torch.Tensor]) -> int:
+    """How many of ``tensors`` share memory with another one (0-element and meta tensors never do)."""
+    spans = []
+    for t in tensors:
+        if t.is_meta or not t.numel():
+            continue
+        start = t.data_ptr()
+        if t.is_contiguous():
+            end = start + t.nbytes
+        else:
+            reach = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+            end = start + (reach + 1) * t.element_size()
+        spans.append((str(t.device), start, end))
+    spans.sort()
+    count, device, reach = 0, None, 0
+    for dev, start, end in spans:
+        if dev == device and start < reach:
+            count += 1
+        if dev != device:
+            device, reach = dev, end
+        else:
+            reach = max(reach, end)
+    return count
 
 
 def _groupable(view: torch.Tensor, chosen: dict) -> bool:

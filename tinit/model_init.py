@@ -13,9 +13,9 @@ from typing import NamedTuple
 import torch
 
 from tinit import schemes
-from tinit.fill import write_spec_
+from tinit.fill import _check_stream
 from tinit.grouped import FillItem, write_grouped_
-from tinit.params import check_dtype
+from tinit.params import SUPPORTED_DTYPES
 from tinit.roles import infer_layer, infer_role, infer_stack
 
 _OVERRIDE_KEYS = frozenset({"role", "layer", "stack", "layout", "fan_in", "fan_out", "options"})
@@ -292,7 +292,8 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         progress: optional callable wrapping the list of parameters (``tqdm``).
         grouped: fill the truncated normals of all CPU parameters in one
             native call (``tinit.grouped.write_grouped_``); False writes them
-            one ``write_spec_`` at a time. The values are identical.
+            one at a time, as ``write_spec_`` would. The values are
+            identical; both check every parameter before writing any.
         **options: scheme options (``std=``, ``trunc=``,
             ``variance_preserving=``, ...), for every parameter.
 
@@ -310,6 +311,7 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         All raised before anything is written.
     """
     chosen = schemes.get(scheme)
+    _check_stream(seed, 0, 0, 0)
     compiled = _compile_overrides(overrides)
     entries = _classify(model, prefix, compiled)
     meta = next((e.name for e in entries if e.param.is_meta), None)
@@ -347,7 +349,9 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
     depth = chosen.depth_dependent
     for entry in selected:
         param, override = entry.param, entry.override
-        check_dtype(param)
+        if param.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(f"init_model_: parameter {entry.name} has dtype {param.dtype}; tinit fills "
+                            "float32, float64, bfloat16 and float16")
         extra = {**shared, **override["options"]} if "options" in override else shared
         try:
             key = (entry.role, entry.layer if depth else None, entry.stack, entry.layout, param.shape,
@@ -365,12 +369,8 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
                 specs[key] = spec
         plan.append((entry, spec))
     planned = progress(plan) if progress is not None else plan
-    if grouped:
-        write_grouped_([FillItem(entry.param, spec, stream_for(entry.name)) for entry, spec in planned],
-                       seed=seed, backend=backend)
-    else:
-        for entry, spec in planned:
-            write_spec_(entry.param, spec, seed=seed, stream=stream_for(entry.name), backend=backend)
+    write_grouped_([FillItem(entry.param, spec, stream_for(entry.name)) for entry, spec in planned],
+                   seed=seed, backend=backend, sequential=not grouped)
     return [ParamInit(entry.name, entry.role, entry.layer, entry.param.numel(), spec, entry.stack, entry.tied)
             for entry, spec in plan]
 
