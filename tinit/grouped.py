@@ -166,7 +166,7 @@ def _overlaps(tensors: list[torch.Tensor]) -> int:
         else:
             reach = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
             end = start + (reach + 1) * t.element_size()
-        spans.append((str(t.device), start, end))
+        spans.append((t.get_device(), start, end))  # device index, -1 for CPU
     spans.sort()
     count, device, reach = 0, None, 0
     for dev, start, end in spans:
