@@ -94,30 +94,30 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
         tensor, spec = item.tensor, item.spec
         check_dtype(tensor)
         local, layout = _resolve(tensor, None, None)
+        device, dtype = local.device, local.dtype
         constants = None
         if spec.parts is None and spec.constant is None and spec.distribution != "uniform":
-            constants = known.get((id(spec), tensor.dtype))
+            constants = known.get((id(spec), dtype))
             if constants is None:
                 lo, hi = spec.bounds
-                constants = known[id(spec), tensor.dtype] = transform_constants(spec.mean, spec.std, lo, hi,
-                                                                                tensor.dtype)
-        else:
-            _check_spec(spec, tensor.dtype)
+                constants = known[id(spec), dtype] = transform_constants(spec.mean, spec.std, lo, hi, dtype)
+        elif spec.parts is not None or spec.constant is None:  # fused parts, or a uniform
+            _check_spec(spec, dtype)
             _split_checked(spec, tuple(tensor.shape) if layout is None else layout.global_shape)
         _check_stream(seed, item.stream, item.offset, _logical_numel(local, layout))
-        key = (local.device, local.dtype)
-        if key not in chosen and local.numel() and local.device.type != "meta":
-            chosen[key] = dispatch.select(local, backend)
-        checked.append((local, layout, item, constants))
+        chosen_backend = chosen.get((device, dtype))
+        if chosen_backend is None and local.numel() and device.type != "meta":
+            chosen_backend = chosen[device, dtype] = dispatch.select(local, backend)
+        checked.append((local, layout, item, constants, device))
 
-    shared = _overlaps([local for local, _, _, _ in checked])
+    shared = _overlaps([entry[0] for entry in checked])
     if shared:
         warnings.warn(f"write_grouped_: {shared} of the tensors share memory with an earlier one; writing all "
                       "items one by one in list order (later items overwrite earlier ones)", RuntimeWarning,
                       stacklevel=2)
     with torch.no_grad():
         if sequential or shared:
-            for local, layout, item, _ in checked:
+            for local, layout, item, _, _ in checked:
                 for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
                     _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
             return
@@ -128,12 +128,12 @@ def _write_batched(checked: list, chosen: dict, seed: int, backend: str) -> None
     """Write checked items whose tensors do not overlap: a table per device, foreach constants, the rest alone."""
     table: dict[torch.device, tuple[list, list, list, list]] = {}
     later, constant_groups = [], {}
-    for local, layout, item, constants in checked:
+    for local, layout, item, constants, device in checked:
         spec = item.spec
-        if constants is not None and layout is None and _groupable(local, chosen):
-            _add(table, local, item.stream, item.offset, constants)
+        if constants is not None and layout is None and _groupable(local, chosen, device):
+            _add(table, local, item.stream, item.offset, constants, device)
         elif spec.parts is None and spec.constant in (0.0, 1.0):
-            constant_groups.setdefault((local.device, spec.constant), []).append(local)
+            constant_groups.setdefault((device, spec.constant), []).append(local)
         else:
             later.append((local, layout, item))
     # Norm gains and biases: foreach calls instead of one fill_ each (0 + 1
@@ -144,10 +144,12 @@ def _write_batched(checked: list, chosen: dict, seed: int, backend: str) -> None
             torch._foreach_add_(tensors, 1.0)
     for local, layout, item in later:
         for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
-            runs = _runs(view, sub, offset) if leaf.constant is None and _groupable(view, chosen) else None
+            groupable = leaf.constant is None and _groupable(view, chosen, view.device)
+            runs = _runs(view, sub, offset) if groupable else None
             if runs is not None and runs.contiguous and leaf.distribution != "uniform":
                 lo, hi = leaf.bounds
-                _add(table, view, item.stream, runs.base, transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype))
+                _add(table, view, item.stream, runs.base, transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype),
+                     view.device)
             else:
                 _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
     for tensors, streams, offsets, packed in table.values():
@@ -179,14 +181,14 @@ def _overlaps(tensors: list[torch.Tensor]) -> int:
     return count
 
 
-def _groupable(view: torch.Tensor, chosen: dict) -> bool:
+def _groupable(view: torch.Tensor, chosen: dict, device: torch.device) -> bool:
     """Whether the grouped CPU kernel can take ``view`` (non-empty, contiguous, filled by the native CPU backend)."""
-    return (view.device.type == "cpu" and view.numel() > 0 and view.is_contiguous()
-            and chosen[(view.device, view.dtype)].name == "cpu" and _grouped_kernel(view.device))
+    return (device.type == "cpu" and view.numel() > 0 and view.is_contiguous()
+            and chosen[device, view.dtype].name == "cpu" and _grouped_kernel(device))
 
 
-def _add(table: dict, view: torch.Tensor, stream: int, offset: int, constants: tuple) -> None:
-    tensors, streams, offsets, packed = table.setdefault(view.device, ([], [], [], []))
+def _add(table: dict, view: torch.Tensor, stream: int, offset: int, constants: tuple, device: torch.device) -> None:
+    tensors, streams, offsets, packed = table.setdefault(device, ([], [], [], []))
     tensors.append(view)
     streams.append(stream)
     offsets.append(offset)
