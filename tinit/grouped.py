@@ -53,7 +53,7 @@ def _grouped_kernel(device: torch.device) -> bool:
 
 
 def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto",
-                   sequential: bool = False) -> None:
+                   sequential: bool = False, progress=None) -> None:
     """Write every item's spec into its tensor, batching the native calls.
 
     Equivalent to ``write_spec_(item.tensor, item.spec, seed=seed,
@@ -78,6 +78,8 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
         backend: "auto" or a backend name, as for ``trunc_normal_at_``.
         sequential: write the items one by one, in order, after checking all
             of them (``init_model_(grouped=False)``).
+        progress: optional callable wrapping the list of items as they are
+            written one by one (``tqdm``); unused by a batched write.
 
     Raises:
         TypeError, ValueError: the seed, or any item's dtype, spec, stream,
@@ -117,7 +119,7 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
                       stacklevel=2)
     with torch.no_grad():
         if sequential or shared:
-            for local, layout, item, _, _ in checked:
+            for local, layout, item, _, _ in (progress(checked) if progress is not None else checked):
                 for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
                     _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
             return

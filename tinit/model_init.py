@@ -289,7 +289,9 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         device: when parameters are on the meta device, materialise them
             there first (``materialise_``: ``to_empty`` plus restored ties).
         backend: "auto" or a backend name.
-        progress: optional callable wrapping the list of parameters (``tqdm``).
+        progress: optional callable wrapping the list of parameters (``tqdm``)
+            as they are written one by one; used with ``grouped=False`` only
+            (a grouped fill is one call).
         grouped: fill the truncated normals of all CPU parameters in one
             native call (``tinit.grouped.write_grouped_``); False writes them
             one at a time, as ``write_spec_`` would. The values are
@@ -368,9 +370,8 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
             if key is not None:
                 specs[key] = spec
         plan.append((entry, spec))
-    planned = progress(plan) if progress is not None else plan
-    write_grouped_([FillItem(entry.param, spec, stream_for(entry.name)) for entry, spec in planned],
-                   seed=seed, backend=backend, sequential=not grouped)
+    write_grouped_([FillItem(entry.param, spec, stream_for(entry.name)) for entry, spec in plan],
+                   seed=seed, backend=backend, sequential=not grouped, progress=progress)
     return [ParamInit(entry.name, entry.role, entry.layer, entry.param.numel(), spec, entry.stack, entry.tied)
             for entry, spec in plan]
 
