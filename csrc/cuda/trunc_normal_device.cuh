@@ -1,0 +1,214 @@
+// Per-block code shared by the CUDA kernels (trunc_normal_kernel.cu,
+// trunc_normal_grouped_kernel.cu) and run on the host by the emulation
+// harnesses under tests/: one copy of the indexing, so a kernel that fills one
+// tensor and one that fills many cannot drift apart.
+//
+// Work unit g of a tensor is one Philox counter block, blk = offset / 4 + g,
+// whose four words are the stream indices 4 blk .. 4 blk + 3, i.e. the tensor
+// elements 4 g - offset % 4 .. + 3 (the stream itself: tinit/philox.h). A
+// unit's four values are written with one vector store when its elements are
+// aligned (always for offset % 4 == 0 and a 16-byte aligned tensor), else
+// element by element; units that straddle the tensor's start or end store
+// only their elements inside it. Free of torch headers; 64-bit indices.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "tinit/philox.h"
+#include "tinit/transform.h"
+#include "trunc_normal_kernel.h"
+
+static_assert(TINIT_PARAM_COUNT == tinit::kParamCount,
+              "TINIT_PARAM_COUNT must match tinit::kParamCount (transform.h)");
+
+namespace tinit {
+namespace cuda {
+namespace {
+constexpr int kThreads = 256;  // per CUDA block, every tinit kernel
+
+// Per output dtype: the compute type T, the precision A of the inverse-CDF
+// rationals (fp64 for 4- and 8-byte outputs, fp32 for 2-byte ones, as
+// RationalT in csrc/cpu/trunc_normal.cpp), the rounding on store and the
+// aligned store of one block's four values.
+template <typename out_t>
+struct Out;
+
+template <>
+struct Out<float> {
+  using T = float;
+  using A = double;
+  static TINIT_HD float cvt(float x) { return x; }
+  static TINIT_HD void store4(float* p, const float v[4]) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+};
+
+template <>
+struct Out<double> {
+  using T = double;
+  using A = double;
+  static TINIT_HD double cvt(double x) { return x; }
+  static TINIT_HD void store4(double* p, const double v[4]) {
+    reinterpret_cast<double2*>(p)[0] = make_double2(v[0], v[1]);
+    reinterpret_cast<double2*>(p)[1] = make_double2(v[2], v[3]);
+  }
+};
+
+template <>
+struct Out<__nv_bfloat16> {
+  using T = float;
+  using A = float;
+  // Round to nearest even, as float_to_bf16_bits (transform.h) on the CPU.
+  static TINIT_HD __nv_bfloat16 cvt(float x) {
+    return __float2bfloat16_rn(x);
+  }
+  static TINIT_HD void store4(__nv_bfloat16* p, const float v[4]) {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(v[2], v[3]);
+    uint2 bits;
+    bits.x = *reinterpret_cast<const uint32_t*>(&lo);
+    bits.y = *reinterpret_cast<const uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(p) = bits;
+  }
+};
+
+template <>
+struct Out<__half> {
+  using T = float;
+  using A = float;
+  // Round to nearest even, as c10::Half(float) on the CPU.
+  static TINIT_HD __half cvt(float x) { return __float2half_rn(x); }
+  static TINIT_HD void store4(__half* p, const float v[4]) {
+    const __half2 lo = __floats2half2_rn(v[0], v[1]);
+    const __half2 hi = __floats2half2_rn(v[2], v[3]);
+    uint2 bits;
+    bits.x = *reinterpret_cast<const uint32_t*>(&lo);
+    bits.y = *reinterpret_cast<const uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(p) = bits;
+  }
+};
+
+// Whether every block's four elements are aligned for a vector store: they
+// start at out - offset % 4 + 4 g, which needs min(4 elements, 16 bytes).
+template <typename out_t>
+inline bool vector_ok(const out_t* out, uint64_t offset) {
+  constexpr uintptr_t align = 4 * sizeof(out_t) < 16 ? 4 * sizeof(out_t) : 16;
+  return (reinterpret_cast<uintptr_t>(out) - (offset & 3u) * sizeof(out_t)) % align == 0;
+}
+
+// 32 bits that depend on every bit of x (compute-only runs).
+TINIT_HD uint32_t fold_bits(float x) { return float_as_bits(x); }
+TINIT_HD uint32_t fold_bits(double x) {
+#if defined(__CUDA_ARCH__)
+  const auto u = static_cast<uint64_t>(__double_as_longlong(x));
+#else
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof(u));
+#endif
+  return static_cast<uint32_t>(u) ^ static_cast<uint32_t>(u >> 32);
+}
+
+// Number of Philox blocks that cover tensor elements [0, numel) starting at
+// stream index offset.
+TINIT_HD int64_t block_count(int64_t numel, uint64_t offset) {
+  return (static_cast<int64_t>(offset & 3u) + numel + 3) >> 2;
+}
+
+// The four values of counter block `blk` (stream indices 4 blk .. 4 blk + 3).
+template <typename out_t, int Mode>
+TINIT_HD void block_values(uint64_t seed, uint64_t stream, uint64_t blk,
+                           const TruncNormalParams<typename Out<out_t>::T>& P,
+                           typename Out<out_t>::T v[4]) {
+  using T = typename Out<out_t>::T;
+  uint32_t w[4];
+  philox_block(seed, stream, blk, w);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) v[k] = trunc_normal_value<T, Mode, typename Out<out_t>::A>(w[k], P);
+}
+
+// Store the values of the block whose word 0 is tensor element `first`
+// (negative, or past the end, for the blocks at the edges of the tensor).
+template <typename out_t>
+TINIT_HD void store_values(out_t* out, int64_t numel, int64_t first, bool vec_ok,
+                           const typename Out<out_t>::T v[4]) {
+  if (vec_ok && first >= 0 && first + 4 <= numel) {
+    Out<out_t>::store4(out + first, v);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = first + k;
+    if (i >= 0 && i < numel) out[i] = Out<out_t>::cvt(v[k]);
+  }
+}
+
+TINIT_HD void store_words(uint32_t* out, int64_t numel, int64_t first, bool vec_ok,
+                          const uint32_t w[4]) {
+  if (vec_ok && first >= 0 && first + 4 <= numel) {
+    *reinterpret_cast<uint4*>(out + first) = make_uint4(w[0], w[1], w[2], w[3]);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = first + k;
+    if (i >= 0 && i < numel) out[i] = w[k];
+  }
+}
+
+// One thread's share of a strided walk over the tensor's units: g, g + step,
+// ... below `end` (block_count(numel, offset) for the whole tensor; a grouped
+// kernel's chunk ends earlier). Returns the fold of the values it computed when compute_only (nothing is
+// stored then), else 0.
+template <typename out_t, int Mode>
+TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, uint64_t seed, uint64_t stream,
+                              uint64_t offset,
+                              const TruncNormalParams<typename Out<out_t>::T>& P,
+                              bool vec_ok, bool compute_only, int64_t g, int64_t end,
+                              int64_t step) {
+  using T = typename Out<out_t>::T;
+  const int64_t skip = static_cast<int64_t>(offset & 3u);
+  const uint64_t blk0 = offset >> 2;
+  uint32_t sink = 0;
+  for (; g < end; g += step) {
+    T v[4];
+    block_values<out_t, Mode>(seed, stream, blk0 + static_cast<uint64_t>(g), P, v);
+    if (compute_only) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) sink = (sink ^ fold_bits(v[k])) * 0x9E3779B1u;
+      continue;
+    }
+    store_values<out_t>(out, numel, 4 * g - skip, vec_ok, v);
+  }
+  return sink;
+}
+
+// The raw words of units g, g + step, ... below `end`, as fill_blocks.
+TINIT_HD void philox_fill_blocks(uint32_t* out, int64_t numel, uint64_t seed,
+                                 uint64_t stream, uint64_t offset, bool vec_ok,
+                                 int64_t g, int64_t end, int64_t step) {
+  const int64_t skip = static_cast<int64_t>(offset & 3u);
+  const uint64_t blk0 = offset >> 2;
+  for (; g < end; g += step) {
+    uint32_t w[4];
+    philox_block(seed, stream, blk0 + static_cast<uint64_t>(g), w);
+    store_words(out, numel, 4 * g - skip, vec_ok, w);
+  }
+}
+
+// Whether a launcher may take (data, numel, offset): the stream indices
+// offset .. offset + numel - 1 must fit in 63 bits.
+bool valid_range(const void* data, int64_t numel, uint64_t offset) {
+  if (numel < 0 || offset > (uint64_t{1} << 63)) return false;
+  if (numel > 0 && data == nullptr) return false;
+  return static_cast<uint64_t>(numel) <= (uint64_t{1} << 63) - offset;
+}
+
+
+}  // namespace
+}  // namespace cuda
+}  // namespace tinit
