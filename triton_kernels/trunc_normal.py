@@ -217,16 +217,24 @@ if triton is not None:
 
     @triton.jit
     def _stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK: tl.constexpr):
-        """The words of this program's BLOCK counter blocks and their tensor positions.
+        """``_stream_words_at`` for program ``tl.program_id(0)``."""
+        return _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
+                                tl.program_id(0).to(tl.int64), BLOCK)
+
+    @triton.jit
+    def _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, program,
+                         BLOCK: tl.constexpr):
+        """The words of the BLOCK counter blocks of program ``program`` of a fill, and their tensor positions.
 
         64-bit scalars arrive as two int32 bit patterns (see ``_split_u64``).
-        Program p covers counter blocks first + p*BLOCK + [0, BLOCK), first =
-        offset // 4; word k of block b is stream index 4b + k, which is tensor
-        element 4b + k - offset (philox.h). Returns (words uint32[4 BLOCK],
-        positions int64[4 BLOCK]) in stream order.
+        Program p (an int64 scalar; the grouped kernel numbers the programs of
+        each of its tensors from 0) covers counter blocks first + p*BLOCK +
+        [0, BLOCK), first = offset // 4; word k of block b is stream index
+        4b + k, which is tensor element 4b + k - offset (philox.h). Returns
+        (words uint32[4 BLOCK], positions int64[4 BLOCK]) in stream order.
         """
         off = _join_u64(offset_lo, offset_hi).to(tl.int64)  # < 2**63
-        blk0 = (off >> 2) + tl.program_id(0).to(tl.int64) * BLOCK
+        blk0 = (off >> 2) + program * BLOCK
         blk = blk0 + tl.arange(0, BLOCK).to(tl.int64)
         zero = tl.full([BLOCK], 0, tl.uint32)
         c0 = blk.to(tl.uint32)
@@ -463,7 +471,11 @@ if triton is not None:
         F64: tl.constexpr = out_ptr.dtype.element_ty == tl.float32  # RationalT<out_t>
         x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
                                 mean, std, lo, hi, a_half, b_half, MODE, F64)
-        mask = (pos >= 0) & (pos < numel.to(tl.int64))
+        _store_values(out_ptr, pos, x, (pos >= 0) & (pos < numel.to(tl.int64)))
+
+    @triton.jit
+    def _store_values(out_ptr, pos, x, mask):
+        """Store fp32 values ``x`` at ``out_ptr + pos`` (where ``mask``), rounded once to the output dtype."""
         if out_ptr.dtype.element_ty == tl.bfloat16:
             # float_to_bf16_bits (transform.h): round to nearest even, once.
             u = x.to(tl.uint32, bitcast=True)
