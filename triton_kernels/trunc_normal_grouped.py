@@ -1,0 +1,482 @@
+"""Grouped Triton fill: many tensors, or the row runs of one shard, in one launch per dtype.
+
+A model's thousands of small tensors, and an inner-dim shard's rows (each a
+contiguous range of the stream, ``tinit.sharding.StreamRuns``), would each cost
+one launch of ``_trunc_normal_kernel``. Here one launch per dtype fills them
+all from a metadata table, as NVIDIA apex's multi-tensor apply does. Every
+element gets exactly the value ``trunc_normal_triton_`` gives it alone (same
+counter blocks, element indexing and transform, from the helpers of
+``trunc_normal.py``): values depend only on (seed, stream, stream index) and
+the constants, never on program ids, BLOCK or how the tensors were batched.
+
+Table (one int64 device tensor per launch, read by the kernel through its
+int32 view: little-endian halves, lo first, as every CUDA GPU and the x86
+interpreter store them). O(entries + distinct constants) words, never
+O(elements):
+
+    [0, E)                   first[e]: the grid index of entry e's first program
+                             (prefix counts of programs per entry; increasing)
+    entry_base + 5 e + [0,5) entry e: output address (tensor.data_ptr()), numel,
+                             stream, offset (stream index of element 0), constants row
+    const_base + 8 c + [0,8) constants row c as 16 int32: the 12 fp32 bit patterns
+                             sign, a_cdf, b_sf, mass, log_b_cdf, ratio, mean, std,
+                             lo, hi, a_half, b_half; then mode, flip, split, 0
+
+Program p finds its entry by a binary search of ``first`` (LOG fixed steps,
+LOG = ceil(log2 E) rounded up to a multiple of 4 so that few variants
+compile), casts the address to a pointer of the launch's dtype and fills
+program p - first[e] of that entry. The transform mode is a per-entry run-time
+value; a program holds one entry, so its branch is uniform.
+
+The fills are registered as the ops ``torch.ops.tinit.trunc_normal_grouped_triton_``
+and ``torch.ops.tinit.trunc_normal_runs_triton_`` (``torch.library.custom_op``
+with a fake kernel: opaque to torch.compile/export, whose fake tensors have no
+addresses to put in a table), with the schemas of the CPU ops
+``tinit::trunc_normal_grouped_`` and ``tinit::trunc_normal_runs_``.
+Importing this module never requires triton; calling it without triton
+raises ImportError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from tinit.ops import as_int64
+
+from . import trunc_normal as _tn
+from .trunc_normal import (
+    _INTERPRETER_BLOCK,
+    _PARAM_COUNT,
+    DEFAULT_BLOCK,
+    LAUNCH_OPTIONS,
+    SUPPORTED_DTYPES,
+    _check_block,
+    _i32_bits,
+    _kernel_constants,
+    _require_triton,
+    triton_available,
+)
+
+triton = _tn.triton
+tl = _tn.tl
+
+GROUPED_OP_NAME = "tinit::trunc_normal_grouped_triton_"
+RUNS_OP_NAME = "tinit::trunc_normal_runs_triton_"
+_DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
+_ENTRY_WORDS = 5  # int64 words per entry
+_CONST_WORDS = 8  # int64 words per constants row (16 int32)
+_FLOAT_KEYS = ("sign", "a_cdf", "b_sf", "mass", "log_b_cdf", "ratio", "mean", "std", "lo", "hi",
+               "a_half", "b_half")
+# Smallest program: a shard's rows may be a few elements long, and one
+# program per row of 4 * BLOCK elements would mostly compute values it masks.
+_MIN_BLOCK = 16
+_MAX_GRID = 2**31 - 1  # CUDA grid x-dimension limit
+_U64 = 2**64 - 1
+
+
+def interpreted() -> bool:
+    """Whether this module's kernel runs in the Triton interpreter.
+
+    Decided when the module is imported (or reloaded); the helpers it imports
+    from ``trunc_normal.py`` must have been created in the same mode, so
+    reload that module first.
+
+    Returns:
+        True for an interpreted kernel, False for a compiled one or without triton.
+    """
+    if not triton_available():
+        return False
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(_grouped_kernel, InterpretedFunction)
+
+
+if triton is not None:
+    from .trunc_normal import (
+        _store_values,
+        _stream_words_at,
+        _trunc_normal_value,
+    )
+
+    # Kernels may read module globals only as constexprs.
+    _ENTRY = tl.constexpr(_ENTRY_WORDS)
+    _CONST = tl.constexpr(_CONST_WORDS)
+
+    @triton.jit
+    def _word(table_ptr, index):
+        """The uint64 at int64 position ``index`` of the table (two int32 halves, lo first)."""
+        lo = tl.load(table_ptr + 2 * index).to(tl.uint32, bitcast=True).to(tl.uint64)
+        hi = tl.load(table_ptr + 2 * index + 1).to(tl.uint32, bitcast=True).to(tl.uint64)
+        return (hi << 32) | lo
+
+    @triton.jit
+    def _f32_at(table_ptr, index):
+        """The fp32 whose bit pattern is the int32 at position ``index``."""
+        return tl.load(table_ptr + index).to(tl.float32, bitcast=True)
+
+    @triton.jit(do_not_specialize=["n_entries", "entry_base", "const_base", "seed_lo", "seed_hi"])
+    def _grouped_kernel(table_ptr, n_entries, entry_base, const_base, seed_lo, seed_hi,
+                        DTYPE: tl.constexpr, LOG: tl.constexpr, BLOCK: tl.constexpr):
+        """Fill program p - first[e] of entry e, the entry whose programs hold grid index p.
+
+        Args (device): table_ptr: int32 view of the table (module docstring).
+        n_entries: E >= 1. entry_base, const_base: int64 positions of the
+        entries and constants rows. seed: uint64 as two int32 bit patterns.
+        DTYPE: 0 fp32, 1 bf16, 2 fp16 (every entry's). LOG: search steps,
+        2**LOG >= E. BLOCK: counter blocks per program (4 BLOCK elements).
+        """
+        pid = tl.program_id(0).to(tl.int64)
+        # Last entry whose first program is <= pid (first[0] = 0 <= pid).
+        e = tl.full([], 0, tl.int64)
+        first = tl.full([], 0, tl.int64)
+        for step in tl.static_range(LOG):
+            cand = e + (1 << (LOG - 1 - step))
+            start = _word(table_ptr, tl.minimum(cand, n_entries - 1)).to(tl.int64)
+            take = (cand < n_entries) & (start <= pid)
+            e = tl.where(take, cand, e)
+            first = tl.where(take, start, first)
+        row = entry_base + _ENTRY * e
+        addr = _word(table_ptr, row).to(tl.int64)
+        numel = _word(table_ptr, row + 1).to(tl.int64)
+        stream_lo = tl.load(table_ptr + 2 * (row + 2))
+        stream_hi = tl.load(table_ptr + 2 * (row + 2) + 1)
+        offset_lo = tl.load(table_ptr + 2 * (row + 3))
+        offset_hi = tl.load(table_ptr + 2 * (row + 3) + 1)
+        c = 2 * (const_base + _CONST * _word(table_ptr, row + 4).to(tl.int64))
+        sign = _f32_at(table_ptr, c)
+        a_cdf = _f32_at(table_ptr, c + 1)
+        b_sf = _f32_at(table_ptr, c + 2)
+        mass = _f32_at(table_ptr, c + 3)
+        log_b_cdf = _f32_at(table_ptr, c + 4)
+        ratio = _f32_at(table_ptr, c + 5)
+        mean = _f32_at(table_ptr, c + 6)
+        std = _f32_at(table_ptr, c + 7)
+        lo = _f32_at(table_ptr, c + 8)
+        hi = _f32_at(table_ptr, c + 9)
+        a_half = _f32_at(table_ptr, c + 10)
+        b_half = _f32_at(table_ptr, c + 11)
+        mode = tl.load(table_ptr + c + 12)
+        flip = tl.load(table_ptr + c + 13)
+        split = tl.load(table_ptr + c + 14)
+
+        words, pos = _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
+                                      pid - first, BLOCK)
+        if DTYPE == 0:
+            out_ptr = addr.to(tl.pointer_type(tl.float32))
+        elif DTYPE == 1:
+            out_ptr = addr.to(tl.pointer_type(tl.bfloat16))
+        else:
+            out_ptr = addr.to(tl.pointer_type(tl.float16))
+        F64: tl.constexpr = DTYPE == 0  # RationalT<out_t>, as in _trunc_normal_kernel
+        # Every mode is compiled; the branch taken is uniform over the program.
+        if mode == 1:
+            x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
+                                    mean, std, lo, hi, a_half, b_half, 1, F64)
+        elif mode == 2:
+            x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
+                                    mean, std, lo, hi, a_half, b_half, 2, F64)
+        elif mode == 3:
+            x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
+                                    mean, std, lo, hi, a_half, b_half, 3, F64)
+        else:
+            x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
+                                    mean, std, lo, hi, a_half, b_half, 0, F64)
+        _store_values(out_ptr, pos, x, (pos >= 0) & (pos < numel))
+
+
+# ------------------------------------------------------------------ host side
+
+def _require_consistent() -> None:
+    """The kernel and the helpers it inlines must come from the same mode (compiled or interpreted)."""
+    _require_triton()
+    if type(_grouped_kernel) is not type(_stream_words_at):
+        raise RuntimeError(
+            "tinit.triton_kernels.trunc_normal_grouped was imported in a different TRITON_INTERPRET mode "
+            "than the helpers it uses: reload tinit.triton_kernels.trunc_normal, then this module")
+
+
+def _check_int(name: str, value, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not low <= value < high:
+        raise ValueError(f"{name} must be in [{low}, {high}), got {value}")
+    return value
+
+
+def _check_device(device: torch.device, what: str) -> None:
+    if device.type == "cpu" and not interpreted():
+        raise ValueError(f"{what}: CPU tensors run only in the Triton interpreter "
+                         "(TRITON_INTERPRET=1, set before tinit.triton_kernels is imported)")
+    if device.type not in ("cpu", "cuda", "meta"):
+        raise ValueError(f"{what}: tensors must be on a CUDA device (or the CPU when interpreted), got {device}")
+
+
+def _check_tensor(tensor, what: str) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{what}: fills float32, bfloat16 and float16 tensors, got {tensor.dtype}")
+    if not tensor.is_contiguous():
+        raise ValueError(f"{what}: expected a contiguous tensor")
+
+
+def _const_row(constants: Sequence[float]) -> np.ndarray:
+    """Constants row (int32[16]) of one packed tuple; ValueError when malformed."""
+    args = _kernel_constants(tuple(constants))
+    row = np.zeros(2 * _CONST_WORDS, dtype=np.int32)
+    row[:len(_FLOAT_KEYS)] = np.array([args[k] for k in _FLOAT_KEYS], dtype=np.float32).view(np.int32)
+    row[12:15] = (args["MODE"], args["flip"], args["split"])
+    return row
+
+
+def _auto_block(max_blocks: int) -> int:
+    """Counter blocks per program: enough for the largest entry, within [_MIN_BLOCK, default]."""
+    cap = _INTERPRETER_BLOCK if interpreted() else DEFAULT_BLOCK
+    return min(cap, max(_MIN_BLOCK, 1 << max(0, max_blocks - 1).bit_length()))
+
+
+def _search_steps(n_entries: int) -> int:
+    """LOG with 2**LOG >= n_entries, rounded up to a multiple of 4 (fewer compiled variants)."""
+    bits = max(1, (n_entries - 1).bit_length())
+    return -(-bits // 4) * 4
+
+
+def _launch(dtype: torch.dtype, device: torch.device, seed: int, addresses: np.ndarray, numels: np.ndarray,
+            streams: np.ndarray, offsets: np.ndarray, const_index: np.ndarray, const_rows: np.ndarray,
+            block: int | None) -> None:
+    """One launch filling every entry (all of dtype ``dtype`` on ``device``); int64 arrays of length E >= 1.
+
+    streams and offsets hold int64 bits of the uint64 values; const_rows is int32[C, 16].
+    """
+    n_entries = len(addresses)
+    nblk = ((offsets & 3) + numels + 3) >> 2
+    if block is None:
+        block = _auto_block(int(nblk.max()))
+    programs = -(-nblk // block)
+    first = np.zeros(n_entries, dtype=np.int64)
+    np.cumsum(programs[:-1], out=first[1:])
+    n_programs = int(first[-1] + programs[-1])
+    if n_programs > _MAX_GRID:
+        raise ValueError(f"{n_programs} programs exceed the grid limit {_MAX_GRID}; fill fewer elements per call")
+    entries = np.stack([addresses, numels, streams, offsets, const_index], axis=1)
+    table = np.concatenate([first, entries.reshape(-1), np.ascontiguousarray(const_rows).view(np.int64).reshape(-1)])
+    table_dev = torch.from_numpy(table).to(device)
+    seed_bits = seed & _U64
+    args = (table_dev.view(torch.int32), n_entries, n_entries, n_entries * (1 + _ENTRY_WORDS),
+            _i32_bits(seed_bits & 0xFFFFFFFF), _i32_bits(seed_bits >> 32))
+    meta = {"DTYPE": _DTYPE_CODES[dtype], "LOG": _search_steps(n_entries), "BLOCK": block, **LAUNCH_OPTIONS}
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            _grouped_kernel[(n_programs,)](*args, **meta)
+    else:
+        _grouped_kernel[(n_programs,)](*args, **meta)
+
+
+def _fill_grouped(tensors: Sequence[torch.Tensor], seed: int, streams: Sequence[int], offsets: Sequence[int],
+                  transform: Sequence[float], block: int | None) -> None:
+    """Check everything, then launch once per dtype. seed and streams are int64 bits of the uint64 values."""
+    _require_consistent()
+    op = GROUPED_OP_NAME
+    n = len(tensors)
+    if len(streams) != n or len(offsets) != n:
+        raise ValueError(f"{op}: expected one stream and one offset per tensor, got {n} tensors, "
+                         f"{len(streams)} streams, {len(offsets)} offsets")
+    if len(transform) != n * _PARAM_COUNT:
+        raise ValueError(f"{op}: expected {_PARAM_COUNT} transform constants per tensor "
+                         f"({n * _PARAM_COUNT}), got {len(transform)}")
+    _check_int("seed", seed, -2**63, 2**63)
+    rows: dict[tuple, int] = {}
+    const_rows: list[np.ndarray] = []
+    by_dtype: dict[torch.dtype, list[tuple[int, int]]] = {}  # dtype -> (tensor index, constants row)
+    device = None
+    for t, tensor in enumerate(tensors):
+        what = f"{op}: tensor {t}"
+        _check_tensor(tensor, what)
+        if device is None:
+            device = tensor.device
+            _check_device(device, op)
+        elif tensor.device != device:
+            raise ValueError(f"{what} is on {tensor.device}, tensor 0 on {device}: one device per call")
+        _check_int(f"streams[{t}]", streams[t], -2**63, 2**63)
+        offset = _check_int(f"offsets[{t}]", offsets[t], 0, 2**63)
+        if offset + tensor.numel() > 2**63:
+            raise ValueError(f"{what}: stream indices past 2**63 (offset {offset}, numel {tensor.numel()})")
+        key = tuple(transform[t * _PARAM_COUNT:(t + 1) * _PARAM_COUNT])
+        row = rows.get(key)
+        if row is None:
+            const_rows.append(_const_row(key))
+            row = rows[key] = len(const_rows) - 1
+        if tensor.numel():
+            by_dtype.setdefault(tensor.dtype, []).append((t, row))
+    if device is None or device.type == "meta":
+        return
+    constants = np.stack(const_rows)
+    for dtype, group in by_dtype.items():
+        index = [t for t, _ in group]
+        _launch(dtype, device, seed,
+                np.array([tensors[t].data_ptr() for t in index], dtype=np.int64),
+                np.array([tensors[t].numel() for t in index], dtype=np.int64),
+                np.array([streams[t] for t in index], dtype=np.int64),
+                np.array([offsets[t] for t in index], dtype=np.int64),
+                np.array([row for _, row in group], dtype=np.int64), constants, block)
+
+
+def _fill_runs(tensor: torch.Tensor, seed: int, stream: int, offset: int, run: int, outer_sizes: Sequence[int],
+               outer_starts: Sequence[int], transform: Sequence[float], block: int | None) -> None:
+    """Check everything, then fill every row of ``run`` elements in one launch (seed, stream: int64 bits)."""
+    _require_consistent()
+    op = RUNS_OP_NAME
+    _check_tensor(tensor, op)
+    _check_device(tensor.device, op)
+    _check_int("seed", seed, -2**63, 2**63)
+    _check_int("stream", stream, -2**63, 2**63)
+    _check_int("offset", offset, 0, 2**63)
+    _check_int("run", run, 0, 2**63)
+    sizes = [_check_int("outer_sizes[k]", size, 0, 2**63) for size in outer_sizes]
+    if len(outer_starts) != sum(sizes):
+        raise ValueError(f"{op}: outer_starts has {len(outer_starts)} values, outer_sizes {sizes} need {sum(sizes)}")
+    starts = [_check_int("outer_starts[k]", start, 0, 2**63) for start in outer_starts]
+    rows = int(np.prod(sizes, dtype=object)) if sizes else 1
+    if tensor.numel() != rows * run:
+        raise ValueError(f"{op}: tensor has {tensor.numel()} elements, runs describe {rows} x {run}")
+    last, first = offset, 0
+    for size in sizes:
+        if size:
+            last += max(starts[first:first + size])
+        first += size
+    if rows and last + run > 2**63:
+        raise ValueError(f"{op}: stream indices past 2**63 (last row starts at {last}, run {run})")
+    constants = _const_row(transform)[None, :]
+    if tensor.numel() == 0 or tensor.device.type == "meta":
+        return
+    row_start = np.full(1, offset, dtype=np.int64)
+    first = 0
+    for size in sizes:
+        row_start = (row_start[:, None] + np.array(starts[first:first + size], dtype=np.int64)[None, :]).reshape(-1)
+        first += size
+    addresses = tensor.data_ptr() + np.arange(rows, dtype=np.int64) * (run * tensor.element_size())
+    _launch(tensor.dtype, tensor.device, seed, addresses, np.full(rows, run, dtype=np.int64),
+            np.full(rows, stream, dtype=np.int64), row_start, np.zeros(rows, dtype=np.int64), constants, block)
+
+
+if triton is not None:
+
+    @torch.library.custom_op(GROUPED_OP_NAME, mutates_args={"tensors"})
+    def _grouped_op(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
+                    transform: list[float]) -> None:
+        """Registered body of ``torch.ops.tinit.trunc_normal_grouped_triton_`` (schema of ``tinit::trunc_normal_grouped_``)."""
+        _fill_grouped(tensors, seed, streams, offsets, transform, None)
+
+    @_grouped_op.register_fake
+    def _grouped_fake(tensors, seed, streams, offsets, transform) -> None:
+        return None  # mutation only: no output to describe
+
+    @torch.library.custom_op(RUNS_OP_NAME, mutates_args={"tensor"})
+    def _runs_op(tensor: torch.Tensor, seed: int, stream: int, offset: int, run: int, outer_sizes: list[int],
+                 outer_starts: list[int], transform: list[float]) -> None:
+        """Registered body of ``torch.ops.tinit.trunc_normal_runs_triton_`` (schema of ``tinit::trunc_normal_runs_``)."""
+        _fill_runs(tensor, seed, stream, offset, run, outer_sizes, outer_starts, transform, None)
+
+    @_runs_op.register_fake
+    def _runs_fake(tensor, seed, stream, offset, run, outer_sizes, outer_starts, transform) -> None:
+        return None
+
+
+def trunc_normal_grouped_(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
+                          packed: list[tuple], *, block: int | None = None) -> None:
+    """Fill many contiguous tensors in place, one launch per dtype, as ``trunc_normal_triton_`` fills each.
+
+    Tensor t takes stream indices offsets[t] + [0, numel) of (seed,
+    streams[t]) and the transform of packed[t]: the values of
+    ``trunc_normal_triton_(tensors[t], seed, streams[t], offsets[t], packed[t])``
+    and of the CPU op ``tinit::trunc_normal_grouped_``, bit for bit, however
+    the list is batched. Bounds are absolute (tensor units).
+
+    Args:
+        tensors: contiguous fp32, bf16 or fp16 tensors (dtypes may be mixed),
+            all on one GPU (or the CPU under ``TRITON_INTERPRET=1``), written
+            in place; 0-element tensors are skipped, meta tensors are a no-op.
+            Overlapping tensors are written in no defined order.
+        seed: unsigned 64-bit Philox key, 0 <= seed < 2**64, shared by all.
+        streams: one unsigned 64-bit stream id per tensor.
+        offsets: stream index of each tensor's element 0; offset + numel <= 2**63.
+        packed: one tuple of 14 constants per tensor,
+            ``tinit.params.transform_constants(mean, std, a, b, tensor.dtype)``.
+        block: counter blocks per program (a power of two; 4 block
+            elements); None picks one from the largest tensor and goes
+            through the registered op. The values do not depend on it.
+
+    Returns:
+        None.
+
+    Raises:
+        ImportError: triton is not installed (or torch lacks triton_op).
+        TypeError: a non-tensor, a dtype this backend does not fill (fp64), or a non-int id.
+        ValueError: list lengths differ, a non-contiguous tensor, tensors on
+            different devices, a CPU tensor outside the interpreter, a seed,
+            stream or offset out of range, or malformed constants. Every
+            check runs before anything is written.
+    """
+    _require_triton()
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"tensors must be a list of tensors, got {type(tensors).__name__}")
+    if len(packed) != len(tensors):
+        raise ValueError(f"expected one constants tuple per tensor, got {len(packed)} for {len(tensors)} tensors")
+    seed64 = as_int64(_check_int("seed", seed, 0, 2**64))
+    streams64 = [as_int64(_check_int(f"streams[{t}]", s, 0, 2**64)) for t, s in enumerate(streams)]
+    transform = []
+    for t, constants in enumerate(packed):
+        if len(constants) != _PARAM_COUNT:
+            raise ValueError(f"packed[{t}]: expected {_PARAM_COUNT} transform constants, got {len(constants)}")
+        transform.extend(float(c) for c in constants)
+    if block is not None:
+        _check_block(block)
+        _fill_grouped(list(tensors), seed64, streams64, list(offsets), transform, block)
+    elif tensors:
+        torch.ops.tinit.trunc_normal_grouped_triton_(list(tensors), seed64, streams64, list(offsets), transform)
+
+
+def trunc_normal_runs_(tensor: torch.Tensor, seed: int, stream: int, runs, packed: tuple, *,
+                       block: int | None = None) -> None:
+    """Fill contiguous ``tensor`` laid out as ``runs`` in one launch (one table entry per row).
+
+    Local element j (row-major) takes stream index ``runs.base + (start of
+    row j // runs.run) + j % runs.run`` (``tinit.sharding.StreamRuns``), the
+    value the CPU op ``tinit::trunc_normal_runs_`` gives it, bit for bit.
+
+    Args:
+        tensor: contiguous fp32, bf16 or fp16 tensor of ``runs.rows * runs.run``
+            elements on a GPU (or the CPU under ``TRITON_INTERPRET=1``), written in place.
+        seed: unsigned 64-bit Philox key.
+        stream: unsigned 64-bit stream id.
+        runs: a ``tinit.sharding.StreamRuns`` (e.g. ``ShardLayout.runs(offset)``).
+        packed: the 14 constants of ``tinit.params.transform_constants``.
+        block: counter blocks per program (a power of two); None picks one
+            from the run length and goes through the registered op.
+
+    Returns:
+        None.
+
+    Raises:
+        ImportError: triton is not installed (or torch lacks triton_op).
+        TypeError: a dtype this backend does not fill (fp64), or non-int ids.
+        ValueError: a non-contiguous tensor, a size that does not match
+            ``runs``, a CPU tensor outside the interpreter, stream indices
+            outside [0, 2**63], or malformed constants; all checked before
+            anything is written.
+    """
+    _require_triton()
+    seed64 = as_int64(_check_int("seed", seed, 0, 2**64))
+    stream64 = as_int64(_check_int("stream", stream, 0, 2**64))
+    if len(packed) != _PARAM_COUNT:
+        raise ValueError(f"expected {_PARAM_COUNT} transform constants, got {len(packed)}")
+    args = (tensor, seed64, stream64, runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts),
+            [float(c) for c in packed])
+    if block is not None:
+        _check_block(block)
+        _fill_runs(*args, block)
+    else:
+        torch.ops.tinit.trunc_normal_runs_triton_(*args)
