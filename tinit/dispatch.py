@@ -10,7 +10,9 @@ backend's reason when none fits. All backends compute the same stream
 Backends:
     cuda    the native extension's CUDA kernels (csrc/cuda/), CUDA tensors
     triton  the Triton kernel (tinit.triton_kernels.trunc_normal), CUDA
-            tensors, or CPU tensors under TRITON_INTERPRET=1; no float64
+            tensors, or CPU tensors under TRITON_INTERPRET=1; no float64.
+            Shards split along an inner dim and grouped fills take one launch
+            (per dtype) of tinit.triton_kernels.trunc_normal_grouped
     cpu     the native extension's CPU kernels (csrc/cpu/), CPU tensors
     torch   the pure-torch reference (tinit.reference), any device; slow,
             allocates fp64 temporaries of the tensor's size
@@ -35,6 +37,7 @@ CUDA_BUILD_HINT = (
     "`TINIT_FORCE_CUDA=1 pip install --no-build-isolation --no-deps -e .` from the tinit checkout"
 )
 TRITON_MODULE = "tinit.triton_kernels.trunc_normal"
+TRITON_GROUPED_MODULE = "tinit.triton_kernels.trunc_normal_grouped"
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,11 @@ class Backend:
             ``tinit.sharding.StreamRuns``: a shard split along an inner dim)
             in one call; None when the backend has no such kernel, and
             ``fill_shard`` fills run by run.
+        fill_grouped: ``fill_grouped(tensors, seed, streams, offsets, packed)``
+            writes many contiguous tensors of this backend's dtypes on one
+            device (tensor t from stream streams[t] at offsets[t] with the
+            constants packed[t]) as ``fill`` would one by one, in a few
+            launches; None when the backend has no such kernel.
     """
 
     name: str
@@ -68,6 +76,7 @@ class Backend:
     tensor_reason: Callable[[torch.Tensor], str | None] = field(default=lambda tensor: None)
     summary: str = ""
     fill_runs: Callable | None = None
+    fill_grouped: Callable | None = None
 
     def fill_shard(self, tensor: torch.Tensor, seed: int, stream: int, runs, constants: tuple) -> None:
         """Write contiguous ``tensor`` from the stream indices ``runs`` gives it (``tinit.sharding.StreamRuns``).
@@ -160,12 +169,44 @@ def _triton_fill(tensor: torch.Tensor, seed: int, stream: int, offset: int, cons
     module.trunc_normal_triton_(tensor, seed, stream, offset, constants)
 
 
+def _triton_grouped_module():
+    """The grouped Triton kernel's module, in the mode (compiled or interpreted) of the single-tensor one.
+
+    Raises:
+        RuntimeError: it or triton does not import.
+    """
+    module, reason = _triton_module()
+    if module is not None:
+        try:
+            grouped = importlib.import_module(TRITON_GROUPED_MODULE)
+            # Tests reload the single-tensor module to switch TRITON_INTERPRET;
+            # the grouped kernel inlines its helpers, so it must follow.
+            if grouped.interpreted() != module.interpreted():
+                grouped = importlib.reload(grouped)
+            return grouped
+        except Exception as exc:  # noqa: BLE001  reported as the backend's reason
+            reason = f"{TRITON_GROUPED_MODULE} does not import ({type(exc).__name__}: {exc})"
+    raise RuntimeError(f"tinit backend 'triton' cannot fill shards or groups: {reason}")
+
+
+def _triton_fill_runs(tensor: torch.Tensor, seed: int, stream: int, runs, constants: tuple) -> None:
+    """Every row run of an inner-dim shard in one launch (the grouped kernel, one entry per row)."""
+    _triton_grouped_module().trunc_normal_runs_(tensor, seed, stream, runs, constants)
+
+
+def _triton_fill_grouped(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
+                         packed: list[tuple]) -> None:
+    """Many tensors on one device in one launch per dtype (``trunc_normal_grouped.trunc_normal_grouped_``)."""
+    _triton_grouped_module().trunc_normal_grouped_(tensors, seed, streams, offsets, packed)
+
+
 BACKENDS: dict[str, Backend] = {
     "cuda": Backend("cuda", ops.trunc_normal_native, ("cuda",), SUPPORTED_DTYPES, _cuda_install_reason,
                     summary="native CUDA kernels (csrc/cuda/)"),
     "triton": Backend("triton", _triton_fill, ("cuda", "cpu"),
                       tuple(d for d in SUPPORTED_DTYPES if d != torch.float64), _triton_install_reason,
-                      _triton_tensor_reason, summary=f"Triton kernel ({TRITON_MODULE}); CPU only when interpreted"),
+                      _triton_tensor_reason, summary=f"Triton kernel ({TRITON_MODULE}); CPU only when interpreted",
+                      fill_runs=_triton_fill_runs, fill_grouped=_triton_fill_grouped),
     "cpu": Backend("cpu", ops.trunc_normal_native, ("cpu",), SUPPORTED_DTYPES, _native_reason,
                    summary="native CPU kernels (csrc/cpu/), SIMD Philox, OpenMP",
                    fill_runs=ops.trunc_normal_runs_native),

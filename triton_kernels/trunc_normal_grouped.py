@@ -192,10 +192,11 @@ if triton is not None:
 def _require_consistent() -> None:
     """The kernel and the helpers it inlines must come from the same mode (compiled or interpreted)."""
     _require_triton()
-    if type(_grouped_kernel) is not type(_stream_words_at):
+    # trunc_normal.py reloaded in the other mode since this module was imported (tests switch modes).
+    if type(_grouped_kernel) is not type(_tn._stream_words_at):
         raise RuntimeError(
             "tinit.triton_kernels.trunc_normal_grouped was imported in a different TRITON_INTERPRET mode "
-            "than the helpers it uses: reload tinit.triton_kernels.trunc_normal, then this module")
+            "than tinit.triton_kernels.trunc_normal now has: reload it (importlib.reload) after that module")
 
 
 def _check_int(name: str, value, low: int, high: int) -> int:
