@@ -1,0 +1,331 @@
+// Grouped CUDA kernels: many outputs (a model's tensors, or the rows of an
+// inner-dim shard) in one launch per output kind, as NVIDIA apex's
+// multi_tensor_apply does, but with a table that stays O(entries) however
+// large the tensors are (apex's per-block table is O(elements)).
+//
+// Table (one host-packed buffer, copied to the device before the launch):
+//   entries[n]     GroupEntry: output pointer, numel, stream, offset, index
+//                  of its constants, whether its units take vector stores
+//   chunk_end[n]   inclusive prefix sums of the entries' chunk counts
+//   params[m]      TruncNormalParams<T>, converted once on the host
+// Each entry's units (Philox blocks, trunc_normal_device.cuh) are cut into
+// chunks of kChunkUnits. Warp w of CUDA block b takes chunks
+// c = b * kWarps + w, c + grid * kWarps, ...; it finds c's entry by binary
+// search over chunk_end and its lanes walk the chunk's units with stride
+// kLanes (consecutive lanes, consecutive vector stores). A warp, not a CUDA
+// block, per chunk keeps a model's many small tensors from idling most of a
+// block. The transform mode is switched per chunk (warp-uniform) and the
+// dtype is the kernel's template parameter, so one launch serves every mode.
+// A unit's values are those of trunc_normal_kernel.cu for the same element:
+// the same block_values/store_values, fed from the element's stream index,
+// never from the chunk, the grid or the batching.
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "trunc_normal_device.cuh"
+#include "trunc_normal_grouped_kernel.h"
+
+namespace tinit {
+namespace cuda {
+namespace {
+
+constexpr int kLanes = 32;
+constexpr int kWarps = kThreads / kLanes;
+constexpr int64_t kChunkUnits = kLanes * 8;  // 1024 elements: a search per 8 units a lane
+constexpr int64_t kMaxGrid = 0x7fffffff;     // gridDim.x limit; the chunk loop strides past it
+constexpr size_t kSectionAlign = 64;
+
+struct GroupEntry {
+  void* out;
+  int64_t numel;
+  uint64_t stream;
+  uint64_t offset;
+  int32_t params;
+  int32_t vec_ok;
+};
+
+// The table as the kernels read it (device pointers there, host pointers in
+// the emulation harness).
+struct GroupView {
+  const GroupEntry* entries;
+  const int64_t* chunk_end;
+  const void* params;
+  int64_t n;
+  int64_t chunks;
+};
+
+size_t round_up(size_t bytes) { return (bytes + kSectionAlign - 1) / kSectionAlign * kSectionAlign; }
+
+bool valid_kind(TinitGroupKind kind) {
+  return static_cast<int>(kind) >= 0 && static_cast<int>(kind) < TINIT_GROUP_KINDS;
+}
+
+size_t params_size(TinitGroupKind kind) {
+  switch (kind) {
+    case TINIT_GROUP_FLOAT64:
+      return sizeof(TruncNormalParams<double>);
+    case TINIT_GROUP_WORDS:
+      return 0;
+    default:
+      return sizeof(TruncNormalParams<float>);
+  }
+}
+
+// Byte offsets of the sections after entries (at 0), and the total.
+struct Sections {
+  size_t chunk_end, params, bytes;
+};
+
+bool sections(TinitGroupKind kind, int64_t n, int64_t m, Sections* s) {
+  // 2^40 entries would already be terabytes of table: refuse before overflow.
+  if (!valid_kind(kind) || n < 0 || m < 0 || n > (int64_t{1} << 40) || m > INT32_MAX) return false;
+  s->chunk_end = round_up(static_cast<size_t>(n) * sizeof(GroupEntry));
+  s->params = s->chunk_end + round_up(static_cast<size_t>(n) * sizeof(int64_t));
+  s->bytes = s->params + round_up(static_cast<size_t>(m) * params_size(kind));
+  return true;
+}
+
+GroupView view_of(const void* table, const Sections& s, int64_t n, int64_t chunks) {
+  const auto* base = static_cast<const char*>(table);
+  return {reinterpret_cast<const GroupEntry*>(base),
+          reinterpret_cast<const int64_t*>(base + s.chunk_end), base + s.params, n, chunks};
+}
+
+// The entry chunk c belongs to: the first e with chunk_end[e] > c (entries
+// without chunks repeat their predecessor's end and are never chosen).
+TINIT_HD int64_t entry_of(const int64_t* chunk_end, int64_t n, int64_t c) {
+  int64_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (chunk_end[mid] > c) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+// Chunk c's entry and its units [*g0, *g1) of that entry.
+TINIT_HD const GroupEntry& chunk_span(const GroupView& t, int64_t c, int64_t* g0, int64_t* g1) {
+  const int64_t e = entry_of(t.chunk_end, t.n, c);
+  const GroupEntry& entry = t.entries[e];
+  const int64_t first = e == 0 ? 0 : t.chunk_end[e - 1];
+  const int64_t units = block_count(entry.numel, entry.offset);
+  *g0 = (c - first) * kChunkUnits;
+  *g1 = *g0 + kChunkUnits < units ? *g0 + kChunkUnits : units;
+  return entry;
+}
+
+template <typename out_t>
+TINIT_HD void values_chunk(const GroupView& t, uint64_t seed, int64_t c, int lane) {
+  using T = typename Out<out_t>::T;
+  int64_t g0, g1;
+  const GroupEntry& e = chunk_span(t, c, &g0, &g1);
+  const TruncNormalParams<T> P = static_cast<const TruncNormalParams<T>*>(t.params)[e.params];
+  auto* out = static_cast<out_t*>(e.out);
+  const bool vec = e.vec_ok != 0;
+  switch (P.mode) {
+    case kTwoSided:
+      fill_blocks<out_t, kTwoSided>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
+                                    g0 + lane, g1, kLanes);
+      break;
+    case kTail:
+      fill_blocks<out_t, kTail>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
+                                g0 + lane, g1, kLanes);
+      break;
+    case kTwoSidedFar:
+      fill_blocks<out_t, kTwoSidedFar>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
+                                       g0 + lane, g1, kLanes);
+      break;
+    default:  // kCentral: the pack refuses any other mode
+      fill_blocks<out_t, kCentral>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
+                                   g0 + lane, g1, kLanes);
+      break;
+  }
+}
+
+TINIT_HD void words_chunk(const GroupView& t, uint64_t seed, int64_t c, int lane) {
+  int64_t g0, g1;
+  const GroupEntry& e = chunk_span(t, c, &g0, &g1);
+  philox_fill_blocks(static_cast<uint32_t*>(e.out), e.numel, seed, e.stream, e.offset,
+                     e.vec_ok != 0, g0 + lane, g1, kLanes);
+}
+
+// What thread `thread` of CUDA block `block` in a grid of `grid` blocks
+// writes: out_t values, or the raw words for out_t = uint32_t. The kernels
+// are this and nothing else, so the host harness runs exactly their code.
+template <typename out_t>
+TINIT_HD void grouped_thread(const GroupView& t, uint64_t seed, int64_t block, int thread,
+                             int64_t grid) {
+  const int lane = thread % kLanes;
+  for (int64_t c = block * kWarps + thread / kLanes; c < t.chunks; c += grid * kWarps) {
+    if constexpr (std::is_same<out_t, uint32_t>::value) {
+      words_chunk(t, seed, c, lane);
+    } else {
+      values_chunk<out_t>(t, seed, c, lane);
+    }
+  }
+}
+
+template <typename out_t>
+__global__ void __launch_bounds__(kThreads) grouped_kernel(const GroupView t, uint64_t seed) {
+  grouped_thread<out_t>(t, seed, blockIdx.x, threadIdx.x, gridDim.x);
+}
+
+template <typename out_t>
+cudaError_t pack_entries(GroupEntry* dst, int64_t* chunk_end, const TinitGroupEntry* src,
+                         int64_t n, int64_t m, bool values) {
+  int64_t chunks = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const TinitGroupEntry& e = src[i];
+    if (!valid_range(e.data, e.numel, e.offset)) return cudaErrorInvalidValue;
+    if (values && (e.params_index < 0 || e.params_index >= m)) return cudaErrorInvalidValue;
+    auto* out = static_cast<out_t*>(e.data);
+    dst[i] = {e.data, e.numel, e.stream, e.offset,
+              values ? static_cast<int32_t>(e.params_index) : 0,
+              vector_ok(out, e.offset) ? 1 : 0};
+    chunks += (block_count(e.numel, e.offset) + kChunkUnits - 1) / kChunkUnits;
+    chunk_end[i] = chunks;
+  }
+  return cudaSuccess;
+}
+
+template <typename T>
+cudaError_t pack_params(void* dst, const TinitTransformParams* src, int64_t m) {
+  for (int64_t i = 0; i < m; ++i) {
+    const double mode = src[i].packed[0];
+    if (!(mode == kTwoSided || mode == kTail || mode == kTwoSidedFar || mode == kCentral)) {
+      return cudaErrorInvalidValue;
+    }
+    const TruncNormalParams<T> p = TruncNormalParams<T>::from_packed(src[i].packed);
+    std::memcpy(static_cast<char*>(dst) + i * sizeof(p), &p, sizeof(p));
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace tinit
+
+extern "C" size_t tinit_grouped_table_bytes(TinitGroupKind kind, int64_t entries,
+                                            int64_t params) {
+  tinit::cuda::Sections s;
+  return tinit::cuda::sections(kind, entries, params, &s) ? s.bytes : 0;
+}
+
+extern "C" cudaError_t tinit_grouped_pack(void* table, TinitGroupKind kind,
+                                          const TinitGroupEntry* entries, int64_t n_entries,
+                                          const TinitTransformParams* params,
+                                          int64_t n_params, int64_t* chunks) {
+  using namespace tinit::cuda;
+  Sections s;
+  if (!sections(kind, n_entries, n_params, &s) || table == nullptr || chunks == nullptr ||
+      reinterpret_cast<uintptr_t>(table) % 8 != 0 || (n_entries > 0 && entries == nullptr) ||
+      (kind != TINIT_GROUP_WORDS && n_params > 0 && params == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  auto* base = static_cast<char*>(table);
+  auto* dst = reinterpret_cast<GroupEntry*>(base);
+  auto* chunk_end = reinterpret_cast<int64_t*>(base + s.chunk_end);
+  cudaError_t err = cudaSuccess;
+  switch (kind) {
+    case TINIT_GROUP_FLOAT32:
+      err = pack_entries<float>(dst, chunk_end, entries, n_entries, n_params, true);
+      if (err == cudaSuccess) err = pack_params<float>(base + s.params, params, n_params);
+      break;
+    case TINIT_GROUP_FLOAT64:
+      err = pack_entries<double>(dst, chunk_end, entries, n_entries, n_params, true);
+      if (err == cudaSuccess) err = pack_params<double>(base + s.params, params, n_params);
+      break;
+    case TINIT_GROUP_BFLOAT16:
+      err = pack_entries<__nv_bfloat16>(dst, chunk_end, entries, n_entries, n_params, true);
+      if (err == cudaSuccess) err = pack_params<float>(base + s.params, params, n_params);
+      break;
+    case TINIT_GROUP_FLOAT16:
+      err = pack_entries<__half>(dst, chunk_end, entries, n_entries, n_params, true);
+      if (err == cudaSuccess) err = pack_params<float>(base + s.params, params, n_params);
+      break;
+    case TINIT_GROUP_WORDS:
+      err = pack_entries<uint32_t>(dst, chunk_end, entries, n_entries, 0, false);
+      break;
+  }
+  if (err == cudaSuccess) *chunks = n_entries > 0 ? chunk_end[n_entries - 1] : 0;
+  return err;
+}
+
+extern "C" cudaError_t tinit_grouped_cuda(const void* device_table, TinitGroupKind kind,
+                                          int64_t n_entries, int64_t n_params, int64_t chunks,
+                                          uint64_t seed, cudaStream_t cuda_stream) {
+  using namespace tinit::cuda;
+  Sections s;
+  if (!sections(kind, n_entries, n_params, &s) || chunks < 0 || (chunks > 0 && n_entries == 0)) {
+    return cudaErrorInvalidValue;
+  }
+  if (chunks == 0) return cudaSuccess;
+  if (device_table == nullptr || reinterpret_cast<uintptr_t>(device_table) % 8 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  const GroupView t = view_of(device_table, s, n_entries, chunks);
+  const int64_t needed = (chunks + kWarps - 1) / kWarps;
+  const auto grid = static_cast<unsigned>(needed < kMaxGrid ? needed : kMaxGrid);
+  switch (kind) {
+    case TINIT_GROUP_FLOAT32:
+      grouped_kernel<float><<<grid, kThreads, 0, cuda_stream>>>(t, seed);
+      break;
+    case TINIT_GROUP_FLOAT64:
+      grouped_kernel<double><<<grid, kThreads, 0, cuda_stream>>>(t, seed);
+      break;
+    case TINIT_GROUP_BFLOAT16:
+      grouped_kernel<__nv_bfloat16><<<grid, kThreads, 0, cuda_stream>>>(t, seed);
+      break;
+    case TINIT_GROUP_FLOAT16:
+      grouped_kernel<__half><<<grid, kThreads, 0, cuda_stream>>>(t, seed);
+      break;
+    case TINIT_GROUP_WORDS:
+      grouped_kernel<uint32_t><<<grid, kThreads, 0, cuda_stream>>>(t, seed);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t tinit_runs_entries(TinitGroupEntry* entries, int64_t rows, void* data,
+                                          size_t elem_size, uint64_t stream, uint64_t offset,
+                                          int64_t run, const int64_t* outer_sizes, int64_t dims,
+                                          const int64_t* outer_starts, int64_t params_index) {
+  constexpr uint64_t kMaxIndex = uint64_t{1} << 63;
+  if (run < 1 || dims < 0 || rows < 0 || offset >= kMaxIndex || elem_size == 0 ||
+      (rows > 0 && (entries == nullptr || data == nullptr)) ||
+      (dims > 0 && (outer_sizes == nullptr || outer_starts == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  int64_t product = 1;
+  std::vector<int64_t> first(static_cast<size_t>(dims));  // dim k's block in outer_starts
+  for (int64_t k = 0, at = 0; k < dims; ++k) {
+    const int64_t size = outer_sizes[k];
+    if (size < 1 || product > INT64_MAX / size) return cudaErrorInvalidValue;
+    product *= size;
+    first[k] = at;
+    at += size;
+  }
+  if (product != rows) return cudaErrorInvalidValue;
+  // Odometer over (i_0, ...), last dim fastest: row r's indices, row-major.
+  std::vector<int64_t> index(static_cast<size_t>(dims), 0);
+  auto* bytes = static_cast<char*>(data);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint64_t start = offset;
+    for (int64_t k = 0; k < dims; ++k) {
+      const int64_t add = outer_starts[first[k] + index[k]];
+      // Both terms stay below 2^63, so the sum cannot wrap before the check.
+      if (add < 0 || (start += static_cast<uint64_t>(add)) >= kMaxIndex) {
+        return cudaErrorInvalidValue;
+      }
+    }
+    entries[r] = {bytes + static_cast<size_t>(r) * static_cast<size_t>(run) * elem_size, run,
+                  stream, start, params_index};
+    for (int64_t k = dims - 1; k >= 0 && ++index[k] == outer_sizes[k]; --k) index[k] = 0;
+  }
+  return cudaSuccess;
+}
