@@ -121,7 +121,9 @@ def _extensions():
             "--fmad=false",
         ]
         ext = CUDAExtension(
-            sources=sources + ["csrc/cuda/trunc_normal.cpp", "csrc/cuda/trunc_normal_kernel.cu"],
+            sources=sources + [f"csrc/cuda/{name}" for name in (
+                "trunc_normal.cpp", "trunc_normal_kernel.cu",
+                "trunc_normal_grouped.cpp", "trunc_normal_grouped_kernel.cu")],
             extra_compile_args={"cxx": cxx, "nvcc": nvcc},
             **kwargs,
         )

@@ -10,51 +10,23 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "binding_checks.h"
 #include "trunc_normal_kernel.h"
 
 namespace tinit {
 namespace {
 
-void check_target(const at::Tensor& self, const char* op) {
-  TORCH_CHECK(self.is_cuda(), op, ": expected a CUDA tensor, got ", self.device());
-  TORCH_CHECK(self.is_contiguous(), op,
-              ": expected a contiguous tensor (tinit.ops copies views)");
-}
-
-void check_offset(int64_t offset, int64_t numel, const char* op) {
-  TORCH_CHECK(offset >= 0, op, ": offset must be >= 0");
-  TORCH_CHECK(numel <= INT64_MAX - offset, op, ": offset + numel must not exceed 2^63 - 1");
-}
-
-TinitDtype dtype_of(const at::Tensor& self) {
-  switch (self.scalar_type()) {
-    case at::kFloat:
-      return TINIT_FLOAT32;
-    case at::kDouble:
-      return TINIT_FLOAT64;
-    case at::kBFloat16:
-      return TINIT_BFLOAT16;
-    case at::kHalf:
-      return TINIT_FLOAT16;
-    default:
-      break;
-  }
-  TORCH_CHECK(false, "tinit::trunc_normal_: unsupported dtype ", self.scalar_type(),
-              " (expected float32, float64, bfloat16 or float16)");
-  return TINIT_FLOAT32;
-}
+using cuda::check_offset;
+using cuda::check_target;
+using cuda::check_transform;
+using cuda::dtype_of;
 
 void fill(at::Tensor& self, int64_t seed, int64_t stream, int64_t offset,
           at::ArrayRef<double> transform, unsigned flags, const char* op) {
   check_target(self, op);
-  TORCH_CHECK(static_cast<int64_t>(transform.size()) == TINIT_PARAM_COUNT, op, ": expected ",
-              TINIT_PARAM_COUNT, " transform constants (tinit/params.py), got ",
-              transform.size());
+  check_transform(transform, op);
   check_offset(offset, self.numel(), op);
-  const double mode = transform[0];
-  TORCH_CHECK(mode == 0.0 || mode == 1.0 || mode == 2.0 || mode == 3.0, op,
-              ": transform mode must be 0..3 (tinit/params.py), got ", mode);
-  const TinitDtype dtype = dtype_of(self);
+  const TinitDtype dtype = dtype_of(self, op);
   if (self.numel() == 0) return;
   TinitTransformParams params;
   std::copy(transform.begin(), transform.end(), params.packed);
