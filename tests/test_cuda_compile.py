@@ -1,14 +1,24 @@
 """The CUDA kernels build with the nvcc on PATH, without a GPU or a CUDA torch.
 
-- csrc/cuda/trunc_normal_kernel.cu compiles for sm_90 and sm_80 (one nvcc call,
-  the flags of the extension build: --fmad=false, -O3, torch's defines).
-- The launcher header is plain C.
+- csrc/cuda/trunc_normal_kernel.cu and trunc_normal_grouped_kernel.cu compile
+  for sm_90 and sm_80 (one nvcc call each, the flags of the extension build:
+  --fmad=false, -O3, torch's defines).
+- The launcher headers are plain C.
 - The kernel's per-thread code (fill_blocks / philox_fill_blocks), run on the
   host by tests/cuda_host_harness.cu as an emulated grid-stride launch, writes
   exactly what the CPU op writes: every offset % 4, edge blocks, misaligned
   outputs (scalar stores), the raw words past a 2^32-block boundary, and
-  nothing outside the tensor. The device arithmetic itself needs a GPU
-  (tests/test_gpu.py).
+  nothing outside the tensor.
+- The grouped kernels' per-thread code, run on the host by
+  tests/cuda_grouped_host_harness.cu over a table built by the binding's own
+  GroupPlan, writes exactly what the CPU trunc_normal_grouped_ (mixed dtypes,
+  every mode, odd sizes and offsets, misaligned outputs, several emulated
+  grids), trunc_normal_runs_ and philox_runs_ (shard layouts from
+  tinit.sharding) write, and nothing outside the outputs; the table's size
+  does not grow with the element count; the pack refuses a bad mode or
+  stream range.
+
+The device arithmetic itself needs a GPU (tests/test_gpu.py).
 
 Skipped, saying so, only where no nvcc exists.
 """
@@ -32,6 +42,8 @@ from tinit.params import transform_constants
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "csrc" / "cuda" / "trunc_normal_kernel.cu"
 HEADER = ROOT / "csrc" / "cuda" / "trunc_normal_kernel.h"
+GROUPED_KERNEL = ROOT / "csrc" / "cuda" / "trunc_normal_grouped_kernel.cu"
+GROUPED_HEADER = ROOT / "csrc" / "cuda" / "trunc_normal_grouped_kernel.h"
 HARNESS = ROOT / "tests" / "cuda_host_harness.cu"
 NVCC = shutil.which("nvcc")
 # The defines torch.utils.cpp_extension adds to every nvcc call of the extension.
@@ -66,24 +78,30 @@ def _cuda_include() -> Path:
     pytest.skip(f"no include/cuda_runtime_api.h beside {NVCC}")
 
 
-def test_kernel_compiles_for_sm90_and_sm80(tmp_path):
-    obj = tmp_path / "trunc_normal_kernel.o"
-    _run([NVCC, "-c", str(KERNEL), "-o", str(obj), *COMMON, *TORCH_NVCC_DEFINES,
+@pytest.mark.parametrize("kernel", [KERNEL, GROUPED_KERNEL], ids=lambda k: k.stem)
+def test_kernel_compiles_for_sm90_and_sm80(tmp_path, kernel):
+    obj = tmp_path / f"{kernel.stem}.o"
+    _run([NVCC, "-c", str(kernel), "-o", str(obj), *COMMON, *TORCH_NVCC_DEFINES,
           "-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_80,code=sm_80"],
-         "nvcc -c trunc_normal_kernel.cu for sm_90 and sm_80")
+         f"nvcc -c {kernel.name} for sm_90 and sm_80")
     assert obj.stat().st_size > 0
 
 
-def test_launcher_header_is_plain_c(tmp_path):
+@pytest.mark.parametrize("header,use", [
+    pytest.param(HEADER, "TinitTransformParams p = {{0}}; (void)p;"
+                 " return TINIT_FLOAT32 + (int)TINIT_FLAG_COMPUTE_ONLY - 1;", id="trunc_normal_kernel.h"),
+    pytest.param(GROUPED_HEADER, "TinitGroupEntry e = {0}; (void)e; (void)&tinit_grouped_pack;"
+                 " return (int)tinit_grouped_table_bytes(TINIT_GROUP_WORDS, 0, 0) + TINIT_GROUP_KINDS - 5;",
+                 id="trunc_normal_grouped_kernel.h"),
+])
+def test_launcher_header_is_plain_c(tmp_path, header, use):
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler on PATH")
     source = tmp_path / "use_header.c"
-    source.write_text('#include "trunc_normal_kernel.h"\n'
-                      "int main(void) { TinitTransformParams p = {{0}}; (void)p;"
-                      " return TINIT_FLOAT32 + (int)TINIT_FLAG_COMPUTE_ONLY - 1; }\n")
-    _run([cc, "-std=c99", "-Wall", "-Werror", "-fsyntax-only", "-I", str(HEADER.parent),
-          "-I", str(_cuda_include()), str(source)], "cc -std=c99 on trunc_normal_kernel.h")
+    source.write_text(f'#include "{header.name}"\nint main(void) {{ {use} }}\n')
+    _run([cc, "-std=c99", "-Wall", "-Werror", "-fsyntax-only", "-I", str(header.parent),
+          "-I", str(_cuda_include()), str(source)], f"cc -std=c99 on {header.name}")
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +198,156 @@ def test_host_run_compute_only_stores_nothing(harness):
     constants = transform_constants(*WINDOWS["central"], torch.float32)
     got = _harness_run(harness, "compute", 0, 1000, 1, 2, 3, 0, threads=4, constants=constants)
     assert got == bytes([0xA5]) * 4000, "compute-only changed the output"
+
+
+# ---- grouped kernels (tests/cuda_grouped_host_harness.cu) ----
+
+WORDS_KIND = 4
+# Windows that reach every transform mode (tinit/params.py): float-compute
+# dtypes get modes 0, 1, 2 and 3 from these; float64 gets 0, 1 and 2 (its
+# central window is two-sided).
+MODE_WINDOWS = [
+    (0.0, 1.0, -4.0, 4.0),        # two-sided
+    (0.0, 1.0, -math.inf, -40.0),  # one-sided tail
+    (0.0, 1.0, 8.0, 100.0),       # far two-sided
+    (1.0, 2.0, 3.0, 5.0),         # central
+]
+# (numel, offset): every offset % 4, one offset past 2^34 and one range across it.
+GROUP_SIZES = [(0, 5), (1, 3), (3, 2), (4, 1), (5, 0), (4097, 2**34 + 3), (10**5, 2**34 - 4099)]
+GROUP_SEED = 2**63 + 12345
+
+
+@pytest.fixture(scope="module")
+def grouped_harness(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("grouped_harness") / "cuda_grouped_host_harness"
+    _run([NVCC, str(ROOT / "tests" / "cuda_grouped_host_harness.cu"), "-o", str(exe), *COMMON,
+          "-I", str(KERNEL.parent), "-arch=sm_90", "-Xcompiler", "-ffp-contract=off"],
+         "nvcc cuda_grouped_host_harness.cu")
+    return exe
+
+
+def _grouped_run(exe: Path, records: list[str], grid: int, seed: int = GROUP_SEED) -> tuple[bytes, dict]:
+    """Run the harness on records; return the outputs' bytes and its table_bytes / chunks report."""
+    spec = "\n".join([str(seed), *records]) + "\n"
+    proc = subprocess.run([str(exe), str(grid)], input=spec.encode(), check=False, capture_output=True,
+                          timeout=120)
+    what = {1: "a bad spec", 2: "a write outside an output", 3: "the pack refusing the table"}
+    assert proc.returncode == 0, f"grouped harness (grid {grid}): exit {proc.returncode}, " \
+                                 f"{what.get(proc.returncode, 'a crash')}"
+    words = proc.stderr.decode().split()
+    return proc.stdout, {words[i]: int(words[i + 1]) for i in range(0, len(words), 2)}
+
+
+def _numbers(values) -> str:
+    return " ".join(repr(float(v)) if isinstance(v, float) else str(int(v)) for v in values)
+
+
+def _tensor_record(kind: int, numel: int, stream: int, offset: int, shift: int, constants=()) -> str:
+    return f"T {kind} {numel} {stream} {offset} {shift} {_numbers(constants)}"
+
+
+def _runs_record(kind: int, numel: int, stream: int, runs, shift: int, constants=()) -> str:
+    return (f"R {kind} {numel} {stream} {runs.base} {shift} {runs.run} "
+            f"{len(runs.outer_sizes)} {_numbers(runs.outer_sizes)} "
+            f"{len(runs.outer_starts)} {_numbers(runs.outer_starts)} {_numbers(constants)}")
+
+
+def _split(got: bytes, tensors: list[torch.Tensor]) -> list[bytes]:
+    parts, at = [], 0
+    for t in tensors:
+        size = t.numel() * t.element_size()
+        parts.append(got[at:at + size])
+        at += size
+    assert at == len(got), f"harness wrote {len(got)} bytes, expected {at}"
+    return parts
+
+
+def _mixed_group():
+    """(tensors, streams, offsets, constants, shifts): mixed dtypes interleaved in one list."""
+    tensors, streams, offsets, constants, shifts = [], [], [], [], []
+    for i, (numel, offset) in enumerate(GROUP_SIZES):
+        for d, dtype in enumerate(DTYPE_CODES):
+            tensors.append(torch.empty(numel, dtype=dtype))
+            streams.append(2**33 + 7 * len(streams))
+            offsets.append(offset + 4 * d)  # keeps offset % 4 per size: every dtype sees all four
+            constants.append(transform_constants(*MODE_WINDOWS[(i + d) % 4], dtype))
+            shifts.append((3 * i + d) % 4)
+    return tensors, streams, offsets, constants, shifts
+
+
+@needs_native
+@pytest.mark.parametrize("grid", [pytest.param(0, id="launcher-grid"), pytest.param(1, id="grid1"),
+                                  pytest.param(3, id="grid3")])
+def test_grouped_host_run_matches_cpu_grouped_op(grouped_harness, grid):
+    tensors, streams, offsets, constants, shifts = _mixed_group()
+    assert {c[0] for c in constants} == {0.0, 1.0, 2.0, 3.0}, "the list must reach every transform mode"
+    records = [_tensor_record(DTYPE_CODES[t.dtype], t.numel(), s, o, sh, c)
+               for t, s, o, c, sh in zip(tensors, streams, offsets, constants, shifts)]
+    got, report = _grouped_run(grouped_harness, records, grid)
+    ops.trunc_normal_grouped_native(tensors, GROUP_SEED, streams, offsets, constants)
+    # The harness writes its outputs in record order, each kind's launch in turn.
+    for t, part, o, sh, c in zip(tensors, _split(got, tensors), offsets, shifts, constants):
+        _assert_same_bits(part, t, f"grouped host run (grid {grid}): {t.dtype} n={t.numel()} offset {o} "
+                                   f"shift {sh} mode {int(c[0])}")
+    assert report["chunks"] > 0
+
+
+@needs_native
+def test_grouped_table_does_not_grow_with_elements(grouped_harness):
+    constants = transform_constants(*MODE_WINDOWS[3], torch.float32)
+    small = _grouped_run(grouped_harness, [_tensor_record(0, 1, 1, 0, 0, constants)], grid=4)[1]
+    large = _grouped_run(grouped_harness, [_tensor_record(0, 2**20 + 3, 1, 1, 0, constants)], grid=4)[1]
+    assert small["table_bytes"] == large["table_bytes"], (small, large)
+    assert large["chunks"] == -(-(2**20 + 4) // 1024), large
+
+
+# Shard layouts: (global shape, local shape, shard offsets).
+RUNS_LAYOUTS = [
+    pytest.param((300, 70), (300, 34), (0, 18), id="shard1-of-2d"),
+    pytest.param((6, 40, 33), (6, 15, 33), (0, 8, 0), id="middle-dim-of-3d"),
+    pytest.param((4, 10, 12), (3, 5, 6), (1, 2, 3), id="block-of-3d-two-outer-dims"),
+]
+RUNS_KINDS = [pytest.param(dtype, id=name) for name, dtype in
+              (("f32", torch.float32), ("f64", torch.float64), ("bf16", torch.bfloat16),
+               ("f16", torch.float16), ("words", torch.int32))]
+
+
+@needs_native
+@pytest.mark.parametrize("dtype", RUNS_KINDS)
+@pytest.mark.parametrize("global_shape,local_shape,shard_offsets", RUNS_LAYOUTS)
+def test_runs_host_run_matches_cpu_runs_ops(grouped_harness, global_shape, local_shape, shard_offsets,
+                                            dtype):
+    from tinit.sharding import ShardLayout
+
+    layout = ShardLayout.from_offsets(global_shape, local_shape, shard_offsets)
+    stream = 2**62 + 9
+    records, tensors = [], []
+    for i, (offset, shift) in enumerate(((0, 0), (2**34 + 3, 1), (5, 3))):
+        runs = layout.runs(offset)
+        assert runs.outer_sizes, f"{layout.local_shape} of {global_shape} should be rows, not one range"
+        want = torch.empty(local_shape, dtype=dtype)
+        if dtype == torch.int32:
+            torch.ops.tinit.philox_runs_(want, GROUP_SEED - 2**64, ops.as_int64(stream), runs.base, runs.run,
+                                         list(runs.outer_sizes), list(runs.outer_starts))
+            records.append(_runs_record(WORDS_KIND, want.numel(), stream, runs, shift))
+        else:
+            constants = transform_constants(*MODE_WINDOWS[(i + 3) % 4], dtype)
+            ops.trunc_normal_runs_native(want, GROUP_SEED, stream, runs, constants)
+            records.append(_runs_record(DTYPE_CODES[dtype], want.numel(), stream, runs, shift, constants))
+        tensors.append(want)
+    got, _ = _grouped_run(grouped_harness, records, grid=2)
+    for i, (part, want) in enumerate(zip(_split(got, tensors), tensors)):
+        _assert_same_bits(part, want, f"runs host run, {dtype} {local_shape} of {global_shape} at "
+                                      f"{shard_offsets}, case {i}")
+
+
+@pytest.mark.parametrize("record", [
+    pytest.param(_tensor_record(0, 8, 1, 0, 0, (7.0,) + (0.0,) * 13), id="mode-7"),
+    pytest.param(_tensor_record(0, 8, 1, 2**63 - 4, 0, (0.0,) * 14), id="offset+numel-past-2^63"),
+    pytest.param("R 4 6 1 0 0 3 1 2 2 0 9223372036854775807", id="row-start-past-2^63"),
+    pytest.param("R 4 6 1 0 0 4 1 2 2 0 8", id="rows-do-not-cover"),
+])
+def test_grouped_pack_refuses_bad_tables(grouped_harness, record):
+    proc = subprocess.run([str(grouped_harness), "1"], input=f"1\n{record}\n".encode(), check=False,
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 3, f"{record!r}: exit {proc.returncode}, expected the pack to refuse (3)"
