@@ -211,6 +211,11 @@ def _check_device(device: torch.device, what: str) -> None:
     if device.type == "cpu" and not interpreted():
         raise ValueError(f"{what}: CPU tensors run only in the Triton interpreter "
                          "(TRITON_INTERPRET=1, set before tinit.triton_kernels is imported)")
+    # The interpreter runs on the host and would write through the table's
+    # device addresses (it copies only tensors passed as kernel arguments).
+    if device.type == "cuda" and interpreted():
+        raise ValueError(f"{what}: the Triton interpreter cannot fill CUDA tensors through a table of addresses; "
+                         "unset TRITON_INTERPRET")
     if device.type not in ("cpu", "cuda", "meta"):
         raise ValueError(f"{what}: tensors must be on a CUDA device (or the CPU when interpreted), got {device}")
 
@@ -426,8 +431,14 @@ def trunc_normal_grouped_(tensors: list[torch.Tensor], seed: int, streams: list[
         raise TypeError(f"tensors must be a list of tensors, got {type(tensors).__name__}")
     if len(packed) != len(tensors):
         raise ValueError(f"expected one constants tuple per tensor, got {len(packed)} for {len(tensors)} tensors")
+    # What the op's schema cannot carry is refused here, with the op's own checks' errors.
+    for t, tensor in enumerate(tensors):
+        _check_tensor(tensor, f"tensor {t}")
+        if tensor.device != tensors[0].device:  # else the dispatcher might pick the fake kernel for all
+            raise ValueError(f"tensor {t} is on {tensor.device}, tensor 0 on {tensors[0].device}: one device per call")
     seed64 = as_int64(_check_int("seed", seed, 0, 2**64))
     streams64 = [as_int64(_check_int(f"streams[{t}]", s, 0, 2**64)) for t, s in enumerate(streams)]
+    offsets = [_check_int(f"offsets[{t}]", offset, 0, 2**63) for t, offset in enumerate(offsets)]
     transform = []
     for t, constants in enumerate(packed):
         if len(constants) != _PARAM_COUNT:
@@ -435,9 +446,9 @@ def trunc_normal_grouped_(tensors: list[torch.Tensor], seed: int, streams: list[
         transform.extend(float(c) for c in constants)
     if block is not None:
         _check_block(block)
-        _fill_grouped(list(tensors), seed64, streams64, list(offsets), transform, block)
+        _fill_grouped(list(tensors), seed64, streams64, offsets, transform, block)
     elif tensors:
-        torch.ops.tinit.trunc_normal_grouped_triton_(list(tensors), seed64, streams64, list(offsets), transform)
+        torch.ops.tinit.trunc_normal_grouped_triton_(list(tensors), seed64, streams64, offsets, transform)
 
 
 def trunc_normal_runs_(tensor: torch.Tensor, seed: int, stream: int, runs, packed: tuple, *,
@@ -470,8 +481,10 @@ def trunc_normal_runs_(tensor: torch.Tensor, seed: int, stream: int, runs, packe
             anything is written.
     """
     _require_triton()
+    _check_tensor(tensor, "trunc_normal_runs_")
     seed64 = as_int64(_check_int("seed", seed, 0, 2**64))
     stream64 = as_int64(_check_int("stream", stream, 0, 2**64))
+    _check_int("runs.base", runs.base, 0, 2**63)
     if len(packed) != _PARAM_COUNT:
         raise ValueError(f"expected {_PARAM_COUNT} transform constants, got {len(packed)}")
     args = (tensor, seed64, stream64, runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts),
