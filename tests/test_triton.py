@@ -309,7 +309,7 @@ def test_shard_equals_slice_of_whole():
 
 
 def test_inner_dim_shard_through_the_backend_equals_cpu():
-    """A column block of a (40, 30) weight via backend="triton" (one launch per row run): the CPU kernel's bits."""
+    """A column block of a (40, 30) weight via backend="triton" (one launch for all row runs): the CPU kernel's bits."""
     window = WINDOWS["central"]
     whole = tinit.trunc_normal_at_(torch.empty(40, 30), *window, seed=SEED, stream=STREAM, backend="cpu")
     shard = tinit.trunc_normal_at_(torch.empty(40, 7), *window, seed=SEED, stream=STREAM, backend="triton",
