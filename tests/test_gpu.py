@@ -16,7 +16,13 @@
   allocates less than 1 MiB beyond the tensor;
 - the fill is captured in a CUDA graph and replays (no host sync), and runs
   under ``torch.cuda.set_sync_debug_mode("error")``;
-- ``torch.library.opcheck`` on the CUDA ops.
+- ``torch.library.opcheck`` on the CUDA ops;
+- the CUDA ``trunc_normal_grouped_`` (mixed dtypes, every mode, misaligned
+  views) equals the CPU op (the convention above) and, bit for bit in every
+  dtype, one CUDA ``trunc_normal_`` per tensor; ``trunc_normal_runs_`` and
+  ``philox_runs_`` equal the CPU ops on shard layouts; 2,000 tensors take at
+  most one kernel per dtype, an 8,192-row shard one kernel; neither syncs the
+  host; bad arguments raise before anything is written.
 """
 
 from __future__ import annotations
@@ -161,7 +167,7 @@ def test_misaligned_view_and_sharding(backend):
 
 
 def test_inner_dim_shards_equal_cpu_slices(backend):
-    """Column blocks of a (300, 70) weight (row runs; one launch per run on GPU): the CPU fill's slices, fp32 bits."""
+    """Column blocks of a (300, 70) weight (row runs): the CPU fill's slices, fp32 bits."""
     window = WINDOWS["gpt2"]
     whole = tinit.trunc_normal_at_(torch.empty(300, 70), *window, seed=SEED, stream=STREAM, backend="cpu")
     for start, width in ((0, 18), (18, 18), (36, 34), (69, 1)):
@@ -314,7 +320,7 @@ def test_cuda_errors_are_reported():
         torch.ops.tinit.trunc_normal_(torch.empty(4, 4, device="cuda").t(), 1, 0, 0,
                                       list(transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32)))
     with pytest.raises(RuntimeError, match="transform mode"):
-        torch.ops.tinit.trunc_normal_(torch.empty(4, device="cuda"), 1, 0, 0, [9.0] + [0.0] * 11)
+        torch.ops.tinit.trunc_normal_(torch.empty(4, device="cuda"), 1, 0, 0, [9.0] + [0.0] * 13)
     with pytest.raises(RuntimeError, match="int32"):
         torch.ops.tinit.philox_(torch.empty(4, device="cuda"), 1, 0, 0)
 
@@ -323,3 +329,213 @@ def test_auto_picks_cuda_for_cuda_tensors():
     _require_cuda_backend()
     assert dispatch.select(torch.empty(4, device="cuda")).name == "cuda"
     np.testing.assert_array_equal(dispatch.auto_order("cuda"), ["cuda", "triton", "torch"])
+
+
+# ---- grouped and runs ops on CUDA (csrc/cuda/trunc_normal_grouped.cpp) ----
+
+# Windows reaching modes two-sided, tail, far two-sided and central (fp64:
+# 0, 1, 2, 0; tinit/params.py).
+GROUP_WINDOWS = [WINDOWS["two_sided_4sigma"], (0.0, 1.0, -INF, -40.0), WINDOWS["far_tail_8_100"],
+                 (1.0, 2.0, 3.0, 5.0)]
+GROUP_SIZES = [(0, 5), (1, 3), (3, 2), (4, 1), (5, 0), (4097, 2**34 + 3), (10**5, 2**34 - 4099)]
+
+
+def _require_cuda_op(name: str) -> None:
+    _require_cuda_backend()
+    if not ops.has_kernel(name, "CUDA"):
+        (pytest.fail if REQUIRE else pytest.skip)(f"the extension has no CUDA kernel for tinit::{name}; rebuild it")
+
+
+def _mixed_group(device: str):
+    """Every dtype interleaved in one list, every offset % 4, misaligned views on CUDA, every mode."""
+    tensors, streams, offsets, constants, stds = [], [], [], [], []
+    for i, (numel, offset) in enumerate(GROUP_SIZES):
+        for d, dtype in enumerate(DTYPES.values()):
+            shift = (3 * i + d) % 4 if device == "cuda" else 0
+            tensors.append(torch.empty(numel + shift, dtype=dtype, device=device)[shift:])
+            streams.append(STREAM + 7 * len(streams))
+            offsets.append(offset + 4 * d)
+            window = GROUP_WINDOWS[(i + d) % 4]
+            constants.append(transform_constants(*window, dtype))
+            stds.append(window[1])
+    return tensors, streams, offsets, constants, stds
+
+
+def test_grouped_op_cuda_equals_cpu_and_per_tensor_fills():
+    _require_cuda_op("trunc_normal_grouped_")
+    gpu, streams, offsets, constants, stds = _mixed_group("cuda")
+    cpu = _mixed_group("cpu")[0]
+    ops.trunc_normal_grouped_native(gpu, SEED, streams, offsets, constants)
+    ops.trunc_normal_grouped_native(cpu, SEED, streams, offsets, constants)
+    for t, (g, c) in enumerate(zip(gpu, cpu)):
+        if c.numel() == 0:
+            continue
+        what = f"grouped tensor {t}: {c.dtype} n={c.numel()} offset {offsets[t]} mode {int(constants[t][0])}"
+        assert_matches_cpu("cuda", g, c, stds[t], what)
+        alone = torch.empty_like(g)
+        ops.trunc_normal_native(alone, SEED, streams[t], offsets[t], constants[t])
+        assert_same_bits(g, alone, f"{what}: grouped vs trunc_normal_ on CUDA")
+
+
+def test_grouped_op_leaves_neighbours_alone():
+    _require_cuda_op("trunc_normal_grouped_")
+    base = torch.full((3 * 1031,), 7.0, device="cuda")
+    middle = base[1031:2062]
+    constants = transform_constants(*WINDOWS["gpt2"], torch.float32)
+    ops.trunc_normal_grouped_native([middle[1:-2]], SEED, [STREAM], [3], [constants])
+    assert bool((base[:1032] == 7.0).all()) and bool((base[2060:] == 7.0).all()), "wrote outside the view"
+
+
+RUNS_LAYOUTS = [
+    pytest.param((300, 70), (300, 34), (0, 18), id="shard1-of-2d"),
+    pytest.param((6, 40, 33), (6, 15, 33), (0, 8, 0), id="middle-dim-of-3d"),
+    pytest.param((4, 10, 12), (3, 5, 6), (1, 2, 3), id="block-of-3d"),
+]
+
+
+@pytest.mark.parametrize("dtype", [*DTYPE_PARAMS, pytest.param(torch.int32, id="words")])
+@pytest.mark.parametrize("global_shape,local_shape,shard_offsets", RUNS_LAYOUTS)
+def test_runs_ops_cuda_equal_cpu(global_shape, local_shape, shard_offsets, dtype):
+    from tinit.sharding import ShardLayout
+
+    _require_cuda_op("trunc_normal_runs_")
+    runs = ShardLayout.from_offsets(global_shape, local_shape, shard_offsets).runs(2**34 + 3)
+    args = (ops.as_int64(SEED), ops.as_int64(STREAM), runs.base, runs.run, list(runs.outer_sizes),
+            list(runs.outer_starts))
+    got, want = torch.empty(local_shape, dtype=dtype, device="cuda"), torch.empty(local_shape, dtype=dtype)
+    if dtype == torch.int32:
+        torch.ops.tinit.philox_runs_(got, *args)
+        torch.ops.tinit.philox_runs_(want, *args)
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0,
+                                   msg=lambda m: f"philox_runs_ {local_shape} of {global_shape}: {m}")
+        return
+    window = WINDOWS["gpt2"]
+    constants = list(transform_constants(*window, dtype))
+    torch.ops.tinit.trunc_normal_runs_(got, *args, constants)
+    torch.ops.tinit.trunc_normal_runs_(want, *args, constants)
+    assert_matches_cpu("cuda", got, want, window[1], f"trunc_normal_runs_ {dtype} {local_shape} of {global_shape}")
+
+
+def _kernels(fn) -> list[str]:
+    """Names of the CUDA kernels `fn` launches (copies and memsets left out)."""
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+            and not any(word in e.name.lower() for word in ("memcpy", "memset"))]
+
+
+def test_grouped_fill_of_2000_tensors_is_one_kernel_per_dtype():
+    _require_cuda_op("trunc_normal_grouped_")
+    dtypes = (torch.float32, torch.bfloat16)
+    tensors = [torch.empty(n, dtype=dtypes[i % 2], device="cuda")
+               for i, n in enumerate([1, 7, 64, 768, 3, 2304] * 334)][:2000]
+    streams, offsets = list(range(2000)), [3 * i for i in range(2000)]
+    constants = [transform_constants(*WINDOWS["gpt2"], t.dtype) for t in tensors]
+
+    def fill():
+        ops.trunc_normal_grouped_native(tensors, SEED, streams, offsets, constants)
+
+    fill()  # warm-up: the first launch loads the module
+    names = _kernels(fill)
+    assert len(names) <= len(dtypes), f"{len(names)} kernels for 2,000 tensors of 2 dtypes: {names[:8]}"
+    cpu = [torch.empty(t.shape, dtype=t.dtype) for t in tensors]
+    ops.trunc_normal_grouped_native(cpu, SEED, streams, offsets, constants)
+    for t, (g, c) in enumerate(zip(tensors, cpu)):
+        assert_same_bits(g, c, f"tensor {t} of 2,000")
+
+
+def _row_parallel_shard():
+    """Rank 3 of 8 of a (8192, 4096) weight split on dim 1: 8,192 rows of 512."""
+    from tinit.sharding import ShardLayout
+
+    runs = ShardLayout.from_offsets((8192, 4096), (8192, 512), (0, 3 * 512)).runs(5)
+    assert runs.rows == 8192
+    return runs, list(transform_constants(*WINDOWS["gpt2"], torch.float32))
+
+
+def test_row_parallel_shard_is_one_kernel_and_equals_cpu():
+    _require_cuda_op("trunc_normal_runs_")
+    runs, constants = _row_parallel_shard()
+    args = (ops.as_int64(SEED), 11, runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts), constants)
+    got = torch.empty(8192, 512, device="cuda")
+    torch.ops.tinit.trunc_normal_runs_(got, *args)
+    names = _kernels(lambda: torch.ops.tinit.trunc_normal_runs_(got, *args))
+    assert len(names) == 1, f"{len(names)} kernels for one 8,192-row shard: {names[:8]}"
+    want = torch.empty(8192, 512)
+    torch.ops.tinit.trunc_normal_runs_(want, *args)
+    assert_same_bits(got, want, "8,192-row shard")
+
+
+def test_grouped_and_runs_fills_do_not_sync():
+    _require_cuda_op("trunc_normal_grouped_")
+    gpu, streams, offsets, constants, _ = _mixed_group("cuda")
+    runs, shard_constants = _row_parallel_shard()
+    shard = torch.empty(8192, 512, device="cuda")
+    shard_args = (1, 2, runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts))
+
+    def fill():
+        ops.trunc_normal_grouped_native(gpu, SEED, streams, offsets, constants)
+        torch.ops.tinit.trunc_normal_runs_(shard, *shard_args, shard_constants)
+
+    fill()
+    want = [t.clone() for t in gpu] + [shard.clone()]
+    for t in [*gpu, shard]:
+        t.zero_()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fill()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    for t, (g, w) in enumerate(zip([*gpu, shard], want)):
+        assert_same_bits(g, w, f"output {t} filled under sync debug mode")
+
+
+def test_opcheck_cuda_grouped_and_runs():
+    _require_cuda_op("trunc_normal_grouped_")
+    tensors = [torch.empty(5, 37, device="cuda"), torch.empty(9, dtype=torch.bfloat16, device="cuda"),
+               torch.empty(0, dtype=torch.float64, device="cuda"), torch.empty(33, dtype=torch.float64, device="cuda")]
+    flat = [v for t in tensors for v in transform_constants(*WINDOWS["central_2sigma"], t.dtype)]
+    torch.library.opcheck(torch.ops.tinit.trunc_normal_grouped_.default,
+                          (tensors, 3, [1, -2, 2**40, 5], [0, 5, 7, 2**34 + 1], flat))
+    from tinit.sharding import ShardLayout
+
+    runs = ShardLayout.from_offsets((40, 30), (40, 12), (0, 9)).runs(3)
+    layout = (runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts))
+    torch.library.opcheck(torch.ops.tinit.trunc_normal_runs_.default,
+                          (torch.empty(40, 12, device="cuda"), 3, 5, *layout,
+                           list(transform_constants(*WINDOWS["tail_neginf_-15"], torch.float32))))
+    torch.library.opcheck(torch.ops.tinit.philox_runs_.default,
+                          (torch.empty(40, 12, dtype=torch.int32, device="cuda"), -3, 5, *layout))
+
+
+def test_cuda_grouped_and_runs_errors_are_reported_before_any_write():
+    _require_cuda_op("trunc_normal_grouped_")
+    c = list(transform_constants(*WINDOWS["central_2sigma"], torch.float32))
+    good = torch.full((8,), 7.0, device="cuda")
+    grouped = torch.ops.tinit.trunc_normal_grouped_
+    bad = [
+        ("one stream and one offset", ([good], 1, [0, 1], [0], c)),
+        ("14 transform constants per tensor", ([good], 1, [0], [0], c[:13])),
+        ("tensor 1 is on cpu", ([good, torch.empty(4)], 1, [0, 0], [0, 0], c + c)),
+        ("tensor 1 is not contiguous", ([good, torch.empty(4, 4, device="cuda").t()], 1, [0, 0], [0, 0], c + c)),
+        ("tensor 1: offset must be >= 0", ([good, good[:2]], 1, [0, 0], [0, -1], c + c)),
+        ("tensor 1: offset \\+ numel", ([good, good[:2]], 1, [0, 0], [0, 2**63 - 1], c + c)),
+        ("tensor 1: transform mode", ([good, good[:2]], 1, [0, 0], [0, 0], c + [9.0] + c[1:])),
+        ("unsupported dtype", ([good, torch.empty(4, dtype=torch.int32, device="cuda")], 1, [0, 0], [0, 0], c + c)),
+    ]
+    for message, args in bad:
+        with pytest.raises(RuntimeError, match=message):
+            grouped(*args)
+    torch.cuda.synchronize()
+    assert bool((good == 7.0).all()), "a refused grouped call wrote to its first tensor"
+    x = torch.empty(6, 4, device="cuda")
+    with pytest.raises(RuntimeError, match="do not cover"):
+        torch.ops.tinit.trunc_normal_runs_(x, 1, 0, 0, 4, [5], [0, 8, 16, 24, 32], c)
+    with pytest.raises(RuntimeError, match="expected 6 outer starts"):
+        torch.ops.tinit.trunc_normal_runs_(x, 1, 0, 0, 4, [6], [0, 8], c)
+    with pytest.raises(RuntimeError, match="must not exceed 2\\^63 - 1"):
+        torch.ops.tinit.trunc_normal_runs_(x, 1, 0, 0, 4, [6], [0, 8, 16, 24, 32, 2**63 - 2], c)
+    with pytest.raises(RuntimeError, match="int32"):
+        torch.ops.tinit.philox_runs_(x, 1, 0, 0, 4, [6], [0, 8, 16, 24, 32, 40])
