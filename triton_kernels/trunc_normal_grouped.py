@@ -39,6 +39,7 @@ raises ImportError.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -200,8 +201,13 @@ def _require_consistent() -> None:
 
 
 def _check_int(name: str, value, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    """``value`` as a Python int (numpy and 0-d integer tensors too) in [low, high); TypeError, ValueError."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
     if not low <= value < high:
         raise ValueError(f"{name} must be in [{low}, {high}), got {value}")
     return value
@@ -250,12 +256,15 @@ def _search_steps(n_entries: int) -> int:
     return -(-bits // 4) * 4
 
 
-def _launch(dtype: torch.dtype, device: torch.device, seed: int, addresses: np.ndarray, numels: np.ndarray,
-            streams: np.ndarray, offsets: np.ndarray, const_index: np.ndarray, const_rows: np.ndarray,
-            block: int | None) -> None:
-    """One launch filling every entry (all of dtype ``dtype`` on ``device``); int64 arrays of length E >= 1.
+def _plan(addresses: np.ndarray, numels: np.ndarray, streams: np.ndarray, offsets: np.ndarray,
+          const_index: np.ndarray, const_rows: np.ndarray, block: int | None) -> tuple[np.ndarray, int, int, int]:
+    """The table of one launch (module docstring) from int64 arrays of length E >= 1.
 
-    streams and offsets hold int64 bits of the uint64 values; const_rows is int32[C, 16].
+    streams and offsets hold int64 bits of the uint64 values; const_rows is
+    int32[C, 16]. Returns (table int64, E, programs, BLOCK).
+
+    Raises:
+        ValueError: more programs than a grid holds.
     """
     n_entries = len(addresses)
     nblk = ((offsets & 3) + numels + 3) >> 2
@@ -269,6 +278,12 @@ def _launch(dtype: torch.dtype, device: torch.device, seed: int, addresses: np.n
         raise ValueError(f"{n_programs} programs exceed the grid limit {_MAX_GRID}; fill fewer elements per call")
     entries = np.stack([addresses, numels, streams, offsets, const_index], axis=1)
     table = np.concatenate([first, entries.reshape(-1), np.ascontiguousarray(const_rows).view(np.int64).reshape(-1)])
+    return table, n_entries, n_programs, block
+
+
+def _launch(plan: tuple[np.ndarray, int, int, int], dtype: torch.dtype, device: torch.device, seed: int) -> None:
+    """One launch of ``_grouped_kernel`` over a ``_plan`` (every entry of dtype ``dtype`` on ``device``)."""
+    table, n_entries, n_programs, block = plan
     table_dev = torch.from_numpy(table).to(device)
     seed_bits = seed & _U64
     args = (table_dev.view(torch.int32), n_entries, n_entries, n_entries * (1 + _ENTRY_WORDS),
@@ -293,7 +308,8 @@ def _fill_grouped(tensors: Sequence[torch.Tensor], seed: int, streams: Sequence[
     if len(transform) != n * _PARAM_COUNT:
         raise ValueError(f"{op}: expected {_PARAM_COUNT} transform constants per tensor "
                          f"({n * _PARAM_COUNT}), got {len(transform)}")
-    _check_int("seed", seed, -2**63, 2**63)
+    seed = _check_int("seed", seed, -2**63, 2**63)
+    streams = [_check_int(f"streams[{t}]", stream, -2**63, 2**63) for t, stream in enumerate(streams)]
     rows: dict[tuple, int] = {}
     const_rows: list[np.ndarray] = []
     by_dtype: dict[torch.dtype, list[tuple[int, int]]] = {}  # dtype -> (tensor index, constants row)
@@ -306,7 +322,6 @@ def _fill_grouped(tensors: Sequence[torch.Tensor], seed: int, streams: Sequence[
             _check_device(device, op)
         elif tensor.device != device:
             raise ValueError(f"{what} is on {tensor.device}, tensor 0 on {device}: one device per call")
-        _check_int(f"streams[{t}]", streams[t], -2**63, 2**63)
         offset = _check_int(f"offsets[{t}]", offsets[t], 0, 2**63)
         if offset + tensor.numel() > 2**63:
             raise ValueError(f"{what}: stream indices past 2**63 (offset {offset}, numel {tensor.numel()})")
@@ -320,14 +335,16 @@ def _fill_grouped(tensors: Sequence[torch.Tensor], seed: int, streams: Sequence[
     if device is None or device.type == "meta":
         return
     constants = np.stack(const_rows)
+    plans = {}
     for dtype, group in by_dtype.items():
         index = [t for t, _ in group]
-        _launch(dtype, device, seed,
-                np.array([tensors[t].data_ptr() for t in index], dtype=np.int64),
-                np.array([tensors[t].numel() for t in index], dtype=np.int64),
-                np.array([streams[t] for t in index], dtype=np.int64),
-                np.array([offsets[t] for t in index], dtype=np.int64),
-                np.array([row for _, row in group], dtype=np.int64), constants, block)
+        plans[dtype] = _plan(np.array([tensors[t].data_ptr() for t in index], dtype=np.int64),
+                             np.array([tensors[t].numel() for t in index], dtype=np.int64),
+                             np.array([streams[t] for t in index], dtype=np.int64),
+                             np.array([offsets[t] for t in index], dtype=np.int64),
+                             np.array([row for _, row in group], dtype=np.int64), constants, block)
+    for dtype, plan in plans.items():  # planned first: nothing is written when a plan fails
+        _launch(plan, dtype, device, seed)
 
 
 def _fill_runs(tensor: torch.Tensor, seed: int, stream: int, offset: int, run: int, outer_sizes: Sequence[int],
@@ -337,10 +354,10 @@ def _fill_runs(tensor: torch.Tensor, seed: int, stream: int, offset: int, run: i
     op = RUNS_OP_NAME
     _check_tensor(tensor, op)
     _check_device(tensor.device, op)
-    _check_int("seed", seed, -2**63, 2**63)
-    _check_int("stream", stream, -2**63, 2**63)
-    _check_int("offset", offset, 0, 2**63)
-    _check_int("run", run, 0, 2**63)
+    seed = _check_int("seed", seed, -2**63, 2**63)
+    stream = _check_int("stream", stream, -2**63, 2**63)
+    offset = _check_int("offset", offset, 0, 2**63)
+    run = _check_int("run", run, 0, 2**63)
     sizes = [_check_int("outer_sizes[k]", size, 0, 2**63) for size in outer_sizes]
     if len(outer_starts) != sum(sizes):
         raise ValueError(f"{op}: outer_starts has {len(outer_starts)} values, outer_sizes {sizes} need {sum(sizes)}")
@@ -364,8 +381,9 @@ def _fill_runs(tensor: torch.Tensor, seed: int, stream: int, offset: int, run: i
         row_start = (row_start[:, None] + np.array(starts[first:first + size], dtype=np.int64)[None, :]).reshape(-1)
         first += size
     addresses = tensor.data_ptr() + np.arange(rows, dtype=np.int64) * (run * tensor.element_size())
-    _launch(tensor.dtype, tensor.device, seed, addresses, np.full(rows, run, dtype=np.int64),
-            np.full(rows, stream, dtype=np.int64), row_start, np.zeros(rows, dtype=np.int64), constants, block)
+    plan = _plan(addresses, np.full(rows, run, dtype=np.int64), np.full(rows, stream, dtype=np.int64), row_start,
+                 np.zeros(rows, dtype=np.int64), constants, block)
+    _launch(plan, tensor.dtype, tensor.device, seed)
 
 
 if triton is not None:
