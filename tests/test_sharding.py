@@ -224,15 +224,23 @@ def test_grouped_uses_one_native_call_per_device(monkeypatch):
     assert calls == [200]
 
 
-def test_grouped_fused_parts_and_shards():
-    """Parts along dim 0 join the group; parts along dim 1 and inner-dim shards are written alone; all exact."""
-    qkv = schemes.get("mup").spec(role="attn_qkv", shape=(96, 32), d_model=32)
+def test_grouped_fused_parts_and_shards(monkeypatch):
+    """Truncated-normal parts along dim 0 join the native table; parts along dim 1 are written alone; all exact."""
+    qkv = schemes.InitSpec(parts=(schemes.InitSpec(std=0.5), schemes.InitSpec(constant=0.0),
+                                  schemes.InitSpec(std=2.0, trunc=3.0)))
+    assert schemes.get("deepnorm").spec(role="attn_qkv", shape=(96, 32), d_model=32, n_layers=4).parts is not None
     tensors = [torch.empty(96, 32), torch.empty(32, 96)]
     items = [FillItem(tensors[0], qkv, stream=5), FillItem(tensors[1], dataclasses.replace(qkv, split_dim=1), stream=6)]
     expected = [write_spec_(torch.empty_like(i.tensor), i.spec, seed=2, stream=i.stream) for i in items]
+    tabled = []
+    real = ops.trunc_normal_grouped_native
+    monkeypatch.setattr(ops, "trunc_normal_grouped_native",
+                        lambda t, *a: (tabled.extend(x.data_ptr() for x in t), real(t, *a))[1])
     write_grouped_(items, seed=2)
     for item, want in zip(items, expected):
-        assert torch.equal(item.tensor, want)
+        torch.testing.assert_close(item.tensor, want, rtol=0, atol=0)
+    # the two normal slices of the dim-0 fused tensor, nothing of the dim-1 one
+    assert sorted(tabled) == [tensors[0][:32].data_ptr(), tensors[0][64:].data_ptr()]
 
 
 def test_grouped_bad_item_writes_nothing():

@@ -29,7 +29,7 @@ from tinit.fill import (
     _split_checked,
     _write_leaf,
 )
-from tinit.params import check_dtype, transform_constants
+from tinit.params import SUPPORTED_DTYPES, transform_constants
 
 
 class FillItem(NamedTuple):
@@ -48,8 +48,18 @@ class FillItem(NamedTuple):
     offset: int = 0
 
 
-def _grouped_kernel(device: torch.device) -> bool:
-    return device.type == "cpu" and ops.has_kernel("trunc_normal_grouped_", "CPU")
+_PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
+_UNSET = object()
+_SUPPORTED = frozenset(SUPPORTED_DTYPES)
+# What an item's spec asks for, decided once per (spec, dtype).
+_NORMAL, _ZERO, _CONSTANT, _OTHER = range(4)
+
+
+def _grouped_writer(backend: dispatch.Backend):
+    """The backend's many-tensors call (``fill(tensors, seed, streams, offsets, constants)``), or None."""
+    if backend.name in ("cpu", "cuda") and ops.has_kernel("trunc_normal_grouped_", backend.name.upper()):
+        return ops.trunc_normal_grouped_native
+    return None
 
 
 def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto",
@@ -63,7 +73,7 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
     tensors that the native CPU backend fills go into one
     ``tinit::trunc_normal_grouped_`` call per device, whose threads share all
     their elements. Constants 0 and 1 (biases, norm gains) are written by
-    ``torch._foreach_zero_``/``_foreach_add_``, other constants by ``fill_``;
+    ``torch._foreach_zero_``, other constants by ``fill_`` in one loop;
     uniforms, fused parts along dim 1, shards split along an inner dim and
     tensors on other backends (CUDA and Triton: one launch per tensor or row
     run; reference) are written one by one.
@@ -87,90 +97,140 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
             RuntimeError: no backend fills one of the tensors. All checked
             for every item before anything is written.
     """
-    items = list(items)  # keeps every spec alive: the constants below are cached by id(spec)
+    items = list(items)  # keeps every spec alive: the kinds below are cached by id(spec)
     _check_stream(seed, 0, 0, 0)
-    chosen: dict[tuple[torch.device, torch.dtype], dispatch.Backend] = {}
-    known: dict[tuple[int, torch.dtype], tuple] = {}  # specs are shared between a model's blocks
-    checked = []
-    for item in items:
-        tensor, spec = item.tensor, item.spec
-        check_dtype(tensor)
-        local, layout = _resolve(tensor, None, None)
-        device, dtype = local.device, local.dtype
-        constants = None
-        if spec.parts is None and spec.constant is None and spec.distribution != "uniform":
-            constants = known.get((id(spec), dtype))
-            if constants is None:
-                lo, hi = spec.bounds
-                constants = known[id(spec), dtype] = transform_constants(spec.mean, spec.std, lo, hi, dtype)
-        elif spec.parts is not None or spec.constant is None:  # fused parts, or a uniform
-            _check_spec(spec, dtype)
-            _split_checked(spec, tuple(tensor.shape) if layout is None else layout.global_shape)
-        _check_stream(seed, item.stream, item.offset, _logical_numel(local, layout))
-        chosen_backend = chosen.get((device, dtype))
-        if chosen_backend is None and local.numel() and device.type != "meta":
-            chosen_backend = chosen[device, dtype] = dispatch.select(local, backend)
-        checked.append((local, layout, item, constants, device))
-
-    shared = _overlaps([entry[0] for entry in checked])
+    plan = _Plan(backend)
+    plan.add(items, seed)
+    shared = _overlaps(plan.spans)
     if shared:
         warnings.warn(f"write_grouped_: {shared} of the tensors share memory with an earlier one; writing all "
                       "items one by one in list order (later items overwrite earlier ones)", RuntimeWarning,
                       stacklevel=2)
     with torch.no_grad():
         if sequential or shared:
-            for local, layout, item, _, _ in (progress(checked) if progress is not None else checked):
+            checked = plan.checked
+            for local, layout, item in (progress(checked) if progress is not None else checked):
                 for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
                     _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
             return
-        _write_batched(checked, chosen, seed, backend)
+        plan.write(seed)
 
 
-def _write_batched(checked: list, chosen: dict, seed: int, backend: str) -> None:
-    """Write checked items whose tensors do not overlap: a table per device, foreach constants, the rest alone."""
-    table: dict[torch.device, tuple[list, list, list, list]] = {}
-    later, constant_groups = [], {}
-    for local, layout, item, constants, device in checked:
-        spec = item.spec
-        if constants is not None and layout is None and _groupable(local, chosen, device):
-            _add(table, local, item.stream, item.offset, constants, device)
-        elif spec.parts is None and spec.constant in (0.0, 1.0):
-            constant_groups.setdefault((device, spec.constant), []).append(local)
+class _Plan:
+    """Checked items sorted into what is written how: one table per grouped
+    writer (device), zeros for one foreach call per device, other constants,
+    the rest one by one.
+
+    ``add`` validates items and files them; nothing is written before ``write``.
+    """
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.checked: list[tuple] = []  # (local tensor, layout or None, item), in item order
+        self.tables: dict = {}  # (writer, device) -> (tensors, streams, offsets, constants)
+        self.zeros: dict = {}  # device -> tensors
+        self.fills: list[tuple] = []  # (tensor, constant)
+        self.later: list[tuple] = []  # (local, layout, item)
+        self._kinds: dict = {}  # (id(spec), dtype) -> (kind, transform constants or None)
+        self._writers: dict = {}  # (device, dtype) -> grouped writer or None
+        self.spans: list[tuple] = []  # (device index, first byte, end) of every tensor written
+
+    def _kind(self, spec: schemes.InitSpec, dtype: torch.dtype) -> tuple:
+        """(kind, transform constants or None) of a spec not seen yet; raises for a bad dtype or spec."""
+        if dtype not in _SUPPORTED:
+            raise TypeError(f"tinit fills floating tensors of dtype float32, float64, bfloat16 or float16; got {dtype}")
+        if spec.parts is None and spec.constant is None and spec.distribution != "uniform":
+            lo, hi = spec.bounds
+            found = _NORMAL, transform_constants(spec.mean, spec.std, lo, hi, dtype)
+        elif spec.parts is None and spec.constant is not None:
+            found = (_CONSTANT if spec.constant else _ZERO), None
         else:
-            later.append((local, layout, item))
-    # Norm gains and biases: foreach calls instead of one fill_ each (0 + 1
-    # is exact in every dtype, so the values are fill_'s).
-    for (_, value), tensors in constant_groups.items():
-        torch._foreach_zero_(tensors)
-        if value:
-            torch._foreach_add_(tensors, 1.0)
-    for local, layout, item in later:
-        for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
-            groupable = leaf.constant is None and _groupable(view, chosen, view.device)
-            runs = _runs(view, sub, offset) if groupable else None
-            if runs is not None and runs.contiguous and leaf.distribution != "uniform":
-                lo, hi = leaf.bounds
-                _add(table, view, item.stream, runs.base, transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype),
-                     view.device)
+            _check_spec(spec, dtype)
+            found = _OTHER, None
+        self._kinds[id(spec), dtype] = found
+        return found
+
+    def add(self, items: list[FillItem], seed: int) -> None:
+        """Check and file ``items``; raises (TypeError, ValueError, RuntimeError) for the first bad one."""
+        # Runs once per parameter of a model: one loop over local names, the
+        # rare cases (DTensors, a spec not seen yet) in calls of their own.
+        kinds, writers, tables, zeros = self._kinds, self._writers, self.tables, self.zeros
+        checked, spans, later, fills = self.checked.append, self.spans.append, self.later.append, self.fills.append
+        for item in items:
+            tensor, spec, stream, offset = item
+            if type(tensor) in _PLAIN:
+                local, layout = tensor, None
             else:
-                _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
-    for tensors, streams, offsets, packed in table.values():
-        ops.trunc_normal_grouped_native(tensors, seed, streams, offsets, packed)
+                local, layout = _resolve(tensor, None, None)
+            dtype = local.dtype
+            kind, constants = kinds.get((id(spec), dtype)) or self._kind(spec, dtype)
+            if kind == _OTHER and spec.parts is not None:
+                _split_checked(spec, tuple(local.shape) if layout is None else layout.global_shape)
+            numel = local.numel()
+            _check_stream(seed, stream, offset, numel if layout is None else _logical_numel(local, layout))
+            checked((local, layout, item))
+            if not numel or local.is_meta:
+                if kind == _OTHER:  # uniforms and parts went through their checks; nothing to write
+                    later((local, layout, item))
+                continue
+            device = local.device
+            writer = writers.get((device, dtype), _UNSET)
+            if writer is _UNSET:  # also raises when no backend fills the tensor
+                writer = writers[device, dtype] = _grouped_writer(dispatch.select(local, self.backend))
+            start = local.data_ptr()
+            if local.is_contiguous():
+                spans((local.get_device(), start, start + numel * local.element_size()))  # device -1: CPU
+                if kind == _NORMAL and layout is None and writer is not None:
+                    table = tables.get((writer, device)) or tables.setdefault((writer, device), ([], [], [], []))
+                    table[0].append(local)
+                    table[1].append(stream)
+                    table[2].append(offset)
+                    table[3].append(constants)
+                    continue
+            else:
+                reach = sum((n - 1) * step for n, step in zip(local.shape, local.stride()))
+                spans((local.get_device(), start, start + (reach + 1) * local.element_size()))
+            if kind == _ZERO:
+                zeros.setdefault(device, []).append(local)
+            elif kind == _CONSTANT:
+                fills((local, spec.constant))
+            else:
+                later((local, layout, item))
+
+    def _add(self, writer, device, view, stream, offset, constants) -> None:
+        tensors, streams, offsets, packed = self.tables.setdefault((writer, device), ([], [], [], []))
+        tensors.append(view)
+        streams.append(stream)
+        offsets.append(offset)
+        packed.append(constants)
+
+    def write(self, seed: int) -> None:
+        """Write everything filed (the tensors do not overlap, so the order does not matter)."""
+        # Biases, then norm gains: one foreach call per device for the zeros
+        # (the values are zero_'s), fill_ for the rest (foreach_add_ of 1 onto
+        # zeros costs more than fill_ per tensor on the CPU).
+        for tensors in self.zeros.values():
+            torch._foreach_zero_(tensors)
+        for tensor, value in self.fills:
+            tensor.fill_(value)
+        for local, layout, item in self.later:
+            for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
+                if (leaf.constant is None and leaf.distribution != "uniform" and view.numel() and not view.is_meta
+                        and view.is_contiguous()):
+                    writer = self._writers.get((view.device, view.dtype))  # set by add for this tensor
+                    runs = _runs(view, sub, offset) if writer is not None else None
+                    if runs is not None and runs.contiguous:
+                        lo, hi = leaf.bounds
+                        self._add(writer, view.device, view, item.stream, runs.base,
+                                  transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype))
+                        continue
+                _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=self.backend)
+        for (writer, _), (tensors, streams, offsets, packed) in self.tables.items():
+            writer(tensors, seed, streams, offsets, packed)
 
 
-def _overlaps(tensors: list[torch.Tensor]) -> int:
-    """How many of ``tensors`` share memory with another one (0-element and meta tensors never do)."""
-    spans = []
-    for t in tensors:
-        if t.is_meta or not t.numel():
-            continue
-        start = t.data_ptr()
-        if t.is_contiguous():
-            end = start + t.nbytes
-        else:
-            reach = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
-            end = start + (reach + 1) * t.element_size()
-        spans.append((t.get_device(), start, end))  # device index, -1 for CPU
+def _overlaps(spans: list[tuple[int, int, int]]) -> int:
+    """How many of the byte ranges ``spans`` ((device index, start, end), one per non-empty tensor) overlap an earlier one."""
     spans.sort()
     count, device, reach = 0, None, 0
     for dev, start, end in spans:
@@ -181,17 +241,3 @@ def _overlaps(tensors: list[torch.Tensor]) -> int:
         else:
             reach = max(reach, end)
     return count
-
-
-def _groupable(view: torch.Tensor, chosen: dict, device: torch.device) -> bool:
-    """Whether the grouped CPU kernel can take ``view`` (non-empty, contiguous, filled by the native CPU backend)."""
-    return (device.type == "cpu" and view.numel() > 0 and view.is_contiguous()
-            and chosen[device, view.dtype].name == "cpu" and _grouped_kernel(device))
-
-
-def _add(table: dict, view: torch.Tensor, stream: int, offset: int, constants: tuple, device: torch.device) -> None:
-    tensors, streams, offsets, packed = table.setdefault(device, ([], [], [], []))
-    tensors.append(view)
-    streams.append(stream)
-    offsets.append(offset)
-    packed.append(constants)

@@ -20,6 +20,7 @@ from tinit.roles import infer_layer, infer_role, infer_stack
 
 _OVERRIDE_KEYS = frozenset({"role", "layer", "stack", "layout", "fan_in", "fan_out", "options"})
 _WIDTH_ATTRS = ("hidden_size", "n_embd", "d_model", "dim")
+_SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
 
 def stream_for(name: str) -> int:
@@ -170,36 +171,79 @@ def _role_from_module(module: torch.nn.Module, leaf: str) -> str | None:
 
 
 _BLOCK_NUMBER = re.compile(r"\.\d+(?=\.)")
+_NO_OVERRIDE: dict = {}
+
+
+def _named_modules(model: torch.nn.Module):
+    """``model.named_modules(remove_duplicate=False)`` in the same (pre-)order, as a list.
+
+    One loop instead of torch's recursive generators (each yield passes
+    through every level of ``yield from``); a model whose class overrides
+    ``named_modules`` gets its own.
+    """
+    if type(model).named_modules is not torch.nn.Module.named_modules:
+        return list(model.named_modules(remove_duplicate=False))
+    found, stack = [], [("", model)]
+    while stack:
+        name, module = stack.pop()
+        found.append((name, module))
+        children = module._modules
+        if children:
+            stack.extend(reversed([(f"{name}.{key}" if name else key, child)
+                                   for key, child in children.items() if child is not None]))
+    return found
 
 
 def _classify(model, prefix: str, overrides) -> list[_Param]:
     # One walk over the modules: each parameter with its owning module, every
-    # name of a shared one (ties), in named_parameters order.
-    aliases = defaultdict(list)
-    owned = []
-    for module_name, module in model.named_modules(remove_duplicate=False):
-        for leaf, param in module._parameters.items():
+    # name of a shared one (ties), in named_parameters order. A module's name
+    # is parsed once for all its parameters (a parameter name is its module's
+    # name plus a leaf without dots): block index, and the template (block
+    # numbers replaced) under which roles and stacks are cached, since they
+    # depend on a name's words only.
+    aliases: dict[int, list[str]] = {}
+    entries, roles = [], {}
+    for module_name, module in _named_modules(model):
+        params = module._parameters
+        if not params:
+            continue
+        base = f"{prefix}{module_name}." if module_name else prefix
+        module_template = None
+        for leaf, param in params.items():
             if param is None:
                 continue
-            name = f"{module_name}.{leaf}" if module_name else leaf
-            if not aliases[id(param)]:
-                owned.append((name, leaf, module, param))
-            aliases[id(param)].append(prefix + name)
-    entries, roles = [], {}
-    for name, leaf, module, param in owned:
-        full = prefix + name
-        override = next((entry for pattern, entry in overrides if pattern.search(full)), {}) if overrides else {}
-        # Roles and stacks depend on a name's words, not on its block numbers.
-        template = _BLOCK_NUMBER.sub(".0", full)
-        if template not in roles:
-            roles[template] = infer_role(full), infer_stack(full)
-        named_role, stack = roles[template]
-        role = override.get("role") or named_role or _role_from_module(module, leaf)
-        layer = override.get("layer", infer_layer(full))
-        names = aliases[id(param)]
-        entries.append(_Param(full, param, tuple(n for n in names if n != full) if len(names) > 1 else (), role, layer,
-                              override.get("stack", stack),
-                              override.get("layout") or _layout(module), override))
+            full = base + leaf
+            names = aliases.get(id(param))
+            if names is not None:  # a tie: recorded under the first name's entry
+                names.append(full)
+                continue
+            names = aliases[id(param)] = [full]
+            if module_template is None:
+                module_template = _BLOCK_NUMBER.sub(".0", base)
+                module_layer = infer_layer(base[:-1]) if base else None
+                layout = _layout(module)
+            if leaf.isdigit():  # a ParameterList's leaves are numbers: parse the whole name
+                template, layer = _BLOCK_NUMBER.sub(".0", full), infer_layer(full)
+            else:
+                template, layer = module_template + leaf, module_layer
+            found = roles.get(template)
+            if found is None:
+                found = roles[template] = infer_role(full), infer_stack(full)
+            role, stack = found
+            if role is None:
+                role = _role_from_module(module, leaf)
+            entry = _Param(full, param, names, role, layer, stack, layout, _NO_OVERRIDE)
+            if overrides:
+                override = next((o for pattern, o in overrides if pattern.search(full)), _NO_OVERRIDE)
+                if override:
+                    entry.override = override
+                    entry.role = override.get("role") or entry.role
+                    entry.layer = override.get("layer", layer)
+                    entry.stack = override.get("stack", stack)
+                    entry.layout = override.get("layout") or entry.layout
+            entries.append(entry)
+    for entry in entries:  # the other names of a tied tensor, once the walk has seen them all
+        entry.tied = tuple(entry.tied[1:]) if len(entry.tied) > 1 else ()
     return entries
 
 
@@ -343,37 +387,44 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         raise ValueError(f"init_model_: scheme {scheme!r} needs parameters with role(s) {missing} and the model "
                          "has none (name them e.g. 'resweight', or classify them with overrides)")
     context = {"encoder_layers": depths.get("encoder"), "decoder_layers": depths.get("decoder")} if enc_dec else {}
-    plan = []
     # A model's blocks repeat: one spec per distinct input (the block index
     # counts only for depth-dependent schemes).
     specs: dict = {}
     shared = {**context, **options}
     depth = chosen.depth_dependent
+    items, summary = [], []
+    add_item, add_summary = items.append, summary.append
     for entry in selected:
         param, override = entry.param, entry.override
-        if param.dtype not in SUPPORTED_DTYPES:
+        if param.dtype not in _SUPPORTED:
             raise TypeError(f"init_model_: parameter {entry.name} has dtype {param.dtype}; tinit fills "
                             "float32, float64, bfloat16 and float16")
-        extra = {**shared, **override["options"]} if "options" in override else shared
-        try:
-            key = (entry.role, entry.layer if depth else None, entry.stack, entry.layout, param.shape,
+        shape = param.shape
+        if not override:
+            extra = shared
+            key = (entry.role, entry.layer if depth else None, entry.stack, entry.layout, shape)
+        else:
+            extra = {**shared, **override["options"]} if "options" in override else shared
+            key = (entry.role, entry.layer if depth else None, entry.stack, entry.layout, shape,
                    override.get("fan_in"), override.get("fan_out"),
                    tuple(sorted(extra.items())) if extra is not shared else None)
+        try:
             spec = specs.get(key)
         except TypeError:  # an unhashable option value: no sharing
             key, spec = None, None
         if spec is None:
             spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=depths.get(entry.stack),
-                               shape=tuple(param.shape), d_model=d_model, layout=entry.layout,
+                               shape=tuple(shape), d_model=d_model, layout=entry.layout,
                                fan_in=override.get("fan_in"), fan_out=override.get("fan_out"), stack=entry.stack,
                                **extra)
             if key is not None:
                 specs[key] = spec
-        plan.append((entry, spec))
-    write_grouped_([FillItem(entry.param, spec, stream_for(entry.name)) for entry, spec in plan],
-                   seed=seed, backend=backend, sequential=not grouped, progress=progress)
-    return [ParamInit(entry.name, entry.role, entry.layer, entry.param.numel(), spec, entry.stack, entry.tied)
-            for entry, spec in plan]
+        # A constant draws nothing: its stream id is never read.
+        stream = 0 if spec.constant is not None and spec.parts is None else stream_for(entry.name)
+        add_item(FillItem(param, spec, stream))
+        add_summary(ParamInit(entry.name, entry.role, entry.layer, param.numel(), spec, entry.stack, entry.tied))
+    write_grouped_(items, seed=seed, backend=backend, sequential=not grouped, progress=progress)
+    return summary
 
 
 def mup_param_groups(model: torch.nn.Module, *, lr: float, base_width: int | None = None,
