@@ -353,3 +353,22 @@ def test_bad_backend_env_raises_before_drawing_from_torch_rng(monkeypatch):
         tinit.trunc_normal_(t)
     assert torch.equal(torch.get_rng_state(), state), "the RNG advanced on a failed call"
     assert torch.count_nonzero(t) == 0
+
+
+@pytest.mark.parametrize("mode", [-1.0, 4.0, 7.0, 0.5])
+def test_cpu_ops_refuse_an_unknown_transform_mode(mode):
+    """A transform table with a mode outside 0..3 is refused before anything
+    is written (the CPU kernels would otherwise run the two-sided transform on
+    constants meant for another)."""
+    constants = list(transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32))
+    constants[0] = mode
+    tensor = torch.full((37,), 5.0)
+    with pytest.raises(RuntimeError, match="transform mode"):
+        torch.ops.tinit.trunc_normal_(tensor, 1, 2, 0, constants)
+    other = torch.full((5,), 5.0)
+    good = list(transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32))
+    with pytest.raises(RuntimeError, match="transform mode"):
+        torch.ops.tinit.trunc_normal_grouped_([other, tensor], 1, [1, 2], [0, 0], good + constants)
+    with pytest.raises(RuntimeError, match="transform mode"):
+        torch.ops.tinit.trunc_normal_runs_(tensor.view(1, 37), 1, 2, 0, 37, [1], [0], constants)
+    assert torch.equal(tensor, torch.full((37,), 5.0)) and torch.equal(other, torch.full((5,), 5.0))

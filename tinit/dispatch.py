@@ -200,16 +200,23 @@ def _triton_fill_grouped(tensors: list[torch.Tensor], seed: int, streams: list[i
     _triton_grouped_module().trunc_normal_grouped_(tensors, seed, streams, offsets, packed)
 
 
+def _native_fill_grouped(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
+                         packed: list[tuple]) -> None:
+    """``tinit::trunc_normal_grouped_`` (CPU: one parallel loop; CUDA: one launch per dtype)."""
+    ops.trunc_normal_grouped_native(tensors, seed, streams, offsets, packed)
+
+
 BACKENDS: dict[str, Backend] = {
     "cuda": Backend("cuda", ops.trunc_normal_native, ("cuda",), SUPPORTED_DTYPES, _cuda_install_reason,
-                    summary="native CUDA kernels (csrc/cuda/)"),
+                    summary="native CUDA kernels (csrc/cuda/)",
+                    fill_runs=ops.trunc_normal_runs_native, fill_grouped=_native_fill_grouped),
     "triton": Backend("triton", _triton_fill, ("cuda", "cpu"),
                       tuple(d for d in SUPPORTED_DTYPES if d != torch.float64), _triton_install_reason,
                       _triton_tensor_reason, summary=f"Triton kernel ({TRITON_MODULE}); CPU only when interpreted",
                       fill_runs=_triton_fill_runs, fill_grouped=_triton_fill_grouped),
     "cpu": Backend("cpu", ops.trunc_normal_native, ("cpu",), SUPPORTED_DTYPES, _native_reason,
                    summary="native CPU kernels (csrc/cpu/), SIMD Philox, OpenMP",
-                   fill_runs=ops.trunc_normal_runs_native),
+                   fill_runs=ops.trunc_normal_runs_native, fill_grouped=_native_fill_grouped),
     "torch": Backend("torch", reference.trunc_normal_, (), SUPPORTED_DTYPES, lambda: None,
                      summary="pure-torch reference, fp64 temporaries of the tensor's size",
                      fill_runs=reference.trunc_normal_runs_),

@@ -3,11 +3,13 @@
 A model has thousands of parameter tensors, most of them small (norm gains,
 biases, per-head projections); one Python call and one kernel call each
 costs more than filling them. ``write_grouped_`` validates every item, then
-writes all truncated-normal pieces on a device in one call of
-``tinit::trunc_normal_grouped_`` from a table of (tensor, stream, offset,
-transform constants). Each tensor gets exactly the values ``write_spec_``
-gives it alone: the value at a stream index does not depend on how the
-tensors are batched.
+writes the truncated-normal pieces on a device with the backend's grouped
+call, from a table of (tensor, stream, offset, transform constants): one
+``tinit::trunc_normal_grouped_`` call on the CPU, one launch per dtype on
+CUDA (``csrc/cuda/trunc_normal_grouped_kernel.cu``) and Triton
+(``tinit.triton_kernels.trunc_normal_grouped``). Each tensor gets exactly
+the values ``write_spec_`` gives it alone: the value at a stream index does
+not depend on how the tensors are batched.
 """
 
 from __future__ import annotations
@@ -49,17 +51,28 @@ class FillItem(NamedTuple):
 
 
 _PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
-_UNSET = object()
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 # What an item's spec asks for, decided once per (spec, dtype).
 _NORMAL, _ZERO, _CONSTANT, _OTHER = range(4)
 
 
-def _grouped_writer(backend: dispatch.Backend):
-    """The backend's many-tensors call (``fill(tensors, seed, streams, offsets, constants)``), or None."""
-    if backend.name in ("cpu", "cuda") and ops.has_kernel("trunc_normal_grouped_", backend.name.upper()):
-        return ops.trunc_normal_grouped_native
-    return None
+# On a GPU a tensor this large keeps a launch of its own: the single-tensor
+# kernels keep more blocks resident (CUDA: fewer registers than the table
+# walk) and store vectors (Triton: a pointer read from the table has no known
+# alignment), and one launch more costs microseconds next to such a fill. On
+# the CPU the grouped op runs the same loop, so every tensor joins the table.
+# Not yet measured on a GPU (bench/bench_gpu_grouped.py compares the two).
+GPU_TABLE_MAX_NUMEL = 1 << 20
+
+
+def _grouped_writer(backend: dispatch.Backend) -> tuple:
+    """(the backend's many-tensors call ``fill_grouped(tensors, seed, streams, offsets, constants)`` or
+    None, the largest numel it takes)."""
+    if backend.fill_grouped is None:
+        return None, 0
+    if backend.name in ("cpu", "cuda") and not ops.has_kernel("trunc_normal_grouped_", backend.name.upper()):
+        return None, 0  # an extension built before the grouped op
+    return backend.fill_grouped, (2**63 if backend.name == "cpu" else GPU_TABLE_MAX_NUMEL)
 
 
 def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto",
@@ -69,14 +82,15 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
     Equivalent to ``write_spec_(item.tensor, item.spec, seed=seed,
     stream=item.stream, offset=item.offset, backend=backend)`` for each item
     in order, bit for bit. Truncated-normal pieces (whole tensors,
-    fused-projection parts along dim 0, FSDP2 ``Shard(0)`` shards) on CPU
-    tensors that the native CPU backend fills go into one
-    ``tinit::trunc_normal_grouped_`` call per device, whose threads share all
-    their elements. Constants 0 and 1 (biases, norm gains) are written by
-    ``torch._foreach_zero_``, other constants by ``fill_`` in one loop;
-    uniforms, fused parts along dim 1, shards split along an inner dim and
-    tensors on other backends (CUDA and Triton: one launch per tensor or row
-    run; reference) are written one by one.
+    fused-projection parts along dim 0, FSDP2 ``Shard(0)`` shards) go into
+    one table per device and backend: the CPU backend's
+    ``tinit::trunc_normal_grouped_`` call, whose threads share all the
+    elements; on a GPU (``cuda`` and ``triton``) one launch per dtype for the
+    tensors of up to ``GPU_TABLE_MAX_NUMEL`` elements, larger ones one launch
+    each. Zero constants (biases) are written by ``torch._foreach_zero_``,
+    other constants (norm gains) by ``fill_``; uniforms, fused parts along
+    dim 1, shards split along an inner dim (one runs call each) and tensors
+    of the reference backend are written one by one.
 
     Args:
         items: FillItems (any iterable; read once). Tensors whose memory
@@ -132,7 +146,7 @@ class _Plan:
         self.fills: list[tuple] = []  # (tensor, constant)
         self.later: list[tuple] = []  # (local, layout, item)
         self._kinds: dict = {}  # (id(spec), dtype) -> (kind, transform constants or None)
-        self._writers: dict = {}  # (device, dtype) -> grouped writer or None
+        self._writers: dict = {}  # (device, dtype) -> (grouped writer or None, largest numel it takes)
         self.spans: list[tuple] = []  # (device index, first byte, end) of every tensor written
 
     def _kind(self, spec: schemes.InitSpec, dtype: torch.dtype) -> tuple:
@@ -174,13 +188,14 @@ class _Plan:
                     later((local, layout, item))
                 continue
             device = local.device
-            writer = writers.get((device, dtype), _UNSET)
-            if writer is _UNSET:  # also raises when no backend fills the tensor
-                writer = writers[device, dtype] = _grouped_writer(dispatch.select(local, self.backend))
+            found = writers.get((device, dtype))
+            if found is None:  # also raises when no backend fills the tensor
+                found = writers[device, dtype] = _grouped_writer(dispatch.select(local, self.backend))
+            writer, largest = found
             start = local.data_ptr()
             if local.is_contiguous():
                 spans((local.get_device(), start, start + numel * local.element_size()))  # device -1: CPU
-                if kind == _NORMAL and layout is None and writer is not None:
+                if kind == _NORMAL and layout is None and numel <= largest:
                     table = tables.get((writer, device)) or tables.setdefault((writer, device), ([], [], [], []))
                     table[0].append(local)
                     table[1].append(stream)
@@ -217,8 +232,8 @@ class _Plan:
             for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
                 if (leaf.constant is None and leaf.distribution != "uniform" and view.numel() and not view.is_meta
                         and view.is_contiguous()):
-                    writer = self._writers.get((view.device, view.dtype))  # set by add for this tensor
-                    runs = _runs(view, sub, offset) if writer is not None else None
+                    writer, largest = self._writers[view.device, view.dtype]  # set by add for this tensor
+                    runs = _runs(view, sub, offset) if view.numel() <= largest else None
                     if runs is not None and runs.contiguous:
                         lo, hi = leaf.bounds
                         self._add(writer, view.device, view, item.stream, runs.base,

@@ -88,7 +88,7 @@ def trunc_normal_native(tensor: torch.Tensor, seed: int, stream: int, offset: in
 def trunc_normal_runs_native(tensor: torch.Tensor, seed: int, stream: int, runs,
                              constants: tuple[float, ...]) -> None:
     """Fill contiguous ``tensor`` laid out as ``runs`` (a ``tinit.sharding.StreamRuns``)
-    through ``torch.ops.tinit.trunc_normal_runs_`` (CPU only)."""
+    through ``torch.ops.tinit.trunc_normal_runs_`` (CPU: one parallel loop; CUDA: one launch)."""
     torch.ops.tinit.trunc_normal_runs_(tensor, as_int64(seed), as_int64(stream), runs.base, runs.run,
                                        list(runs.outer_sizes), list(runs.outer_starts), list(constants))
 
@@ -106,11 +106,12 @@ def has_kernel(op: str, dispatch_key: str) -> bool:
 
 def trunc_normal_grouped_native(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
                                 constants: list[tuple[float, ...]]) -> None:
-    """Fill many contiguous CPU tensors in one call (``torch.ops.tinit.trunc_normal_grouped_``).
+    """Fill many contiguous tensors on one device in one call (``torch.ops.tinit.trunc_normal_grouped_``).
 
     Tensor t gets exactly what ``trunc_normal_native(tensors[t], seed,
-    streams[t], offsets[t], constants[t])`` writes; the elements of all
-    tensors share the threads. Dtypes may differ between tensors.
+    streams[t], offsets[t], constants[t])`` writes. On the CPU the elements of
+    all tensors share the threads; on CUDA a table in device memory drives
+    one launch per dtype. Dtypes may differ between tensors.
     """
     flat = [value for packed in constants for value in packed]
     torch.ops.tinit.trunc_normal_grouped_(tensors, as_int64(seed), [as_int64(s) for s in streams], list(offsets),

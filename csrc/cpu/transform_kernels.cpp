@@ -112,6 +112,11 @@ ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed,
       TORCH_CHECK(false, op, ": unsupported dtype ", dtype,
                   " (expected float32, float64, bfloat16 or float16)");
   }
+  // ModeSet maps an unknown mode to the two-sided transform: refuse it here,
+  // as the CUDA binding does, instead of writing values from wrong constants.
+  const double mode = packed[0];
+  TORCH_CHECK(mode == kTwoSided || mode == kTail || mode == kTwoSidedFar || mode == kCentral, op,
+              ": transform mode must be 0..3 (tinit/params.py), got ", mode);
   t.elem_size = static_cast<int64_t>(c10::elementSize(dtype));
   if (t.is_double) {
     t.pd = TruncNormalParams<double>::from_packed(packed);
