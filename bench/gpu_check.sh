@@ -6,16 +6,21 @@
 #   2. python -m tinit.info,
 #   3. the GPU tests (tests/test_gpu.py; a GPU backend that cannot run fails),
 #   4. the quick CPU-side tests, if time allows,
-#   5. the GPU benchmark (bench/bench_gpu.py) with the time that is left.
-# Results: bench/results/gpu_<date>_<commit>.{json,md}; with $OUT set also
-# $OUT/bench_gpu.{json,md}, $OUT/gpu_check.log and $OUT/gpu_tests.xml.
+#   5. the grouped-fill benchmark (bench/bench_gpu_grouped.py: whole-model
+#      init, one big tensor and a Shard(1) half, Triton grouped) with two
+#      fifths of the benchmarks' time, at most 75 s,
+#   6. the GPU benchmark (bench/bench_gpu.py) with the time that is left.
+# Results: bench/results/gpu_<date>_<commit>.{json,md} and
+# gpu_<date>_<commit>_grouped.{json,md}; with $OUT set also
+# $OUT/bench_gpu.{json,md}, $OUT/bench_gpu_grouped.{json,md},
+# $OUT/gpu_check.log and $OUT/gpu_tests.xml.
 #
 #   bash bench/gpu_check.sh
 #   TINIT_COMMIT=$(git rev-parse --short=12 HEAD) bash bench/gpu_check.sh   # where .git is absent
 # Environment: PYTHON (default python3), TINIT_CHECK_BUDGET_S (default 450),
 # TORCH_CUDA_ARCH_LIST (default 9.0), TINIT_COMMIT, and TINIT_CHECK_CPU=1 for a
 # rehearsal on a machine without a GPU (CPU-only build, GPU tests skipped,
-# benchmark pipeline on small CPU tensors, results under /tmp).
+# benchmark pipelines on small CPU tensors, Triton interpreted, results under /tmp).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,9 +47,13 @@ export TINIT_COMMIT
 CPU_REHEARSAL="${TINIT_CHECK_CPU:-0}"
 FORCE_CUDA=1
 BENCH_ARGS=()
+GROUPED_ARGS=()
+GROUPED_ENV=(env)
 if [[ "$CPU_REHEARSAL" == 1 ]]; then
   FORCE_CUDA=0
   BENCH_ARGS=(--device cpu --sizes 1M,4M --out-dir "${TMPDIR:-/tmp}/tinit_gpu_check")
+  GROUPED_ARGS=(--device cpu --blocks 2 --out-dir "${TMPDIR:-/tmp}/tinit_gpu_check")
+  GROUPED_ENV=(env TRITON_INTERPRET=1)
 fi
 
 elapsed() { echo $(($(date +%s) - START)); }
@@ -87,6 +96,19 @@ if (( $(left) > 240 )); then
     tests/test_cuda_compile.py tests/test_dispatch.py tests/test_info.py tests/test_philox.py
 else
   echo "=== quick CPU-side tests skipped: $(left) s left" | tee -a "$LOG"
+fi
+
+# The grouped-fill benchmark: two fifths of the benchmarks' time (after ~10 s
+# of its own start-up), at most 75 s, and only when bench_gpu.py still gets 30 s.
+avail=$(( $(left) - 45 ))
+grouped_budget=$(( (avail - 10) * 2 / 5 ))
+(( grouped_budget > 75 )) && grouped_budget=75
+if (( grouped_budget >= 20 && avail - grouped_budget - 10 > 30 )); then
+  step "grouped-fill GPU benchmark" $((grouped_budget + 40)) "${GROUPED_ENV[@]}" \
+    "$PY" bench/bench_gpu_grouped.py --budget-s "$grouped_budget" "${GROUPED_ARGS[@]}"
+else
+  echo "=== grouped-fill GPU benchmark skipped: $(left) s left" | tee -a "$LOG"
+  FAILED+=("grouped-fill GPU benchmark (no time left)")
 fi
 
 bench_budget=$(( $(left) - 45 ))

@@ -1,0 +1,74 @@
+"""bench/bench_gpu_grouped.py on tiny CPU tensors: the pipeline the GPU check runs (no timing claims).
+
+- every case writes validated, timed rows and a JSON + markdown report;
+- a method that raises is recorded with its error, the others still run, and the exit status is 1;
+- the profiler trace parser reads kernels, registers and launch shapes from kineto's chrome trace.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import bench_gpu_grouped
+
+TINY = ["--device", "cpu", "--blocks", "1", "--widths", "8", "--large-numel", "4K", "--shard", "16",
+        "--budget-s", "30"]
+
+
+def _report(folder: Path) -> dict:
+    found = sorted(folder.glob("gpu_dryrun_*_grouped.json"))
+    assert len(found) == 1 and found[0].with_suffix(".md").exists(), f"reports in {folder}: {found}"
+    return json.loads(found[0].read_text())
+
+
+def test_cpu_rehearsal_writes_validated_rows(tmp_path, monkeypatch):
+    monkeypatch.delenv("OUT", raising=False)
+    assert bench_gpu_grouped.main([*TINY, "--cases", "large,model", "--out-dir", str(tmp_path)]) == 0
+    report = _report(tmp_path)
+    assert report["complete"] and not report["failed"]
+    timed = {(r["case"], r["dtype"], r["method"]) for r in report["results"] if "median_s" in r}
+    for dtype in ("bf16", "f32"):
+        for case, method in [("large", "single"), ("large", "grouped_1"), ("shard", "runs"), ("shard", "row_loop"),
+                             ("model", "grouped"), ("model", "per_tensor"), ("model", "fill_loop"),
+                             ("model", "torch_loop")]:
+            assert (case, dtype, method) in timed, f"{case} {dtype} {method} was not timed: {report['results']}"
+    grouped = next(r for r in report["results"] if r["case"] == "model" and r["method"] == "grouped")
+    assert grouped["validation"]["bits"] == "equal to per_tensor"
+    assert grouped["launches"]["by_name"] == {"tinit::trunc_normal_grouped_": 1}
+    assert report["environment"]["git_commit"]
+
+
+def test_a_failing_method_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    monkeypatch.delenv("OUT", raising=False)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(bench_gpu_grouped.ops, "trunc_normal_grouped_native", broken)
+    assert bench_gpu_grouped.main([*TINY, "--cases", "large", "--dtypes", "f32", "--out-dir", str(tmp_path)]) == 1
+    report = _report(tmp_path)
+    failed = {r["method"]: r["error"] for r in report["results"] if "error" in r}
+    assert list(failed) == ["grouped_1"] and "injected failure" in failed["grouped_1"]
+    assert {r["method"] for r in report["results"] if "median_s" in r} == {"single", "runs", "row_loop"}
+    assert "FAILED: RuntimeError: injected failure" in (tmp_path / next(tmp_path.glob("*.md")).name).read_text()
+
+
+@pytest.mark.parametrize("args", [{"registers per thread": 72, "block": [256, 1, 1], "grid": [4096, 1, 1],
+                                   "est. achieved occupancy %": 38}, {}], ids=["full", "bare"])
+def test_trace_kernels_reads_kineto_kernel_events(args):
+    trace = {"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "tinit_grouped_kernel", "args": args},
+        {"ph": "X", "cat": "kernel", "name": "tinit_grouped_kernel", "args": args},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "tinit::trunc_normal_grouped_", "args": {}},
+    ]}
+    found = bench_gpu_grouped.trace_kernels(trace)
+    assert list(found) == ["tinit_grouped_kernel"] and found["tinit_grouped_kernel"]["launches"] == 2
+    if args:
+        assert found["tinit_grouped_kernel"]["registers"] == 72
+        assert found["tinit_grouped_kernel"]["block"] == [256, 1, 1]
