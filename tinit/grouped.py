@@ -51,6 +51,7 @@ class FillItem(NamedTuple):
 
 
 _PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
+_U64, _I63 = 2**64, 2**63
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 # What an item's spec asks for, decided once per (spec, dtype).
 _NORMAL, _ZERO, _CONSTANT, _OTHER = range(4)
@@ -181,7 +182,9 @@ class _Plan:
             if kind == _OTHER and spec.parts is not None:
                 _split_checked(spec, tuple(local.shape) if layout is None else layout.global_shape)
             numel = local.numel()
-            _check_stream(seed, stream, offset, numel if layout is None else _logical_numel(local, layout))
+            if not (layout is None and type(stream) is int and type(offset) is int and 0 <= stream < _U64
+                    and 0 <= offset <= _I63 - numel):  # else the full check, which raises when it must
+                _check_stream(seed, stream, offset, numel if layout is None else _logical_numel(local, layout))
             checked((local, layout, item))
             if not numel or local.is_meta:
                 if kind == _OTHER:  # uniforms and parts went through their checks; nothing to write

@@ -393,7 +393,7 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
     shared = {**context, **options}
     depth = chosen.depth_dependent
     items, summary = [], []
-    add_item, add_summary = items.append, summary.append
+    add_item, add_summary, new_tuple = items.append, summary.append, tuple.__new__
     for entry in selected:
         param, override = entry.param, entry.override
         if param.dtype not in _SUPPORTED:
@@ -421,8 +421,10 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
                 specs[key] = spec
         # A constant draws nothing: its stream id is never read.
         stream = 0 if spec.constant is not None and spec.parts is None else stream_for(entry.name)
-        add_item(FillItem(param, spec, stream))
-        add_summary(ParamInit(entry.name, entry.role, entry.layer, param.numel(), spec, entry.stack, entry.tied))
+        # tuple.__new__ skips the NamedTuples' Python-level __new__ (one call per parameter)
+        add_item(new_tuple(FillItem, (param, spec, stream, 0)))
+        add_summary(new_tuple(ParamInit, (entry.name, entry.role, entry.layer, param.numel(), spec, entry.stack,
+                                          entry.tied)))
     write_grouped_(items, seed=seed, backend=backend, sequential=not grouped, progress=progress)
     return summary
 
