@@ -323,15 +323,14 @@ def markdown(env: dict, rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write(env: dict, rows: list[dict], out_dir: Path) -> list[Path]:
-    """JSON + markdown under ``out_dir`` and, when $OUT is set, under $OUT."""
-    payload = {"environment": env, "results": rows, "targets": targets(rows)}
-    text = markdown(env, rows)
+def save(env: dict, payload: dict, text: str, out_dir: Path, suffix: str = "") -> list[Path]:
+    """Write ``payload`` (JSON) and ``text`` (markdown) as ``gpu_<date>_<commit><suffix>`` under ``out_dir``
+    (``gpu_dryrun_<date><suffix>`` off a GPU) and, when $OUT is set, as ``bench_gpu<suffix>`` under $OUT."""
     stamp = env["date"][:19].replace(":", "").replace("-", "")
     stem = f"gpu_{stamp}_{env['git_commit']}" if env["device"].startswith("cuda") else f"gpu_dryrun_{stamp}"
-    dests = [(out_dir, stem)]
+    dests = [(out_dir, stem + suffix)]
     if os.environ.get("OUT"):
-        dests.append((Path(os.environ["OUT"]), "bench_gpu"))
+        dests.append((Path(os.environ["OUT"]), "bench_gpu" + suffix))
     written = []
     for folder, name in dests:
         folder.mkdir(parents=True, exist_ok=True)
@@ -339,6 +338,12 @@ def write(env: dict, rows: list[dict], out_dir: Path) -> list[Path]:
         (folder / f"{name}.md").write_text(text)
         written += [folder / f"{name}.json", folder / f"{name}.md"]
     return written
+
+
+def write(env: dict, rows: list[dict], out_dir: Path) -> list[Path]:
+    """JSON + markdown under ``out_dir`` and, when $OUT is set, under $OUT."""
+    payload = {"environment": env, "results": rows, "targets": targets(rows)}
+    return save(env, payload, markdown(env, rows), out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 import tempfile
@@ -70,7 +69,7 @@ from tinit.sharding import ShardLayout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_grouped
 from _env import REPO
-from bench_gpu import environment, label, parse_size
+from bench_gpu import environment, label, parse_size, save
 from bench_trunc_normal import STD, A, B
 
 SEED, STREAM = 1234, 7
@@ -668,20 +667,7 @@ def write(env: dict, rows: list[dict], out_dir: Path, complete: bool) -> list[Pa
     """JSON + markdown under ``out_dir`` and, when $OUT is set, under $OUT (rewritten after every case)."""
     payload = {"environment": env, "complete": complete, "results": rows,
                "failed": [r for r in rows if "error" in r]}
-    text = markdown(env, rows, complete)
-    stamp = env["date"][:19].replace(":", "").replace("-", "")
-    cuda = env["device"].startswith("cuda")
-    stem = f"gpu_{stamp}_{env['git_commit']}_grouped" if cuda else f"gpu_dryrun_{stamp}_grouped"
-    dests = [(out_dir, stem)]
-    if os.environ.get("OUT"):
-        dests.append((Path(os.environ["OUT"]), "bench_gpu_grouped"))
-    written = []
-    for folder, name in dests:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{name}.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
-        (folder / f"{name}.md").write_text(text)
-        written += [folder / f"{name}.json", folder / f"{name}.md"]
-    return written
+    return save(env, payload, markdown(env, rows, complete), out_dir, "_grouped")
 
 
 def _print_rows(rows: list[dict]) -> None:
