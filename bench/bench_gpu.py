@@ -292,15 +292,19 @@ def _fmt(row: dict, key: str, spec: str) -> str:
     return format(row[key], spec) if key in row else "-"
 
 
-def markdown(env: dict, rows: list[dict]) -> str:
-    """The report: environment, one table row per (case, method), targets, bounds, skips."""
-    head = [f"# tinit GPU benchmark, {env['date']}", "",
-            (f"- GPU: {env.get('gpu', 'none')} ({env.get('multiprocessors', '-')} SMs, "
+def environment_lines(env: dict) -> list[str]:
+    """The report's machine lines (GPU, versions, commit) as markdown list items."""
+    return [(f"- GPU: {env.get('gpu', 'none')} ({env.get('multiprocessors', '-')} SMs, "
              f"{env.get('gpu_memory_gib', '-')} GiB, compute capability {env.get('capability', '-')})"),
             (f"- torch {env['torch']} (CUDA {env['torch_cuda']}), triton {env['triton']}, nvcc {env['nvcc']}, "
              f"tinit {env['tinit']}, python {env['python']}"),
             (f"- commit {env['git_commit']}{' (uncommitted changes)' if env['git_dirty'] else ''}; "
-             f"device {env['device']}; CPU {env['cpu']}"),
+             f"device {env['device']}; CPU {env['cpu']}")]
+
+
+def markdown(env: dict, rows: list[dict]) -> str:
+    """The report: environment, one table row per (case, method), targets, bounds, skips."""
+    head = [f"# tinit GPU benchmark, {env['date']}", "", *environment_lines(env),
             (f"- std {STD}, bounds [{A}, {B}] (+-2 sigma); "
              f"{'CUDA-event' if env['device'].startswith('cuda') else 'wall-clock'} medians; "
              "write GB/s = tensor bytes / time"),

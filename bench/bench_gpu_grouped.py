@@ -69,7 +69,7 @@ from tinit.sharding import ShardLayout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_grouped
 from _env import REPO
-from bench_gpu import environment, label, parse_size, save
+from bench_gpu import environment, environment_lines, label, parse_size, save
 from bench_trunc_normal import STD, A, B
 
 SEED, STREAM = 1234, 7
@@ -588,12 +588,7 @@ def markdown(env: dict, rows: list[dict], complete: bool) -> str:
     """The report: environment, one table per case, kernel counts, skips and failures."""
     cuda = env["device"].startswith("cuda")
     out = [f"# tinit grouped-fill GPU benchmark, {env['date']}{'' if complete else ' (incomplete run)'}", "",
-           (f"- GPU: {env.get('gpu', 'none')} ({env.get('multiprocessors', '-')} SMs, "
-            f"{env.get('gpu_memory_gib', '-')} GiB, compute capability {env.get('capability', '-')})"),
-           (f"- torch {env['torch']} (CUDA {env['torch_cuda']}), triton {env['triton']}, nvcc {env['nvcc']}, "
-            f"tinit {env['tinit']}, python {env['python']}"),
-           (f"- commit {env['git_commit']}{' (uncommitted changes)' if env['git_dirty'] else ''}; "
-            f"device {env['device']}; CPU {env['cpu']}"),
+           *environment_lines(env),
            (f"- {'CUDA-event' if cuda else 'wall-clock (CPU rehearsal: no timing claims)'} medians; "
             f"std {STD}, bounds [{A}, {B}] for the large tensors; GB/s = bytes written / time"), ""]
     large = [r for r in rows if r["case"] in ("large", "shard") and "median_s" in r]
