@@ -178,8 +178,9 @@ def _named_modules(model: torch.nn.Module):
     """``model.named_modules(remove_duplicate=False)`` in the same (pre-)order, as a list.
 
     One loop instead of torch's recursive generators (each yield passes
-    through every level of ``yield from``); a model whose class overrides
-    ``named_modules`` gets its own.
+    through every level of ``yield from``). A model whose class overrides
+    ``named_modules`` is walked by its own method; submodules are walked
+    through ``_modules``, as ``nn.Module.named_modules`` walks them.
     """
     if type(model).named_modules is not torch.nn.Module.named_modules:
         return list(model.named_modules(remove_duplicate=False))
