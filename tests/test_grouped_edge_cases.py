@@ -4,8 +4,7 @@ Contract checked here: ``init_model_`` / ``write_grouped_`` give, bit for
 bit, what writing each tensor alone with ``write_spec_`` gives; bad input
 raises before any tensor is written; roles, layers and ties are those the
 module tree implies (ParameterList/ParameterDict leaves, shared submodules,
-None parameters, overridden ``named_modules``, ``prefix=``). Tests marked
-``xfail(strict=True)`` document known bugs.
+None parameters, overridden ``named_modules``, ``prefix=``).
 """
 
 from __future__ import annotations
@@ -203,8 +202,6 @@ def test_root_module_overriding_named_modules_is_respected():
                                msg="a parameter named_modules hides was written")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: model_init._named_modules walks module._modules itself and only honours "
-                                       "an overridden named_modules on the root model, not on a child (aef9101 did)")
 def test_child_module_overriding_named_modules_is_respected():
     model = _prefilled(ChildHides())
     with torch.no_grad():
@@ -221,11 +218,7 @@ def test_child_module_overriding_named_modules_is_respected():
     pytest.param("model.layers.3.", 3, id="dotted"),
     pytest.param("blocks.12.", 12, id="dotted-two-digits"),
     pytest.param("h.3", None, id="undotted-one-digit"),
-    pytest.param(
-        "model.layers.33", None, id="undotted-two-digits",
-        marks=pytest.mark.xfail(strict=True, reason="bug: _classify takes a root parameter's layer from "
-                                                    "infer_layer(base[:-1]), which drops the prefix's last character "
-                                                    "when it has no trailing dot ('layers.33' -> layer 3)")),
+    pytest.param("model.layers.33", None, id="undotted-two-digits"),
 ])
 def test_prefix_layer_of_root_parameters(prefix, layer):
     """The layer of a root-level parameter is infer_layer(prefix + leaf), as in aef9101."""
@@ -247,9 +240,6 @@ def test_overrides_layer_role_and_options_reach_the_values():
     _assert_matches_write_spec(model, summary, SEED)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: init_model_ shares one spec per (role, shape) unless the scheme is "
-                                       "depth_dependent; ReZero is not, so with a depth-dependent base every block "
-                                       "gets block 0's std")
 @pytest.mark.parametrize("base", ["depth_init", "mitchell"])
 def test_rezero_with_a_depth_dependent_base(base):
     model = MixedDtypes(n_layers=3)
@@ -374,8 +364,6 @@ def test_bad_spec_for_the_last_parameter_writes_nothing():
     _assert_unchanged(model, before)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: init_model_(device=...) materialises a meta model (to_empty) before "
-                                       "the role/scheme checks, so a refused call leaves it on the CPU, uninitialised")
 def test_refused_meta_model_stays_on_meta():
     with torch.device("meta"):
         model = MixedDtypes(n_layers=2)
@@ -414,11 +402,7 @@ CASES = {
     "interleaved-views": lambda: _on_one_storage(lambda base: (base[:, ::2], base[:, 1::2])),
     "extreme-ids": lambda: [FillItem(torch.full((9,), 7.0), S(std=1.0), 2**64 - 1, 2**63 - 9),
                             FillItem(torch.full((9,), 7.0, dtype=torch.bfloat16), S(std=1.0), 2**63, 0)],
-    "neg-zero-constant": pytest.param(
-        lambda: [FillItem(torch.full((4,), 7.0), S(constant=-0.0), 0)],
-        marks=pytest.mark.xfail(strict=True, reason="bug: _Plan._kind files constant -0.0 as a zero "
-                                                    "(`if spec.constant`), _foreach_zero_ writes +0.0; "
-                                                    "write_spec_'s fill_ writes -0.0")),
+    "neg-zero-constant": lambda: [FillItem(torch.full((4,), 7.0), S(constant=-0.0), 0)],
 }
 
 
@@ -473,16 +457,10 @@ BAD_LAST = {
     "uniform-bad-std": (lambda: FillItem(torch.zeros(3), dataclasses.replace(UNIFORM, std=-1.0), 6), ValueError,
                         "std"),
     "inf-std": (lambda: FillItem(torch.zeros(3), S(std=math.inf), 6), ValueError, "std"),
-    "fp16-unrepresentable-constant": pytest.param(
-        lambda: FillItem(torch.zeros(3, dtype=torch.float16), S(constant=1e10), 6), RuntimeError, "Half",
-        marks=pytest.mark.xfail(strict=True, reason="bug: constants are not checked against the dtype before writing "
-                                                    "(_Plan.add); fill_ raises only after other items (grouped: the "
-                                                    "zeros) were written")),
-    "plain-tuple-item": pytest.param(
-        lambda: (torch.zeros(3), UNIFORM, 6, 0), (TypeError, AttributeError), None,
-        marks=pytest.mark.xfail(strict=True, reason="bug: _Plan.add unpacks any 4-tuple but write() reads item.spec/"
-                                                    "item.stream; a plain tuple fails after zeros/fills were written "
-                                                    "(aef9101 failed before writing)")),
+    "fp16-unrepresentable-constant": (lambda: FillItem(torch.zeros(3, dtype=torch.float16), S(constant=1e10), 6),
+                                      ValueError, "float16"),
+    "nan-constant": (lambda: FillItem(torch.zeros(3), S(constant=math.nan), 6), ValueError, "finite"),
+    "short-tuple": (lambda: (torch.zeros(3),), TypeError, "spec"),
 }
 
 
@@ -497,11 +475,19 @@ def test_bad_last_item_writes_nothing(make_last, error, match, sequential):
         assert torch.equal(_bits(item[0]), old), f"item {i} ({item[0].dtype}) was written by a call that raised"
 
 
+def test_plain_tuples_are_taken_as_fill_items():
+    """(tensor, spec, stream[, offset]) tuples give what FillItems give."""
+    tuples = [t for t in (_bad_last(lambda: (torch.full((7,), 7.0), UNIFORM, 6, 3))())]
+    tuples = [tuple(t) for t in tuples]
+    items = [FillItem(torch.full_like(t[0], 7.0), *t[1:]) for t in tuples]
+    write_grouped_(tuples, seed=SEED)
+    write_grouped_(items, seed=SEED)
+    for i, (got, want) in enumerate(zip(tuples, items)):
+        _assert_same_bits(got[0], want.tensor, f"item {i}")
+
+
 # --- uniforms in low precision ----------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="bug: fill._uniform_local rounds low + (high - low) u to bf16/fp16 without "
-                                       "clamping to the dtype values inside [low, high]; values land outside "
-                                       "spec.bounds (the truncated normal clamps)")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 def test_xavier_uniform_stays_inside_its_bounds(dtype):
     model = nn.Linear(768, 768, bias=False).to(dtype)
@@ -571,3 +557,43 @@ def test_triton_backend_refuses_fp64_last_before_writing(triton_interpreter):
     with pytest.raises(RuntimeError, match="triton"):
         tinit.init_model_(model, "normal", seed=SEED, backend="triton")
     _assert_unchanged(model, before)
+
+
+# --- refusals found by review ----------------------------------------------
+
+def test_inference_tensors_are_refused_before_anything_is_written():
+    """Parameters made under torch.inference_mode cannot be written outside it: refused up front,
+    not after the zeros were written."""
+    with torch.inference_mode():
+        model = MixedDtypes(n_layers=2)
+    before = [p.clone() for p in model.parameters()]
+    with pytest.raises(RuntimeError, match="inference"):
+        tinit.init_model_(model, "gpt2", seed=SEED)
+    for p, old in zip(model.parameters(), before):
+        assert torch.equal(_bits(p), _bits(old))
+
+
+def test_constants_need_no_backend():
+    """A zero or a constant is written by torch itself, as write_spec_ writes it: a backend that
+    cannot fill the tensor (triton: no float64) does not stop it."""
+    gain, bias = torch.full((5,), 7.0, dtype=torch.float64), torch.full((5,), 7.0, dtype=torch.float64)
+    write_grouped_([FillItem(gain, S(constant=1.0), 0), FillItem(bias, S(constant=0.0), 0)], seed=SEED,
+                   backend="triton")
+    assert torch.equal(gain, torch.ones(5, dtype=torch.float64)) and torch.equal(bias, torch.zeros(5, dtype=torch.float64))
+
+
+def test_unknown_backend_is_refused_before_materialising():
+    with torch.device("meta"):
+        model = MixedDtypes(n_layers=2)
+    with pytest.raises(ValueError, match="unknown tinit backend"):
+        tinit.init_model_(model, "gpt2", seed=SEED, device="cpu", backend="bogus")
+    assert all(p.is_meta for p in model.parameters())
+
+
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors is a no-op")
+@pytest.mark.parametrize("scheme", ["kaiming_normal", "xavier_uniform", "kaiming_uniform"])
+def test_zero_fan_is_a_clear_error(scheme):
+    """A fan-based std of a weight with no elements is refused by name, not a ZeroDivisionError."""
+    model = nn.Linear(0, 4)
+    with pytest.raises(ValueError, match="fan_in 0"):
+        tinit.init_model_(model, scheme, seed=SEED, d_model=4, overrides={"weight": "mlp_in", "bias": "bias"})

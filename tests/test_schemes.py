@@ -317,14 +317,14 @@ def test_truncation_factor_matches_scipy():
 def test_depth_dependent_flag(scheme):
     """``init_model_`` shares one spec between blocks unless ``depth_dependent``: the flag must say the truth."""
     chosen = schemes.get(scheme)
-    options = [{}, {"base_width": 256}] if scheme == "mup" else [{}, {"base": "modern"}] if scheme == "rezero" \
-        else [{}]
-    differs = False
+    options = [{}, {"base_width": 256}] if scheme == "mup" else \
+        [{}, {"base": "modern"}, {"base": "depth_init"}, {"base": "mitchell"}] if scheme == "rezero" else [{}]
     for opts in options:
+        differs = False
         for role, shape in SHAPES.items():
             first = chosen.spec(role=role, layer_idx=0, n_layers=L, d_model=D, shape=shape, **opts)
             later = chosen.spec(role=role, layer_idx=7, n_layers=L, d_model=D, shape=shape, **opts)
-            if not chosen.depth_dependent:
+            if not chosen.depends_on_depth(**opts):
                 assert first == later, (role, opts)
             differs |= first != later
-    assert differs == chosen.depth_dependent
+        assert differs == chosen.depends_on_depth(**opts), opts

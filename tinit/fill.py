@@ -14,7 +14,7 @@ import math
 import torch
 
 from tinit import dispatch, ops, reference, schemes
-from tinit.params import check_dtype, transform_constants
+from tinit.params import check_dtype, representable_inside, transform_constants
 from tinit.sharding import ShardLayout, StreamRuns, is_dtensor
 
 
@@ -169,7 +169,12 @@ def _check_spec(spec: schemes.InitSpec, dtype: torch.dtype) -> None:
     if spec.parts is not None:
         for part in spec.parts:
             _check_spec(part, dtype)
-    elif spec.constant is None:
+    elif spec.constant is not None:
+        value = spec.constant
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or abs(value) > torch.finfo(dtype).max:
+            raise ValueError(f"constant {value!r} is not a finite value of {dtype}")
+    else:
         lo, hi = spec.bounds
         transform_constants(spec.mean, spec.std, lo, hi, dtype)
 
@@ -188,11 +193,13 @@ def _uniform_local(local: torch.Tensor, layout: ShardLayout | None, low: float, 
 
     w_j is the uint32 word at element j's stream index (README "The stream"),
     the same words the truncated normal inverts. Computed in fp64 (in chunks
-    of 2**22 elements for a contiguous range), then rounded once to the
-    tensor's dtype.
+    of 2**22 elements for a contiguous range), rounded once to the tensor's
+    dtype, then clamped to the dtype's values inside [low, high] (rounding
+    can carry a value just inside a bound onto a bf16/fp16 value outside it).
     """
     if local.numel() == 0 or local.device.type == "meta":
         return
+    inside = representable_inside(low, high, local.dtype)
     runs = _runs(local, layout, offset)
     target = local if local.is_contiguous() else torch.empty_like(local, memory_format=torch.contiguous_format)
     flat = target.view(-1)
@@ -201,13 +208,13 @@ def _uniform_local(local: torch.Tensor, layout: ShardLayout | None, low: float, 
         for start in range(0, flat.numel(), chunk):
             count = min(chunk, flat.numel() - start)
             u = _words(count, seed, stream, runs.base + start, local.device).to(torch.float64) * 2.0**-32 + 2.0**-33
-            flat[start:start + count].copy_(low + (high - low) * u)
+            flat[start:start + count].copy_(low + (high - low) * u).clamp_(*inside)
     else:  # a shard split along an inner dim: words of the shard's own indices
         if local.device.type == "cpu" and ops.has_kernel("philox_runs_", "CPU"):
             words = ops.philox_words(flat.numel(), seed, stream, runs=runs)
         else:
             words = reference.words_at(runs.stream_indices().to(local.device), seed, stream)
-        flat.copy_(low + (high - low) * (words.to(torch.float64) * 2.0**-32 + 2.0**-33))
+        flat.copy_(low + (high - low) * (words.to(torch.float64) * 2.0**-32 + 2.0**-33)).clamp_(*inside)
     if target is not local:
         local.copy_(target)
 

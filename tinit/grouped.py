@@ -14,6 +14,7 @@ not depend on how the tensors are batched.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -158,7 +159,9 @@ class _Plan:
             lo, hi = spec.bounds
             found = _NORMAL, transform_constants(spec.mean, spec.std, lo, hi, dtype)
         elif spec.parts is None and spec.constant is not None:
-            found = (_CONSTANT if spec.constant else _ZERO), None
+            _check_spec(spec, dtype)
+            # -0.0 is a constant of its own: zero_ would write +0.0
+            found = (_ZERO if spec.constant == 0 and math.copysign(1.0, spec.constant) > 0 else _CONSTANT), None
         else:
             _check_spec(spec, dtype)
             found = _OTHER, None
@@ -172,11 +175,16 @@ class _Plan:
         kinds, writers, tables, zeros = self._kinds, self._writers, self.tables, self.zeros
         checked, spans, later, fills = self.checked.append, self.spans.append, self.later.append, self.fills.append
         for item in items:
+            if type(item) is not FillItem:
+                item = FillItem(*item)  # a plain (tensor, spec, stream[, offset]) tuple
             tensor, spec, stream, offset = item
             if type(tensor) in _PLAIN:
                 local, layout = tensor, None
             else:
                 local, layout = _resolve(tensor, None, None)
+            if local.is_inference() and not torch.is_inference_mode_enabled():
+                raise RuntimeError("write_grouped_: an inference tensor (made under torch.inference_mode) can be "
+                                   "written only inside torch.inference_mode(); nothing was written")
             dtype = local.dtype
             kind, constants = kinds.get((id(spec), dtype)) or self._kind(spec, dtype)
             if kind == _OTHER and spec.parts is not None:
@@ -191,10 +199,11 @@ class _Plan:
                     later((local, layout, item))
                 continue
             device = local.device
-            found = writers.get((device, dtype))
-            if found is None:  # also raises when no backend fills the tensor
-                found = writers[device, dtype] = _grouped_writer(dispatch.select(local, self.backend))
-            writer, largest = found
+            if kind == _NORMAL or kind == _OTHER:  # constants need no backend
+                found = writers.get((device, dtype))
+                if found is None:  # also raises when no backend fills the tensor
+                    found = writers[device, dtype] = _grouped_writer(dispatch.select(local, self.backend))
+                writer, largest = found
             start = local.data_ptr()
             if local.is_contiguous():
                 spans((local.get_device(), start, start + numel * local.element_size()))  # device -1: CPU

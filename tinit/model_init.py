@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import torch
 
-from tinit import schemes
+from tinit import dispatch, schemes
 from tinit.fill import _check_stream
 from tinit.grouped import FillItem, write_grouped_
 from tinit.params import SUPPORTED_DTYPES
@@ -178,15 +178,15 @@ def _named_modules(model: torch.nn.Module):
     """``model.named_modules(remove_duplicate=False)`` in the same (pre-)order, as a list.
 
     One loop instead of torch's recursive generators (each yield passes
-    through every level of ``yield from``). A model whose class overrides
-    ``named_modules`` is walked by its own method; submodules are walked
-    through ``_modules``, as ``nn.Module.named_modules`` walks them.
+    through every level of ``yield from``). When any module's class
+    overrides ``named_modules``, torch's own walk is used, which calls it.
     """
-    if type(model).named_modules is not torch.nn.Module.named_modules:
-        return list(model.named_modules(remove_duplicate=False))
+    plain = torch.nn.Module.named_modules
     found, stack = [], [("", model)]
     while stack:
         name, module = stack.pop()
+        if type(module).named_modules is not plain:  # a class that decides what it yields
+            return list(model.named_modules(remove_duplicate=False))
         found.append((name, module))
         children = module._modules
         if children:
@@ -221,9 +221,11 @@ def _classify(model, prefix: str, overrides) -> list[_Param]:
             names = aliases[id(param)] = [full]
             if module_template is None:
                 module_template = _BLOCK_NUMBER.sub(".0", base)
-                module_layer = infer_layer(base[:-1]) if base else None
+                module_layer = infer_layer(base[:-1]) if base.endswith(".") else None
                 layout = _layout(module)
-            if leaf.isdigit():  # a ParameterList's leaves are numbers: parse the whole name
+            # A ParameterList's leaves are numbers, and a prefix without a
+            # trailing dot runs into the root's leaves: parse the whole name.
+            if leaf.isdigit() or not base.endswith("."):
                 template, layer = _BLOCK_NUMBER.sub(".0", full), infer_layer(full)
             else:
                 template, layer = module_template + leaf, module_layer
@@ -362,13 +364,15 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
     compiled = _compile_overrides(overrides)
     entries = _classify(model, prefix, compiled)
     meta = next((e.name for e in entries if e.param.is_meta), None)
-    if meta is not None:
-        if device is None:
-            raise ValueError(f"init_model_: parameters are on the meta device (first: {meta}); pass device=... "
-                             "or materialise with tinit.materialise_(model, device)")
-        materialise_(model, device)
-        entries = _classify(model, prefix, compiled)
-    _check_hf_tie(model)
+    if meta is not None and device is None:
+        raise ValueError(f"init_model_: parameters are on the meta device (first: {meta}); pass device=... "
+                         "or materialise with tinit.materialise_(model, device)")
+    if backend != "auto" and backend not in dispatch.BACKENDS:
+        raise ValueError(f"unknown tinit backend {backend!r}; choose from {sorted(dispatch.BACKENDS)} or 'auto'")
+    if meta is None:
+        _check_hf_tie(model)
+    # Everything below up to materialising reads names and shapes only, so a
+    # meta model is checked, and its specs chosen, before it is allocated.
     enc_dec, depths = _depths(entries, n_layers)
     if d_model is None:
         d_model = _infer_d_model(model, entries)
@@ -392,7 +396,7 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
     # counts only for depth-dependent schemes).
     specs: dict = {}
     shared = {**context, **options}
-    depth = chosen.depth_dependent
+    depth = chosen.depends_on_depth(**shared)
     items, summary = [], []
     add_item, add_summary, new_tuple = items.append, summary.append, tuple.__new__
     for entry in selected:
@@ -406,7 +410,8 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
             key = (entry.role, entry.layer if depth else None, entry.stack, entry.layout, shape)
         else:
             extra = {**shared, **override["options"]} if "options" in override else shared
-            key = (entry.role, entry.layer if depth else None, entry.stack, entry.layout, shape,
+            by_block = depth if extra is shared else chosen.depends_on_depth(**extra)
+            key = (entry.role, entry.layer if by_block else None, entry.stack, entry.layout, shape,
                    override.get("fan_in"), override.get("fan_out"),
                    tuple(sorted(extra.items())) if extra is not shared else None)
         try:
@@ -426,6 +431,11 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         add_item(new_tuple(FillItem, (param, spec, stream, 0)))
         add_summary(new_tuple(ParamInit, (entry.name, entry.role, entry.layer, param.numel(), spec, entry.stack,
                                           entry.tied)))
+    if meta is not None:
+        materialise_(model, device)
+        _check_hf_tie(model)
+        fresh = {e.name: e.param for e in _classify(model, prefix, compiled)}
+        items = [item._replace(tensor=fresh[entry.name]) for item, entry in zip(items, selected)]
     write_grouped_(items, seed=seed, backend=backend, sequential=not grouped, progress=progress)
     return summary
 

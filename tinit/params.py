@@ -100,7 +100,7 @@ def _step_up(value: float, dtype: torch.dtype) -> float:
     return float(bits.view(dtype)[0])
 
 
-def _representable_inside(a: float, b: float, dtype: torch.dtype) -> tuple[float, float]:
+def representable_inside(a: float, b: float, dtype: torch.dtype) -> tuple[float, float]:
     """[lo, hi]: the smallest and largest values of ``dtype`` inside [a, b]."""
     fmax = torch.finfo(dtype).max
 
@@ -168,7 +168,7 @@ def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.
         raise ValueError(
             f"values of N({mean}, {std}^2) on [{a}, {b}] overflow {dtype} (max {fmax:g})"
         )
-    lo, hi = _representable_inside(a, b, dtype)
+    lo, hi = representable_inside(a, b, dtype)
     if lo > hi:
         raise ValueError(f"no {dtype} value lies inside [{a}, {b}]")
 

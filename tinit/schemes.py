@@ -135,8 +135,8 @@ def fans(shape: tuple[int, ...], layout: str = "out_in", parts: int = 1) -> tupl
         (fan_in, fan_out).
 
     Raises:
-        ValueError: fewer than 2 dims, unknown layout, or an output dim that
-            does not split into ``parts``.
+        ValueError: fewer than 2 dims, unknown layout, a zero fan, or an
+            output dim that does not split into ``parts``.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
@@ -147,6 +147,9 @@ def fans(shape: tuple[int, ...], layout: str = "out_in", parts: int = 1) -> tupl
     else:
         field_size = math.prod(shape[2:])
         fan_out, fan_in = shape[0] * field_size, shape[1] * field_size
+    if not fan_in or not fan_out:
+        raise ValueError(f"shape {tuple(shape)} has fan_in {fan_in} and fan_out {fan_out}: a fan-based std is "
+                         "undefined for a weight with no elements (pass fan_in and fan_out explicitly)")
     if fan_out % parts:
         raise ValueError(f"output dim {fan_out} of shape {tuple(shape)} does not split into {parts} equal parts "
                          "(a fused projection with unequal q/k/v widths: pass fan_out explicitly)")
@@ -215,7 +218,8 @@ class Scheme:
     Subclasses set ``name``, ``needs_role`` (whether the role changes the
     result, so an unclassified parameter must be refused), ``default_trunc``,
     ``depth_dependent`` (whether the block index ``layer_idx`` changes the
-    result; ``init_model_`` computes one spec per distinct input otherwise)
+    result; ``init_model_`` computes one spec per distinct input otherwise;
+    ``depends_on_depth`` answers for given options)
     and implement ``rule(ctx, **options)``, which returns the target
     distribution (std = the std the recipe asks for).
     """
@@ -225,6 +229,11 @@ class Scheme:
     depth_dependent = False
     default_trunc = 2.0
     required_roles: tuple[str, ...] = ()
+
+    def depends_on_depth(self, **options) -> bool:
+        """Whether ``layer_idx`` can change ``spec(**options)``'s result (``init_model_`` then
+        computes one spec per block instead of sharing one between blocks)."""
+        return self.depth_dependent
 
     def spec(self, *, role: str | None = None, layer_idx: int | None = None, n_layers: int | None = None,
              shape: tuple[int, ...] = (), d_model: int | None = None, fan_in: int | None = None,
@@ -779,6 +788,10 @@ class ReZero(Scheme):
         if role is None:
             return Scheme.spec(self, role=role, **kwargs)
         return get(base).spec(role=role, **kwargs)
+
+    def depends_on_depth(self, *, base: str = "normal", **options) -> bool:
+        """The base scheme's answer (``base="depth_init"`` or ``"mitchell"`` scale by block)."""
+        return base != self.name and get(base).depends_on_depth(**options)
 
     def multipliers(self, *, base: str = "normal", **kwargs) -> dict[str, float]:
         """The base scheme's multipliers (the gates themselves are parameters)."""
