@@ -15,6 +15,9 @@ loop: the same std and bounds):
     fill_loop    for name, p in named_parameters: tinit.fill_(p, "gpt2", name=name, n_layers=L, d_model=d,
                  seed=..., stream=stream_for(name))              the per-tensor Python loop of issue 5
     torch_loop   for each tensor: torch.nn.init.trunc_normal_(p, 0, std, a, b), or p.fill_(c) for constants
+    native_fill  only the native calls the grouped fill makes (tinit::trunc_normal_grouped_ over every
+                 truncated normal, zero_ and fill_ for the constants), from prepared arguments: the time
+                 no Python planning can remove, so fill_loop / native_fill bounds fill_loop / grouped
 
 Each case makes one untimed call (its values are checked equal to the grouped
 fill for the tinit methods), then times whole calls in pedantic mode, about
@@ -30,8 +33,10 @@ import pytest
 import torch
 
 import tinit
+from tinit import ops
 from tinit.model_init import stream_for
 from tinit.models import GPT, GPTConfig
+from tinit.params import transform_constants
 
 BLOCKS = 167
 WIDTHS = (32, 64, 128)
@@ -39,7 +44,7 @@ QUICK_BLOCKS = 17
 SEED = 1
 ROUND_BUDGET_S = 4.0
 MAX_ROUNDS = 50
-METHODS = ("grouped", "per_tensor", "fill_loop", "torch_loop")
+METHODS = ("grouped", "per_tensor", "fill_loop", "torch_loop", "native_fill")
 
 
 def _model(width: int, blocks: int) -> GPT:
@@ -68,6 +73,30 @@ def _torch_loop(params_and_specs):
             torch.nn.init.trunc_normal_(p, spec.mean, spec.std, lo, hi)
 
 
+def _native_fill(params_and_specs):
+    """The grouped fill's native work alone, from prepared arguments (see the module docstring)."""
+    tensors, streams, packed, constants = [], [], [], []
+    for (name, p), spec in params_and_specs:
+        if spec.constant is not None:
+            constants.append((p, spec.constant))
+        else:
+            lo, hi = spec.bounds
+            tensors.append(p.detach())
+            streams.append(stream_for(name))
+            packed.append(transform_constants(spec.mean, spec.std, lo, hi, p.dtype))
+    offsets = [0] * len(tensors)
+    zeros = [p.detach() for p, c in constants if c == 0.0]
+    others = [(p.detach(), c) for p, c in constants if c != 0.0]
+
+    def call():
+        ops.trunc_normal_grouped_native(tensors, SEED, streams, offsets, packed)
+        torch._foreach_zero_(zeros)
+        for p, c in others:
+            p.fill_(c)
+
+    return call
+
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("width", WIDTHS, ids=lambda w: f"d{w}")
 def test_model_init(benchmark, bench_options, width, method):
@@ -77,8 +106,10 @@ def test_model_init(benchmark, bench_options, width, method):
     reference = [p.detach().clone() for p in model.parameters()]
     params = dict(model.named_parameters())
     specs = [(params[e.name], e.spec) for e in summary]
-    call = {"grouped": lambda: _grouped(model), "per_tensor": lambda: _per_tensor(model),
-            "fill_loop": lambda: _fill_loop(model, blocks, width), "torch_loop": lambda: _torch_loop(specs)}[method]
+    calls = {"grouped": lambda: _grouped(model), "per_tensor": lambda: _per_tensor(model),
+             "fill_loop": lambda: _fill_loop(model, blocks, width), "torch_loop": lambda: _torch_loop(specs)}
+    call = calls[method] if method != "native_fill" else _native_fill([((e.name, params[e.name]), e.spec)
+                                                                        for e in summary])
 
     with torch.no_grad():
         for p in model.parameters():
@@ -86,7 +117,7 @@ def test_model_init(benchmark, bench_options, width, method):
     start = time.perf_counter()
     call()
     first = time.perf_counter() - start
-    if method != "torch_loop":  # the tinit methods write the same bits
+    if method != "torch_loop":  # the tinit methods (and the grouped fill's native calls alone) write the same bits
         for p, want in zip(model.parameters(), reference):
             assert torch.equal(p, want)
     rounds = max(1, min(MAX_ROUNDS, math.floor(ROUND_BUDGET_S / max(first, 1e-6))))
