@@ -3,7 +3,10 @@ oracle of the transform, and stream positions holding chosen words."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import math
+import os
 
 import numpy as np
 import numpy_philox
@@ -155,3 +158,29 @@ def exact_moments(mean: float, std: float, a: float, b: float) -> tuple[float, f
     alpha, beta = (a - mean) / std, (b - mean) / std
     m, v = scipy.stats.truncnorm.stats(alpha, beta, loc=mean, scale=std, moments="mv")
     return float(m), math.sqrt(float(v))
+
+
+@contextlib.contextmanager
+def triton_interpreted():
+    """TRITON_INTERPRET=1 with both Triton kernel modules (single tensor, grouped) reloaded into
+    the interpreter when they were compiled; the variable and the compiled kernels are restored after."""
+    tk = importlib.import_module("tinit.triton_kernels.trunc_normal")
+    tg = importlib.import_module("tinit.triton_kernels.trunc_normal_grouped")
+    previous = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    reload_tk, reload_tg = not tk.interpreted(), not tg.interpreted()
+    if reload_tk:
+        importlib.reload(tk)
+    if reload_tg:
+        importlib.reload(tg)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = previous
+        if reload_tk:
+            importlib.reload(tk)
+        if reload_tg:
+            importlib.reload(tg)

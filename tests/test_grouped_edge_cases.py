@@ -10,13 +10,12 @@ None parameters, overridden ``named_modules``, ``prefix=``).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
-import os
 import warnings
 
 import pytest
 import torch
+from conftest import triton_interpreted
 from torch import nn
 
 import tinit
@@ -504,25 +503,9 @@ def test_xavier_uniform_stays_inside_its_bounds(dtype):
 def triton_interpreter(monkeypatch):
     """TRITON_INTERPRET=1 with interpreted kernels (restored afterwards), tables limited to 40 elements."""
     pytest.importorskip("triton")
-    tk = importlib.import_module("tinit.triton_kernels.trunc_normal")
-    tg = importlib.import_module("tinit.triton_kernels.trunc_normal_grouped")
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    reload_tk, reload_tg = not tk.interpreted(), not tg.interpreted()
-    if reload_tk:
-        importlib.reload(tk)
-    if reload_tg:
-        importlib.reload(tg)
     monkeypatch.setattr(grouped, "GPU_TABLE_MAX_NUMEL", 40)
-    yield
-    if previous is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = previous
-    if reload_tk:
-        importlib.reload(tk)
-    if reload_tg:
-        importlib.reload(tg)
+    with triton_interpreted():
+        yield
 
 
 class _SmallMixed(nn.Module):

@@ -30,6 +30,7 @@ except ImportError:
     pytest.skip("triton is not installed (pip install triton): the triton backend is not tested",
                 allow_module_level=True)
 import torch
+from conftest import triton_interpreted
 
 import tinit
 from tinit import ops
@@ -61,21 +62,8 @@ FAR = 2**34 + 5  # an offset past 2**34 (odd: its counter block starts before it
 @pytest.fixture(scope="module", autouse=True)
 def _interpreter():
     """TRITON_INTERPRET=1 and interpreted kernels while this module's tests run."""
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    reloaded = not tk.interpreted()
-    if reloaded:
-        importlib.reload(tk)
-    if not tg.interpreted():
-        importlib.reload(tg)
-    yield
-    if previous is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = previous
-    if reloaded:
-        importlib.reload(tk)
-        importlib.reload(tg)
+    with triton_interpreted():
+        yield
 
 
 @pytest.fixture
