@@ -95,7 +95,8 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
     of the reference backend are written one by one.
 
     Args:
-        items: FillItems (any iterable; read once). Tensors whose memory
+        items: FillItems, or (tensor, spec, stream[, offset]) tuples (any
+            iterable; read once). Tensors whose memory
             overlaps (the same tensor twice, or two Parameters sharing
             storage) make the whole call sequential, in list order, with a
             RuntimeWarning: later items overwrite earlier ones, as with
@@ -108,10 +109,12 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
             written one by one (``tqdm``); unused by a batched write.
 
     Raises:
-        TypeError, ValueError: the seed, or any item's dtype, spec, stream,
-            offset or layout (e.g. a ``Partial`` DTensor) is invalid;
-            RuntimeError: no backend fills one of the tensors. All checked
-            for every item before anything is written.
+        TypeError, ValueError: the seed, or any item's dtype, spec (e.g. a
+            constant the dtype cannot hold), stream, offset or layout (e.g. a
+            ``Partial`` DTensor) is invalid;
+        RuntimeError: no backend fills one of the tensors, or an inference
+            tensor outside ``torch.inference_mode``.
+        All checked for every item before anything is written.
     """
     items = list(items)  # keeps every spec alive: the kinds below are cached by id(spec)
     _check_stream(seed, 0, 0, 0)
