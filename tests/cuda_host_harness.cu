@@ -41,18 +41,18 @@ template <typename out_t>
 void run_dtype(unsigned char* out, int64_t numel, uint64_t seed, uint64_t stream,
                uint64_t offset, const double* packed, int64_t threads, bool compute_only) {
   switch (static_cast<int>(packed[0])) {
+    case tinit::kUniform:
+      return run_values<out_t, tinit::kUniform>(out, numel, seed, stream, offset, packed,
+                                                threads, compute_only);
     case tinit::kTwoSided:
       return run_values<out_t, tinit::kTwoSided>(out, numel, seed, stream, offset, packed,
                                                  threads, compute_only);
-    case tinit::kTail:
+    case tinit::kTwoSidedPrecise:
+      return run_values<out_t, tinit::kTwoSidedPrecise>(out, numel, seed, stream, offset,
+                                                        packed, threads, compute_only);
+    default:
       return run_values<out_t, tinit::kTail>(out, numel, seed, stream, offset, packed,
                                              threads, compute_only);
-    case tinit::kTwoSidedFar:
-      return run_values<out_t, tinit::kTwoSidedFar>(out, numel, seed, stream, offset, packed,
-                                                    threads, compute_only);
-    default:
-      return run_values<out_t, tinit::kCentral>(out, numel, seed, stream, offset, packed,
-                                                threads, compute_only);
   }
 }
 

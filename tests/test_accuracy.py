@@ -92,7 +92,7 @@ def _window_params(xfail: dict[str, str] | None = None):
 
 def special_words(window, dtype) -> list[int]:
     """Extreme, middle and split-adjacent words for this window and dtype."""
-    split = int(transform_constants(*window, dtype)[7])
+    split = int(transform_constants(*window, dtype).split)
     near_split = [w for w in range(split - 1, split + 3) if 0 <= w < 2**32]
     ends = SMALL + near_split  # and their complements: the split is on the frame's word
     return sorted(set(ends + [2**32 - 1 - w for w in ends] + MIDDLE + HARD_WORDS))

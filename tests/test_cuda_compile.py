@@ -37,7 +37,7 @@ import pytest
 import torch
 
 from tinit import ops
-from tinit.params import transform_constants
+from tinit.params import PARAM_COUNT, transform_constants
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "csrc" / "cuda" / "trunc_normal_kernel.cu"
@@ -119,6 +119,8 @@ WINDOWS = {
     "far": (0.0, 1.0, -math.inf, math.inf),
     "tail": (0.0, 1.0, -math.inf, -15.0),
     "gpt2": (0.0, 0.02, -0.04, 0.04),
+    "uniform": (0.0, 1.0, 0.5, 0.5001),
+    "precise": (1.0, 1.0 / 7.0, -math.inf, 0.0),
 }
 # (window, dtype, numel, offset, shift): shift misaligns the output by elements.
 CASES = [
@@ -139,6 +141,10 @@ CASES = [
     pytest.param("far", torch.float16, 64, 0, 0, id="f16-far"),
     pytest.param("two_sided", torch.float64, 513, 3, 0, id="f64-two-sided-offset3"),
     pytest.param("tail", torch.float64, 100, 0, 1, id="f64-tail-shift1"),
+    pytest.param("uniform", torch.float32, 1001, 1, 0, id="f32-uniform-offset1"),
+    pytest.param("uniform", torch.bfloat16, 1003, 3, 1, id="bf16-uniform-offset3-shift1"),
+    pytest.param("precise", torch.float32, 1002, 2, 0, id="f32-precise-offset2"),
+    pytest.param("precise", torch.float16, 515, 0, 2, id="f16-precise-shift2"),
 ]
 
 
@@ -203,14 +209,14 @@ def test_host_run_compute_only_stores_nothing(harness):
 # ---- grouped kernels (tests/cuda_grouped_host_harness.cu) ----
 
 WORDS_KIND = 4
-# Windows that reach every transform mode (tinit/params.py): float-compute
-# dtypes get modes 0, 1, 2 and 3 from these; float64 gets 0, 1 and 2 (its
-# central window is two-sided).
+# Windows that reach every transform mode (tinit.params.Mode, in order):
+# float-compute dtypes get all four from these; float64 gets 1, 2 and 3 (its
+# narrow window is two-sided at fp64 precision).
 MODE_WINDOWS = [
-    (0.0, 1.0, -4.0, 4.0),        # two-sided
-    (0.0, 1.0, -math.inf, -40.0),  # one-sided tail
-    (0.0, 1.0, 8.0, 100.0),       # far two-sided
-    (1.0, 2.0, 3.0, 5.0),         # central
+    (0.0, 1.0, 0.5, 0.5001),         # uniform: linear density on a narrow window
+    (0.0, 1.0, -4.0, 4.0),           # two-sided
+    (1.0, 1.0 / 7.0, -math.inf, 0.0),  # precise: x near 0, 7 std below the mean
+    (0.0, 1.0, 8.0, 100.0),          # tail
 ]
 # (numel, offset): every offset % 4, one offset past 2^34 and one range across it.
 GROUP_SIZES = [(0, 5), (1, 3), (3, 2), (4, 1), (5, 0), (4097, 2**34 + 3), (10**5, 2**34 - 4099)]
@@ -342,8 +348,8 @@ def test_runs_host_run_matches_cpu_runs_ops(grouped_harness, global_shape, local
 
 
 @pytest.mark.parametrize("record", [
-    pytest.param(_tensor_record(0, 8, 1, 0, 0, (7.0,) + (0.0,) * 13), id="mode-7"),
-    pytest.param(_tensor_record(0, 8, 1, 2**63 - 4, 0, (0.0,) * 14), id="offset+numel-past-2^63"),
+    pytest.param(_tensor_record(0, 8, 1, 0, 0, (7.0,) + (0.0,) * (PARAM_COUNT - 1)), id="mode-7"),
+    pytest.param(_tensor_record(0, 8, 1, 2**63 - 4, 0, (0.0,) * PARAM_COUNT), id="offset+numel-past-2^63"),
     pytest.param("R 4 6 1 0 0 3 1 2 2 0 9223372036854775807", id="row-start-past-2^63"),
     pytest.param("R 4 6 1 0 0 4 1 2 2 0 8", id="rows-do-not-cover"),
 ])

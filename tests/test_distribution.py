@@ -133,7 +133,8 @@ def _rounded_distribution(window, dtype) -> tuple[np.ndarray, np.ndarray]:
     value, clamped to [lo, hi] (the representable part of [a, b]).
     """
     a, b = window[2:]
-    lo, hi = transform_constants(*window, dtype)[10:12]
+    p = transform_constants(*window, dtype)
+    lo, hi = p.lo, p.hi
     bits = {torch.bfloat16: torch.int16, torch.float16: torch.int16}[dtype]
     every = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(bits).view(dtype).double().numpy()
     grid = np.unique(every[np.isfinite(every) & (every >= lo) & (every <= hi)])
@@ -172,7 +173,8 @@ def test_no_pile_up_on_bounds(name, window, dtype):
     """
     _fillable(window, dtype)
     a, b = window[2:]
-    lo, hi = transform_constants(*window, dtype)[10:12]
+    p = transform_constants(*window, dtype)
+    lo, hi = p.lo, p.hi
     values = fill_at(NUMEL, dtype, *window, seed=_seed(name) + 7).double().numpy()
     cdf = _dist(window).cdf
     # Rounding cells: [a, midpoint(lo, next value up)] and [midpoint(next value down, hi), b].

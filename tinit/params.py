@@ -1,38 +1,93 @@
 """Argument checks and the per-tensor constants of the truncated-normal transform.
 
 This is the single host-side source of the constants every backend uses, so
-the CPU, CUDA and Triton kernels see the same fp32 (or fp64) bits. The layout
-of the packed tuple is ``TruncNormalParams`` in ``csrc/include/tinit/transform.h``;
-the algorithm is described there. Bounds ``a`` and ``b`` are absolute (in
+the CPU, CUDA and Triton kernels see the same fp32 (or fp64) bits. The record
+is ``TruncNormalParams`` (the same name and field order as the C++ struct in
+``csrc/include/tinit/transform.h``, where the algorithm is described; the
+specification is ``docs/stream.md``). Bounds ``a`` and ``b`` are absolute (in
 tensor units, as in ``torch.nn.init.trunc_normal_``), not in units of std.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
 import numbers
+from typing import NamedTuple
 
 import torch
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
-# Windows whose upper edge (after mirroring) is this many std below the mean
-# are sampled in log space (tail mode): past it Phi underflows or the window's
-# mass has no digits left in the compute type. For fp32 the edge also keeps
-# every probability the two-sided mode inverts above 1e-35, so the float log
-# of transform.h never sees a subnormal.
-_TAIL_EDGE = {torch.float32: -10.4, torch.float64: -37.0}
+# The version of the values: stream index -> value. Version 1 is release
+# v0.1.0; version 2 (this one) is documented in docs/stream.md.
+STREAM_VERSION = 2
+# Windows whose upper edge (after mirroring) lies this many std below the
+# mean take the tail mode (the excursion from the nearer bound). fp32: from
+# here on the two-sided modes' mean + std z would lose digits next to a bound
+# near 0; fp64: the Mills series of mills_factor (transform.h) needs y >= 37.
+_TAIL_EDGE = {torch.float32: 8.0, torch.float64: 37.0}
 # No deviate of the transform exceeds this (min uniform 2^-33 -> 6.4 sigma).
 _REACH_SIGMAS = 8.3
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-# AS 241 switches to its far-tail branch below this probability (r > 5).
-_FAR_TAIL_S = 2e-11
 _LAST_EXACT_LOWER_WORD = 0xFFFFFF7F
-MODE_TWO_SIDED, MODE_TAIL, MODE_TWO_SIDED_FAR, MODE_CENTRAL = 0, 1, 2, 3  # TransformMode, transform.h
-# ndtri_central covers s(1 - s) >= e^-6.25 / 4 (|z| <= ~3.3); float compute only
-# (fp32 tensors finish it in fp64, transform.h central_finish_f64).
-_CENTRAL_S = 0.5 * (1.0 - math.sqrt(-math.expm1(-6.25)))
+# std outside [2^-100, 2^100] is carried scaled by a power of two (fp32
+# cannot hold 1e39, nor 7e-46 exactly); so are mean and the tail's bound.
+_SCALE_RANGE = 2.0**100
+# The precise two-sided mode is used where |z| std > this many max(|x|, std).
+_CANCELLATION = 2.0
+# A window is linear (uniform mode) when its inverse CDF is within this
+# fraction of an ulp of the linear-density one (see _linear_window).
+_LINEAR_ULP = 1.0 / 64.0
+
+
+class Mode(enum.IntEnum):
+    """TransformMode of transform.h: how a window is sampled."""
+
+    UNIFORM = 0
+    TWO_SIDED = 1
+    TWO_SIDED_PRECISE = 2
+    TAIL = 3
+
+
+class TruncNormalParams(NamedTuple):
+    """The per-tensor constants of the transform, in the order of the C++ record.
+
+    Every field is an fp64 value; the kernels read it as the compute type
+    (fp32 for fp32/bf16/fp16 tensors, fp64 for fp64). The packed form passed
+    to the ops is this tuple itself. Field meanings: ``TruncNormalParams`` in
+    ``csrc/include/tinit/transform.h``.
+    """
+
+    mode: float
+    sign: float
+    split: float
+    a_cdf: float
+    b_sf: float
+    a_half: float
+    b_half: float
+    mass: float
+    mean: float
+    sd_hi: float
+    sd_lo: float
+    scale: float
+    lo: float
+    hi: float
+    edge: float
+    width: float
+    slope: float
+    b0: float
+    ratio: float
+    l1: float
+    l2: float
+    l3: float
+    l4: float
+    l5: float
+
+
+PARAM_COUNT = len(TruncNormalParams._fields)  # kParamCount, transform.h
+_ZERO = TruncNormalParams(*([0.0] * PARAM_COUNT))
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -115,19 +170,17 @@ def representable_inside(a: float, b: float, dtype: torch.dtype) -> tuple[float,
     return lo, hi
 
 
-def transform_constants(mean, std, a, b, dtype: torch.dtype) -> tuple[float, ...]:
-    """Check the arguments and return the packed transform constants.
+def transform_constants(mean, std, a, b, dtype: torch.dtype) -> TruncNormalParams:
+    """Check the arguments of a truncated normal and return its transform constants.
 
     Args:
-        mean, std: the parent normal N(mean, std^2) in tensor units (floats).
+        mean, std: the parent normal N(mean, std^2) in tensor units (real numbers).
         a, b: absolute truncation bounds, a < b; a may be -inf and b +inf.
         dtype: the dtype of the tensor to fill (one of SUPPORTED_DTYPES).
 
     Returns:
-        14 floats in the order of ``TruncNormalParams`` (transform.h):
-        (mode, sign, Phi(alpha'), 1 - Phi(beta'), Phi(beta') - Phi(alpha'),
-        log Phi(beta'), Phi(alpha')/Phi(beta'), split word, mean, std, lo, hi,
-        Phi(alpha') - 1/2, 1/2 - Phi(beta')).
+        The ``TruncNormalParams`` record (fp64 values; see transform.h for the
+        meaning of each field and the four modes).
 
     Raises:
         TypeError: a non-real argument or an unsupported dtype.
@@ -142,10 +195,55 @@ def transform_constants(mean, std, a, b, dtype: torch.dtype) -> tuple[float, ...
     return _packed_constants(mean, std, a, b, dtype)
 
 
+def uniform_constants(low, high, dtype: torch.dtype) -> TruncNormalParams:
+    """The transform constants of U(low, high) (the uniform mode, flat density).
+
+    Args:
+        low, high: finite bounds in tensor units, low < high.
+        dtype: the dtype of the tensor to fill (one of SUPPORTED_DTYPES).
+
+    Returns:
+        A ``TruncNormalParams`` record of mode ``Mode.UNIFORM``: the value of
+        word w is low + (high - low) u(w), u = (w + 1/2) 2^-32 in the compute
+        type, clamped to the dtype's values inside [low, high].
+
+    Raises:
+        TypeError: a non-real argument or an unsupported dtype.
+        ValueError: NaN or infinite bounds, low >= high, or no value of
+            ``dtype`` inside [low, high].
+    """
+    low, high = _real("low", low), _real("high", high)
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"unsupported dtype {dtype}; expected one of {SUPPORTED_DTYPES}")
+    return _uniform_constants(low, high, dtype)
+
+
+@functools.lru_cache(maxsize=4096)
+def _uniform_constants(low: float, high: float, dtype: torch.dtype) -> TruncNormalParams:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"uniform bounds must be finite, got low={low}, high={high}")
+    if not low < high:
+        raise ValueError(f"need low < high, got low={low}, high={high}")
+    return _linear_params(low, high, 0.0, dtype)
+
+
+def _linear_params(a: float, b: float, slope: float, dtype: torch.dtype) -> TruncNormalParams:
+    """The uniform-mode record of [a, b] with the given linear-density term."""
+    lo, hi = representable_inside(a, b, dtype)
+    if lo > hi:
+        raise ValueError(f"no {dtype} value lies inside [{a}, {b}]")
+    width = b - a
+    scale = 1.0
+    if width > torch.finfo(compute_dtype(dtype)).max:  # U(-fmax, fmax): halve everything
+        scale = 2.0
+    return _ZERO._replace(mode=float(Mode.UNIFORM), sign=1.0, scale=scale, lo=lo, hi=hi,
+                          edge=a / scale, width=width / scale, slope=slope)
+
+
 # A model's thousands of tensors share a handful of (std, bounds): computing
 # the constants once each keeps per-tensor Python cost small.
 @functools.lru_cache(maxsize=4096)
-def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.dtype) -> tuple[float, ...]:
+def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.dtype) -> TruncNormalParams:
     if not (math.isfinite(mean) and math.isfinite(std)):
         raise ValueError(f"mean and std must be finite, got mean={mean}, std={std}")
     if std <= 0.0:
@@ -154,13 +252,6 @@ def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.
         raise ValueError(f"bounds must not be NaN, got a={a}, b={b}")
     if not a < b:
         raise ValueError(f"need a < b (absolute bounds), got a={a}, b={b}")
-    alpha = (a - mean) / std
-    beta = (b - mean) / std
-    if not alpha < beta or alpha == math.inf or beta == -math.inf:
-        raise ValueError(f"window [{a}, {b}] is empty at std={std} (alpha={alpha}, beta={beta})")
-    if min(abs(alpha), abs(beta)) > 1e6 and alpha * beta > 0:
-        raise ValueError(f"window [{a}, {b}] lies more than 1e6 std from mean={mean}; refusing to sample it")
-
     fmax = torch.finfo(dtype).max
     reach_lo = max(a, min(b, mean) - _REACH_SIGMAS * std)
     reach_hi = min(b, max(a, mean) + _REACH_SIGMAS * std)
@@ -172,37 +263,155 @@ def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.
     if lo > hi:
         raise ValueError(f"no {dtype} value lies inside [{a}, {b}]")
 
+    slope = _linear_window(mean, std, a, b, lo, hi, compute_dtype(dtype))
+    if slope is not None:
+        return _linear_params(a, b, slope, dtype)
+    alpha = (a - mean) / std
+    beta = (b - mean) / std
+    if min(abs(alpha), abs(beta)) > 1e6 and alpha * beta > 0:
+        raise ValueError(f"window [{a}, {b}] lies more than 1e6 std from mean={mean}; refusing to sample it")
+
     sign = 1.0
     if alpha > -beta:  # mirror: make the lower tail the heavy side
         alpha, beta, sign = -beta, -alpha, -1.0
-    tail = beta < _TAIL_EDGE[compute_dtype(dtype)]
+    cdt = compute_dtype(dtype)
+    if beta <= -_TAIL_EDGE[cdt]:
+        return _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt)
     a_cdf = ndtr(alpha)
-    b_cdf = ndtr(beta)
     b_sf = ndtr(-beta)
     if beta - alpha < 1e-3:  # narrow: Simpson's rule keeps the digits a difference loses
         mid = 0.5 * (alpha + beta)
         mass = (beta - alpha) * (_pdf(alpha) + 4.0 * _pdf(mid) + _pdf(beta)) / 6.0
     elif beta <= 0.0:
-        mass = b_cdf - a_cdf
+        mass = ndtr(beta) - a_cdf
     else:
         mass = 1.0 - a_cdf - b_sf
-    log_b_cdf = log_ndtr(beta)
-    ratio = math.exp(log_ndtr(alpha) - log_b_cdf)
-    split = _lower_side_split(a_cdf, b_sf, mass)
-    if tail:
-        mode = MODE_TAIL
-    elif compute_dtype(dtype) == torch.float32 and min(a_cdf, b_sf) >= _CENTRAL_S:
-        mode = MODE_CENTRAL
-    elif min(a_cdf, b_sf) + 2.0**-33 * mass < _FAR_TAIL_S:
-        mode = MODE_TWO_SIDED_FAR
-    else:
-        mode = MODE_TWO_SIDED
     # Phi(alpha') - 1/2 and 1/2 - Phi(beta') via erf: exact near the centre,
     # where the difference of the CDFs above would have lost every digit.
     a_half = 0.5 * math.erf(alpha / math.sqrt(2.0))
     b_half = -0.5 * math.erf(beta / math.sqrt(2.0))
-    return (float(mode), sign, a_cdf, b_sf, mass, log_b_cdf, ratio, float(split), mean, std, lo, hi,
-            a_half, b_half)
+    z_lo = max(alpha, -_REACH_SIGMAS)
+    z_hi = min(beta, _REACH_SIGMAS)
+    scale = _scale_for(std, (mean,), cdt)
+    precise = scale != 1.0 or _cancels(mean / std, sign * z_lo, sign * z_hi)
+    sd_hi, sd_lo = _split(sign * std / scale, cdt)
+    return _ZERO._replace(
+        mode=float(Mode.TWO_SIDED_PRECISE if precise else Mode.TWO_SIDED), sign=sign,
+        split=float(_lower_side_split(a_cdf, b_sf, mass)), a_cdf=a_cdf, b_sf=b_sf,
+        a_half=a_half, b_half=b_half, mass=mass, mean=mean / scale, sd_hi=sd_hi, sd_lo=sd_lo,
+        scale=scale, lo=lo, hi=hi)
+
+
+def _split(value: float, cdt: torch.dtype) -> tuple[float, float]:
+    """value as hi + lo in the compute type (lo = 0 for fp64)."""
+    if cdt == torch.float64:
+        return value, 0.0
+    hi = _to_f32(value)
+    return hi, _to_f32(value - hi)
+
+
+def _to_f32(value: float) -> float:
+    return float(torch.tensor(value, dtype=torch.float64).to(torch.float32))
+
+
+def _scale_for(std: float, anchors: tuple[float, ...], cdt: torch.dtype) -> float:
+    """1, or the power of two near std when std lies outside [2^-100, 2^100].
+
+    Not when an anchor (mean, bound) divided by it would leave that range:
+    then the spread is far below the anchor's ulp and plain arithmetic is
+    already within an ulp.
+    """
+    if _SCALE_RANGE**-1 <= std <= _SCALE_RANGE:
+        return 1.0
+    scale = 2.0 ** math.floor(math.log2(std))
+    if any(abs(v) / scale > _SCALE_RANGE for v in anchors):
+        return 1.0
+    return scale
+
+
+def _cancels(mu: float, z_lo: float, z_hi: float) -> bool:
+    """Whether |z| > _CANCELLATION max(|mu + z|, 1) somewhere on [z_lo, z_hi] (any order)."""
+    lo, hi = min(z_lo, z_hi), max(z_lo, z_hi)
+    points = [lo, hi] + [z for z in (-mu - 1.0, -mu + 1.0, -mu) if lo < z < hi]
+    return any(abs(z) > _CANCELLATION * max(abs(mu + z), 1.0) for z in points)
+
+
+def _linear_window(mean: float, std: float, a: float, b: float, lo: float, hi: float,
+                   cdt: torch.dtype) -> float | None:
+    """The uniform mode's slope if [a, b] is linear against N(mean, std^2), else None.
+
+    With t in [0, 1] across the window, the log density is
+    -(zm + D (t - 1/2))^2 / 2, zm the midpoint and D the width in std: the
+    linear term lam = -zm D and the quadratic kappa = D^2. The first-order
+    inverse u - (lam/2)(u^2 - u) is off by about (lam^2 + kappa) / 4 of the
+    width; it is used when that is below _LINEAR_ULP of the smallest ulp in
+    [lo, hi] (or of std's, whose ulp bounds the error, where the window holds
+    0) in the compute type ``cdt``, and below 2^-14 of the width.
+    """
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return None
+    width = b - a
+    d = width / std
+    if d > 1e-2:
+        return None
+    zm = ((0.5 * a + 0.5 * b) - mean) / std
+    lam = -zm * d
+    err = 0.25 * (lam * lam + d * d)
+    nearest = 0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))
+    ulp = math.ulp(max(nearest, std)) * (1.0 if cdt == torch.float64 else 2.0**29)
+    if err > 2.0**-14 or err * width > _LINEAR_ULP * ulp:
+        return None
+    return -0.5 * lam
+
+
+def _log_mills(y: float) -> float:
+    """log R(y), R(y) = Q(y) / phi(y), for y >= 8 in fp64."""
+    if y < 37.5:
+        return math.log(0.5 * math.erfc(y / math.sqrt(2.0))) + 0.5 * y * y + _HALF_LOG_2PI
+    return math.log(_mills_series(y) / y)
+
+
+def _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt) -> TruncNormalParams:
+    """The tail-mode record (transform.h tail_value) of the mirrored window [alpha, beta]."""
+    b0 = -beta
+    edge = b if sign > 0 else a
+    ratio = math.exp(log_ndtr(alpha) - log_ndtr(beta)) if alpha > -math.inf else 0.0
+    scale = _scale_for(std, (edge,), cdt)
+    sd_hi, sd_lo = _split(sign * std / scale, cdt)
+    coefs = _tail_poly(b0, -alpha) if cdt == torch.float32 else (0.0,) * 5
+    return _ZERO._replace(mode=float(Mode.TAIL), sign=sign, sd_hi=sd_hi, sd_lo=sd_lo, scale=scale,
+                          lo=lo, hi=hi, edge=edge / scale, b0=b0, ratio=ratio,
+                          **dict(zip(("l1", "l2", "l3", "l4", "l5"), coefs)))
+
+
+@functools.lru_cache(maxsize=256)
+def _tail_poly(b0: float, a0: float) -> tuple[float, ...]:
+    """l1..l5 with l(e) = log R(b0) - log R(b0 + e) ~ e (l1 + l2 e + ... + l5 e^4).
+
+    Interpolated at 5 Chebyshev nodes of [0, e_max], e_max the excursion of
+    the smallest uniform (2^-33) or the window's far edge.
+    """
+    big_l = 33.0 * math.log(2.0)
+    e_max = min(2.0 * big_l / (b0 + math.sqrt(b0 * b0 + 2.0 * big_l)), a0 - b0)
+    e_max = max(e_max, 1e-6)
+    base = _log_mills(b0)
+
+    def g(e: float) -> float:  # l(e) / e, its limit at 0 is l'(0) = 1/R(b0) - b0
+        return (base - _log_mills(b0 + e)) / e
+
+    n = 5
+    nodes = [0.5 * e_max * (1.0 - math.cos(math.pi * (k + 0.5) / n)) for k in range(n)]
+    rows = [[e**j for j in range(n)] + [g(e)] for e in nodes]
+    for col in range(n):  # Gaussian elimination with partial pivoting
+        piv = max(range(col, n), key=lambda r: abs(rows[r][col]))
+        rows[col], rows[piv] = rows[piv], rows[col]
+        for r in range(col + 1, n):
+            f = rows[r][col] / rows[col][col]
+            rows[r] = [x - f * y for x, y in zip(rows[r], rows[col])]
+    coefs = [0.0] * n
+    for r in range(n - 1, -1, -1):
+        coefs[r] = (rows[r][n] - sum(rows[r][j] * coefs[j] for j in range(r + 1, n))) / rows[r][r]
+    return tuple(coefs)
 
 
 def _lower_side_split(a_cdf: float, b_sf: float, mass: float) -> int:

@@ -2,10 +2,14 @@
 
 Used by the tests and as the fallback when the C++ extension is not built.
 The Philox4x32-10 stream is the one defined in ``csrc/include/tinit/philox.h``;
-the transform follows ``csrc/include/tinit/transform.h`` but computes in fp64
-with ``torch.special.ndtri`` as the inverse CDF, so it is an independent
-implementation of the same mathematical function. Runs on any device torch
-supports; it allocates a few fp64/int64 temporaries of the tensor's size.
+the transform takes the same modes and constants as
+``csrc/include/tinit/transform.h`` (``tinit.params.TruncNormalParams``) but
+computes each in fp64 with torch's own special functions
+(``torch.special.ndtri``, ``log_ndtr``) from the exact uniform
+(w + 1/2) 2^-32, so it is an independent implementation of the same
+mathematical function (within about an fp32 ulp of the native backends).
+Runs on any device torch supports; it allocates a few fp64/int64 temporaries
+of the tensor's size.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import math
 
 import torch
 
-from tinit.params import MODE_TAIL
+from tinit.params import Mode, TruncNormalParams
 
 _MASK32 = 0xFFFFFFFF
 _M0, _M1 = 0xD2511F53, 0xCD9E8D57
@@ -80,38 +84,51 @@ def uniforms(words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return u, uc
 
 
-def _upper_tail_quantile_from_log(log_p: torch.Tensor) -> torch.Tensor:
-    c = -log_p - 0.5 * math.log(2.0 * math.pi)
-    y = torch.sqrt(2.0 * c)
-    for _ in range(8):
-        t = 1.0 / (y * y)
-        m = torch.full_like(y, 10395.0)
-        for coef in (-945.0, 105.0, -15.0, 3.0, -1.0, 1.0):
-            m = m * t + coef
-        y = torch.sqrt(2.0 * (c - torch.log(y) + torch.log(m)))
-    return y
+def _log_mills(y: torch.Tensor) -> torch.Tensor:
+    """log R(y), R = Q / phi, in fp64 (torch.special.log_ndtr keeps its digits far out)."""
+    return torch.special.log_ndtr(-y) + 0.5 * y * y + 0.5 * math.log(2.0 * math.pi)
 
 
-def transform(words: torch.Tensor, constants: tuple[float, ...]) -> torch.Tensor:
+def _tail_excursion(u: torch.Tensor, uc: torch.Tensor, b0: float, ratio: float) -> torch.Tensor:
+    """e >= 0 with Q(b0 + e) = Q(b0) (u + ratio uc), by Newton's method on the exact equation."""
+    big_l = -torch.log(u + ratio * uc)
+    e = 2.0 * big_l / (b0 + torch.sqrt(b0 * b0 + 2.0 * big_l))
+    base = _log_mills(torch.tensor(b0, dtype=torch.float64))
+    for _ in range(6):
+        y = b0 + e
+        f = e * (0.5 * e + b0) + (base - _log_mills(y)) - big_l
+        slope = torch.exp(-_log_mills(y)) - y  # l'(e) = 1/R(y) - y
+        e = e - f / (b0 + e + slope)
+        e = e.clamp_min(0.0)
+    return e
+
+
+def transform(words: torch.Tensor, constants) -> torch.Tensor:
     """fp64 truncated-normal values for stream words, clamped to [lo, hi].
 
     Args:
         words: int64 tensor of uint32 words.
-        constants: the packed tuple of ``tinit.params.transform_constants``.
+        constants: a ``tinit.params.TruncNormalParams`` (or its packed tuple).
 
     Returns:
         fp64 tensor shaped like ``words``.
     """
-    mode, sign, a_cdf, b_sf, mass, log_b_cdf, ratio, split, mean, std, lo, hi = constants[:12]
-    if sign < 0:  # the mirrored frame takes the complement word (transform.h)
+    p = TruncNormalParams(*constants)
+    mode = Mode(int(p.mode))
+    if p.sign < 0:  # the mirrored frame takes the complement word (transform.h)
         words = _MASK32 - words
     u, uc = uniforms(words)
-    if mode == MODE_TAIL:
-        z = -_upper_tail_quantile_from_log(log_b_cdf + torch.log(u + ratio * uc))
+    sd = p.sd_hi + p.sd_lo
+    if mode == Mode.UNIFORM:
+        x = (p.edge + p.width * (u + p.slope * u * (u - 1.0))) * p.scale
+    elif mode == Mode.TAIL:
+        x = (p.edge - sd * _tail_excursion(u, uc, p.b0, p.ratio)) * p.scale
     else:
-        lower = words <= int(split)
-        z = torch.where(lower, torch.special.ndtri(a_cdf + u * mass), -torch.special.ndtri(b_sf + uc * mass))
-    return (mean + std * (sign * z)).clamp_(lo, hi)
+        lower = words <= int(p.split)
+        z = torch.where(lower, torch.special.ndtri(p.a_cdf + u * p.mass),
+                        -torch.special.ndtri(p.b_sf + uc * p.mass))
+        x = (p.mean + sd * z) * p.scale
+    return x.clamp_(p.lo, p.hi)
 
 
 def trunc_normal_(tensor: torch.Tensor, seed: int, stream: int, offset: int,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "tinit/transform.h"
 #include "trunc_normal_kernel.h"
 
 namespace tinit {
@@ -25,17 +26,12 @@ inline void check_offset(int64_t offset, int64_t numel, const char* op) {
   TORCH_CHECK(numel <= INT64_MAX - offset, op, ": offset + numel must not exceed 2^63 - 1");
 }
 
-// The kernels switch on the mode; anything else must never reach them.
-inline bool valid_mode(double mode) {
-  return mode == 0.0 || mode == 1.0 || mode == 2.0 || mode == 3.0;
-}
-
 inline void check_transform(c10::ArrayRef<double> transform, const char* op) {
   TORCH_CHECK(static_cast<int64_t>(transform.size()) == TINIT_PARAM_COUNT, op, ": expected ",
               TINIT_PARAM_COUNT, " transform constants (tinit/params.py), got ",
               transform.size());
-  TORCH_CHECK(valid_mode(transform[0]), op,
-              ": transform mode must be 0..3 (tinit/params.py), got ", transform[0]);
+  TORCH_CHECK(tinit::valid_mode(transform[0]), op, ": transform mode must be 0..",
+              tinit::kModeCount - 1, " (tinit.params.Mode), got ", transform[0]);
 }
 
 inline TinitDtype dtype_of(const at::Tensor& self, const char* op) {

@@ -31,17 +31,14 @@ namespace cuda {
 namespace {
 constexpr int kThreads = 256;  // per CUDA block, every tinit kernel
 
-// Per output dtype: the compute type T, the precision A of the inverse-CDF
-// rationals (fp64 for 4- and 8-byte outputs, fp32 for 2-byte ones, as
-// RationalT in csrc/cpu/trunc_normal.cpp), the rounding on store and the
-// aligned store of one block's four values.
+// Per output dtype: the compute type T (fp32, or fp64 for fp64 tensors), the
+// rounding on store and the aligned store of one block's four values.
 template <typename out_t>
 struct Out;
 
 template <>
 struct Out<float> {
   using T = float;
-  using A = double;
   static TINIT_HD float cvt(float x) { return x; }
   static TINIT_HD void store4(float* p, const float v[4]) {
     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
@@ -51,7 +48,6 @@ struct Out<float> {
 template <>
 struct Out<double> {
   using T = double;
-  using A = double;
   static TINIT_HD double cvt(double x) { return x; }
   static TINIT_HD void store4(double* p, const double v[4]) {
     reinterpret_cast<double2*>(p)[0] = make_double2(v[0], v[1]);
@@ -62,7 +58,6 @@ struct Out<double> {
 template <>
 struct Out<__nv_bfloat16> {
   using T = float;
-  using A = float;
   // Round to nearest even, as float_to_bf16_bits (transform.h) on the CPU.
   static TINIT_HD __nv_bfloat16 cvt(float x) {
     return __float2bfloat16_rn(x);
@@ -80,7 +75,6 @@ struct Out<__nv_bfloat16> {
 template <>
 struct Out<__half> {
   using T = float;
-  using A = float;
   // Round to nearest even, as c10::Half(float) on the CPU.
   static TINIT_HD __half cvt(float x) { return __float2half_rn(x); }
   static TINIT_HD void store4(__half* p, const float v[4]) {
@@ -128,7 +122,7 @@ TINIT_HD void block_values(uint64_t seed, uint64_t stream, uint64_t blk,
   uint32_t w[4];
   philox_block(seed, stream, blk, w);
 #pragma unroll
-  for (int k = 0; k < 4; ++k) v[k] = trunc_normal_value<T, Mode, typename Out<out_t>::A>(w[k], P);
+  for (int k = 0; k < 4; ++k) v[k] = trunc_normal_value<T, Mode>(w[k], P);
 }
 
 // Store the values of the block whose word 0 is tensor element `first`

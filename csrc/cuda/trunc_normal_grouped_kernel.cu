@@ -128,21 +128,21 @@ TINIT_HD void values_chunk(const GroupView& t, uint64_t seed, int64_t c, int lan
   auto* out = static_cast<out_t*>(e.out);
   const bool vec = e.vec_ok != 0;
   switch (P.mode) {
+    case kUniform:
+      fill_blocks<out_t, kUniform>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
+                                   g0 + lane, g1, kLanes);
+      break;
     case kTwoSided:
       fill_blocks<out_t, kTwoSided>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
                                     g0 + lane, g1, kLanes);
       break;
-    case kTail:
+    case kTwoSidedPrecise:
+      fill_blocks<out_t, kTwoSidedPrecise>(out, e.numel, seed, e.stream, e.offset, P, vec,
+                                           false, g0 + lane, g1, kLanes);
+      break;
+    default:  // kTail: the pack refuses any other mode
       fill_blocks<out_t, kTail>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
                                 g0 + lane, g1, kLanes);
-      break;
-    case kTwoSidedFar:
-      fill_blocks<out_t, kTwoSidedFar>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
-                                       g0 + lane, g1, kLanes);
-      break;
-    default:  // kCentral: the pack refuses any other mode
-      fill_blocks<out_t, kCentral>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
-                                   g0 + lane, g1, kLanes);
       break;
   }
 }
@@ -196,10 +196,7 @@ cudaError_t pack_entries(GroupEntry* dst, int64_t* chunk_end, const TinitGroupEn
 template <typename T>
 cudaError_t pack_params(void* dst, const TinitTransformParams* src, int64_t m) {
   for (int64_t i = 0; i < m; ++i) {
-    const double mode = src[i].packed[0];
-    if (!(mode == kTwoSided || mode == kTail || mode == kTwoSidedFar || mode == kCentral)) {
-      return cudaErrorInvalidValue;
-    }
+    if (!valid_mode(src[i].packed[0])) return cudaErrorInvalidValue;
     const TruncNormalParams<T> p = TruncNormalParams<T>::from_packed(src[i].packed);
     std::memcpy(static_cast<char*>(dst) + i * sizeof(p), &p, sizeof(p));
   }

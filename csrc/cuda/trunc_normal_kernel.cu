@@ -95,18 +95,18 @@ cudaError_t launch(void* data, int64_t numel, uint64_t seed, uint64_t stream,
                    cudaStream_t cuda_stream) {
   auto* out = static_cast<out_t*>(data);
   switch (static_cast<int>(packed[0])) {
+    case kUniform:
+      return launch_mode<out_t, kUniform>(out, numel, seed, stream, offset, packed,
+                                          compute_only, cuda_stream);
     case kTwoSided:
       return launch_mode<out_t, kTwoSided>(out, numel, seed, stream, offset, packed,
                                            compute_only, cuda_stream);
+    case kTwoSidedPrecise:
+      return launch_mode<out_t, kTwoSidedPrecise>(out, numel, seed, stream, offset, packed,
+                                                  compute_only, cuda_stream);
     case kTail:
       return launch_mode<out_t, kTail>(out, numel, seed, stream, offset, packed,
                                        compute_only, cuda_stream);
-    case kTwoSidedFar:
-      return launch_mode<out_t, kTwoSidedFar>(out, numel, seed, stream, offset, packed,
-                                              compute_only, cuda_stream);
-    case kCentral:
-      return launch_mode<out_t, kCentral>(out, numel, seed, stream, offset, packed,
-                                          compute_only, cuda_stream);
     default:
       return cudaErrorInvalidValue;
   }

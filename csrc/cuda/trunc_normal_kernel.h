@@ -25,7 +25,7 @@ typedef enum TinitDtype {
 
 // The packed transform constants of tinit/params.py, in the order of
 // TruncNormalParams (tinit/transform.h): kParamCount doubles.
-#define TINIT_PARAM_COUNT 14
+#define TINIT_PARAM_COUNT 24
 typedef struct TinitTransformParams {
   double packed[TINIT_PARAM_COUNT];
 } TinitTransformParams;

@@ -1,35 +1,36 @@
-// Uniform word -> truncated normal, usable from host and device code.
+// Uniform word -> truncated normal (stream version 2), host and device code.
 //
 // Computed in T = float for fp32/bf16/fp16 tensors and T = double for fp64
-// tensors, from IEEE basic operations only (+ - * / sqrt, compares and bit
-// casts): no libm/libdevice calls on the float path, no fused multiply-add
-// (builds use -ffp-contract=off / --fmad=false; fused steps are explicit
-// fma_rn calls, correctly rounded everywhere), so every backend computes the
-// same float bits. The stream that feeds it is defined in tinit/philox.h.
+// tensors. The float path uses IEEE basic operations only (+ - * / sqrt,
+// fma_rn, compares, bit casts): no libm/libdevice call and no fp64, so every
+// backend (CPU, CUDA, Triton) computes the same float bits. Builds disable
+// contraction (-ffp-contract=off, --fmad=false, enable_fp_fusion=False);
+// fused steps are explicit fma_rn calls. The stream that feeds it is defined
+// in tinit/philox.h; the specification, with its accuracy bounds, is
+// docs/stream.md.
 //
-// Sampling x ~ N(mean, std^2) truncated to [a, b] by inversion:
-//   alpha = (a - mean) / std, beta = (b - mean) / std
-//   x = mean + std * Phi^-1(Phi(alpha) + u (Phi(beta) - Phi(alpha)))
-// The window is first mirrored so that its heavier side is the lower tail
-// (alpha' = -beta, beta' = -alpha, sign = -1 when alpha > -beta; the mirrored
-// frame then takes the complement word ~w, so in every case the value is
-// x = F^-1(u), increasing in the word). Then
-//   two-sided mode: p = Phi(alpha') + u D and q = Q(beta') + (1-u) D are both
-//     formed from small, accurate terms (D = Phi(beta') - Phi(alpha'),
-//     Q = 1 - Phi); the smaller of the two is inverted, so neither tail loses
-//     digits to cancellation near 1. Which one is smaller is decided on the
-//     word itself: p <= q exactly when word <= split (a host constant), so
-//     only one uniform is formed per element. The far-tail branch of the
-//     inverse (s < e^-25) is compiled in only when the window can reach it;
-//     windows inside |z| <~ 3.3 (float compute) use one division-free
-//     polynomial instead (central_stage1 + central_finish; fp32 tensors
-//     finish it in fp64).
-//   tail mode (whole window beyond 10.4 sigma for float, 37 for double, where
-//     Phi underflows or D has no digits left): log p = log Phi(beta')
-//     + log(u + r (1-u)) with r = Phi(alpha')/Phi(beta'), inverted with the
-//     asymptotic Mills-ratio series.
-// The per-tensor constants come from tinit/params.py (fp64, packed as
-// kParamCount doubles in the order of TruncNormalParams below).
+// x ~ N(mean, std^2) truncated to [a, b], by inversion, x = F^-1(u) with u
+// the word's uniform, increasing in the word. The host (tinit/params.py)
+// reduces every call in fp64 to one of four modes and the constants of
+// TruncNormalParams:
+//   kUniform:  x = edge + width (u + slope u (u - 1)), the inverse CDF of a
+//     linear density on the window. Uniform schemes (slope 0), and windows so
+//     narrow against std that the density is linear to below an ulp of x
+//     (the window keeps every value it holds, with its probability).
+//   kTwoSided: the window is mirrored so that its heavier side is the lower
+//     tail (alpha' = -beta, beta' = -alpha, sign = -1, and the mirrored frame
+//     takes the complement word ~w). s = Phi(alpha') + u D (lower side) or
+//     Q(beta') + (1 - u) D (upper side, words above `split`), both from
+//     small accurate terms, so neither tail loses digits; q = s - 1/2 from
+//     its own constant. z = Phi^-1(s) by ndtri_table (no logarithm), and
+//     x = mean + std z with std carried as an fp32 pair.
+//   kTwoSidedPrecise: the same z as an fp32 pair and a compensated
+//     mean + std z, then a power-of-two scale: windows where mean + std z
+//     cancels (x near 0 far from the mean) and std outside [2^-100, 2^100].
+//   kTail: the whole window beyond kTailEdge std (mirrored lower tail,
+//     beta' <= -kTailEdge): the excursion e >= 0 from the nearer bound,
+//     Q(b0 + e) = Q(b0) (1 - v), b0 = -beta', solved by Newton's method, and
+//     x = edge - std e, so the value keeps its digits next to the bound.
 #pragma once
 
 #include <cstdint>
@@ -38,52 +39,81 @@
 #include <cmath>
 #endif
 
+#include "tinit/ndtri_table.h"
 #include "tinit/philox.h"
 
 namespace tinit {
 
 enum TransformMode : int {
-  kTwoSided = 0,     // AS 241 central + tail branches
-  kTail = 1,         // log-space tail sampling
-  kTwoSidedFar = 2,  // AS 241 with its far-tail branch
-  kCentral = 3,      // one polynomial, for windows inside |z| <~ 3.3
+  kUniform = 0,
+  kTwoSided = 1,
+  kTwoSidedPrecise = 2,
+  kTail = 3,
 };
-constexpr int kParamCount = 14;
+constexpr int kModeCount = 4;
+constexpr int kParamCount = 24;
+constexpr int kNdtriSegments = TINIT_NDTRI_SEGMENTS;
+constexpr int kNdtriRow = TINIT_NDTRI_ROW;
+// Segments 0 .. kNdtriFastSegments - 1 cover s >= 1.5 2^-18 (|z| <= 4.39):
+// the CPU keeps their coefficients in registers; the rest is read from memory.
+constexpr int kNdtriFastSegments = 32;
 
+// The one check of a packed mode; every op refuses anything else.
+TINIT_HD bool valid_mode(double mode) {
+  return mode == kUniform || mode == kTwoSided || mode == kTwoSidedPrecise || mode == kTail;
+}
+
+// The per-tensor constants (fp64 on the host, in this order in the packed
+// list of tinit.params.TruncNormalParams, the same field names), read as T.
 template <typename T>
 struct TruncNormalParams {
-  int mode;      // TransformMode
-  T sign;        // +1, or -1 when the window was mirrored
-  uint32_t flip;   // ~0 when mirrored: the mirrored frame uses word ~w, so
-                   // the value is increasing in w (x = F^-1(u)) either way
-  T a_cdf;       // Phi(alpha')
-  T b_sf;        // 1 - Phi(beta')
-  T mass;        // Phi(beta') - Phi(alpha')
-  T log_b_cdf;   // log Phi(beta')                (tail mode)
-  T ratio;       // Phi(alpha') / Phi(beta')      (tail mode)
-  uint32_t split;  // words <= split take the lower side (two-sided modes)
-  T mean, std;   // tensor units
-  T lo, hi;      // [a, b] shrunk to values representable in the tensor dtype
-  T a_half;      // Phi(alpha') - 1/2  } so the central branches get q = s - 1/2
-  T b_half;      // 1/2 - Phi(beta')   } without cancellation (narrow windows)
+  int mode;        // TransformMode
+  T sign;          // +1, or -1 when the window was mirrored
+  uint32_t flip;   // ~0 when mirrored (derived from sign: the frame's word is w ^ flip)
+  uint32_t split;  // two-sided: words <= split take the lower side
+  T a_cdf;         // Phi(alpha')
+  T b_sf;          // Q(beta') = 1 - Phi(beta')
+  T a_half;        // Phi(alpha') - 1/2  } q = s - 1/2 without cancellation
+  T b_half;        // 1/2 - Phi(beta')   }
+  T mass;          // Phi(beta') - Phi(alpha')
+  T mean;          // divided by scale
+  T sd_hi, sd_lo;  // sign std / scale as a T pair (sd_lo = 0 for double)
+  T scale;         // power of two: 1 except in the precise and tail modes
+  T lo, hi;        // [a, b] shrunk to values of the tensor's dtype
+  T edge;          // uniform: a; tail: the nearer bound, divided by scale
+  T width;         // uniform: b - a
+  T slope;         // uniform: linear density term (0 for a flat one)
+  T b0;            // tail: -beta' > 0
+  T ratio;         // tail: Q(a0) / Q(b0), a0 = -alpha'
+  T l1, l2, l3, l4, l5;  // tail (float): l(e) ~ e (l1 + e (l2 + ...)), see tail_excursion
 
   static TruncNormalParams from_packed(const double* p) {
     TruncNormalParams r;
     r.mode = static_cast<int>(p[0]);
     r.sign = static_cast<T>(p[1]);
     r.flip = p[1] < 0 ? 0xffffffffu : 0u;
-    r.a_cdf = static_cast<T>(p[2]);
-    r.b_sf = static_cast<T>(p[3]);
-    r.mass = static_cast<T>(p[4]);
-    r.log_b_cdf = static_cast<T>(p[5]);
-    r.ratio = static_cast<T>(p[6]);
-    r.split = static_cast<uint32_t>(p[7]);
+    r.split = static_cast<uint32_t>(p[2]);
+    r.a_cdf = static_cast<T>(p[3]);
+    r.b_sf = static_cast<T>(p[4]);
+    r.a_half = static_cast<T>(p[5]);
+    r.b_half = static_cast<T>(p[6]);
+    r.mass = static_cast<T>(p[7]);
     r.mean = static_cast<T>(p[8]);
-    r.std = static_cast<T>(p[9]);
-    r.lo = static_cast<T>(p[10]);
-    r.hi = static_cast<T>(p[11]);
-    r.a_half = static_cast<T>(p[12]);
-    r.b_half = static_cast<T>(p[13]);
+    r.sd_hi = static_cast<T>(p[9]);
+    r.sd_lo = static_cast<T>(p[10]);
+    r.scale = static_cast<T>(p[11]);
+    r.lo = static_cast<T>(p[12]);
+    r.hi = static_cast<T>(p[13]);
+    r.edge = static_cast<T>(p[14]);
+    r.width = static_cast<T>(p[15]);
+    r.slope = static_cast<T>(p[16]);
+    r.b0 = static_cast<T>(p[17]);
+    r.ratio = static_cast<T>(p[18]);
+    r.l1 = static_cast<T>(p[19]);
+    r.l2 = static_cast<T>(p[20]);
+    r.l3 = static_cast<T>(p[21]);
+    r.l4 = static_cast<T>(p[22]);
+    r.l5 = static_cast<T>(p[23]);
     return r;
   }
 };
@@ -108,9 +138,7 @@ TINIT_HD float bits_as_float(uint32_t u) {
 #endif
 }
 
-// Correctly rounded a*b + c: one rounding on every backend (hardware FMA on
-// x86-64-v3+, CUDA and Triton), so results stay bit-identical while each
-// Horner step costs one instruction.
+// Correctly rounded a*b + c: one rounding on every backend.
 TINIT_HD float fma_rn(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
   return __fmaf_rn(a, b, c);
@@ -136,9 +164,8 @@ TINIT_HD T uniform_open(uint32_t w) {
                 static_cast<T>(1.16415321826934814453125e-10));
 }
 
-// Natural log for normal x > 0 (callers never pass subnormals: see the
-// tail-mode edge in tinit/params.py), Cephes logf polynomial on
-// [sqrt(1/2), sqrt(2)); about 1 ulp.
+// Natural log for normal x > 0 (the tail mode's only log), Cephes logf
+// polynomial on [sqrt(1/2), sqrt(2)); about 1 ulp.
 TINIT_HD float log_pos(float x) {
   const uint32_t bits = float_as_bits(x);
   const float m0 = bits_as_float((bits & 0x007fffffu) | 0x3f000000u);  // [0.5, 1)
@@ -184,20 +211,83 @@ TINIT_HD T horner(T t, T c, Rest... rest) {
   return fma_rn(horner<T>(t, rest...), t, c);
 }
 
-// Phi^-1(s) for s in (0, 1/2], given q = s - 1/2 and log(s). Wichura, "Algorithm AS 241:
-// The percentage points of the normal distribution", Applied Statistics
-// 37(3), 1988 (PPND16 coefficients). The central and tail rationals are both
-// evaluated (two independent fma chains) and selected per lane, so the loop
-// vectorises without divergent control flow; Far = false drops the s < e^-25
-// branch for windows that cannot reach it.
-//
-// A is the precision of the rationals. In fp32 they lose up to ~4.5 ulp, so
-// fp32 tensors evaluate them in fp64 from the fp32 inputs (result within
-// ~1 ulp); bf16/fp16 tensors, whose ulp is 2^16 / 2^13 times coarser, use
-// fp32 (A = T).
-template <typename T, bool Far = true, typename A = T>
-TINIT_HD A ndtri_lower(T q_in, T log_s_in) {
-  const A q = q_in, log_s = log_s_in;
+// ------------------------------------------------------------ ndtri_table
+// The coefficient rows (scripts/gen_ndtri_table.py). Device code reads its own
+// copy in global memory (cached; lanes of a warp mostly share a few rows);
+// constant memory would serialise lanes that read different rows.
+alignas(16) static constexpr float kNdtriHost[kNdtriSegments * kNdtriRow] =
+    TINIT_NDTRI_COEFFICIENTS;
+#if defined(__CUDACC__)
+alignas(16) static __device__ const float kNdtriDevice[kNdtriSegments * kNdtriRow] =
+    TINIT_NDTRI_COEFFICIENTS;
+#endif
+
+TINIT_HD const float* ndtri_rows() {
+#if defined(__CUDA_ARCH__)
+  return kNdtriDevice;
+#else
+  return kNdtriHost;
+#endif
+}
+
+// The row of s in (0, 1/2]: 0 for s >= 1/4 (z = q P0(q^2)); otherwise half a
+// binade of s, 2^(E-127) [1.5, 2) then [1, 1.5), E from 124 down:
+// 250 - (bits >> 22) = 1 + 2 (124 - E) + (1 - top mantissa bit). Clamped to
+// the last row, so that no s reads outside the table (the host keeps s >= 2^-125).
+TINIT_HD int ndtri_segment(float s) {
+  const int seg = s >= 0.25f ? 0 : 250 - static_cast<int>(float_as_bits(s) >> 22);
+  return seg < kNdtriSegments - 1 ? seg : kNdtriSegments - 1;
+}
+
+// The variable of the row's polynomial: q^2 for row 0, else r in [-1/4, 1/4)
+// with s = 2^(E-127) (1.25 + r) or (1.75 + r) (exact, from the mantissa bits).
+TINIT_HD float ndtri_variable(float s, float q, bool central) {
+  const float r = bits_as_float((float_as_bits(s) & 0x003fffffu) | 0x3f800000u) - 1.25f;
+  return central ? q * q : r;
+}
+
+// The row's polynomial P(t) = c0 + t (c1 + ... t c6) as the pair
+// p_hi + p_lo (p_lo carries c0's second float and the last fma's rounding;
+// c0 - p_hi is exact, as |t (c1 + ...)| < |c0| / 2 in every row).
+TINIT_HD float ndtri_poly(const float* c, float t, float& p_lo) {
+  const float acc = horner<float>(t, c[1], c[2], c[3], c[4], c[5], c[6]);
+  const float p_hi = fma_rn(acc, t, c[0]);
+  p_lo = fma_rn(acc, t, c[0] - p_hi) + c[7];
+  return p_hi;
+}
+TINIT_HD float ndtri_poly(const float* c, float t) {
+  return fma_rn(horner<float>(t, c[1], c[2], c[3], c[4], c[5], c[6]), t, c[0]);
+}
+
+// Phi^-1(s) <= 0 for s in [2^-125, 1/2], q = s - 1/2, to ~1.5 2^-24 of
+// max(|z|, 1), from one degree-6 polynomial per row: z = m P(t) with
+// m = q on row 0 and 1 on the others. No log, no branch, no division.
+TINIT_HD float ndtri_table(float s, float q) {
+  const bool central = s >= 0.25f;
+  const float* c = ndtri_rows() + ndtri_segment(s) * kNdtriRow;
+  const float p = ndtri_poly(c, ndtri_variable(s, q, central));
+  return central ? q * p : p;
+}
+
+// The same z as the pair z_hi + z_lo (precise mode).
+TINIT_HD float ndtri_table_pair(float s, float q, float& z_lo) {
+  const bool central = s >= 0.25f;
+  const float* c = ndtri_rows() + ndtri_segment(s) * kNdtriRow;
+  float p_lo;
+  const float p_hi = ndtri_poly(c, ndtri_variable(s, q, central), p_lo);
+  const float m = central ? q : 1.0f;
+  const float z_hi = m * p_hi;
+  z_lo = fma_rn(m, p_hi, -z_hi) + m * p_lo;
+  return z_hi;
+}
+
+// -------------------------------------------------------- fp64 inverse CDF
+// Phi^-1(s) for s in (0, 1/2], given q = s - 1/2 and log(s), in double.
+// Wichura, "Algorithm AS 241: The percentage points of the normal
+// distribution", Applied Statistics 37(3), 1988 (PPND16 coefficients). The
+// central and tail rationals are both evaluated and selected per lane.
+TINIT_HD double ndtri_lower_f64(double q, double log_s) {
+  using A = double;
   const bool central = q >= A(-0.425);
   const A tc = fma_rn(-q, q, A(0.180625));
   const A num_c = horner<A>(tc, A(3.3871328727963666080e+0), A(1.3314166789178437745e+2),
@@ -209,7 +299,7 @@ TINIT_HD A ndtri_lower(T q_in, T log_s_in) {
                             A(3.9307895800092710610e+4), A(2.8729085735721942674e+4),
                             A(5.2264952788528545610e+3));
   const A rt = sqrt_rn(-log_s);
-  const bool far = Far && rt > A(5);
+  const bool far = rt > A(5);
   const A tt = far ? rt - A(5) : rt - A(1.6);
 #define TINIT_C(near_coef, far_coef) (far ? A(far_coef) : A(near_coef))
   const A num_t = horner<A>(
@@ -230,81 +320,30 @@ TINIT_HD A ndtri_lower(T q_in, T log_s_in) {
       TINIT_C(5.47593808499534494600e-4, 1.42151175831644588870e-7),
       TINIT_C(1.05075007164441684324e-9, 2.04426310338993978564e-15));
 #undef TINIT_C
-  // Select before dividing (bitwise, so the compiler keeps one division).
   const A ratio = select_bits(central, num_c, num_t) / select_bits(central, den_c, den_t);
   return central ? q * ratio : -ratio;
 }
 
-// Phi^-1(s) for s in [e^-6.25 / 4, 1/2] (|z| <= 3.3): z = -x G(w) with
-// x = 1 - 2s, w = -log(4 s (1 - s)) = -log(1 - x^2) in [0, 6.25] and G a
-// degree-12 polynomial in w - 3.125 (least-squares fit of sqrt(2) erfinv(x)/x,
-// relative error 2e-9; the same variables as Giles, "Approximating the
-// erfinv function", GPU Computing Gems Jade, 2011). No division, square root
-// or branch: the mode for the +-2 and +-3 sigma windows of weight init.
-// central_poly_tail gives the degree >= 1 part h of G (G = c0 + v h with
-// v = w - 3.125); 4 s (1 - s) is formed from q = s - 1/2 near the centre and
-// from s towards the tails, whichever keeps its digits.
+// ------------------------------------------------------------------ modes
+
 template <typename T>
-TINIT_HD T central_poly_tail(T q, T s, T& v) {
-  const T y = q > T(-0.25) && q < T(0.25) ? fma_rn(T(-4) * q, q, T(1))
-                                          : T(4) * fma_rn(-s, s, s);
-  const T w = -log_pos(y);
-  v = w - T(3.125);
-  return horner<T>(v, T(3.39634954474917872e-01), T(-8.53289995011116860e-03),
-                   T(-1.04749843972010777e-03), T(2.64083328814145697e-04),
-                   T(-1.96445117269990424e-05), T(-1.93183641443874362e-06),
-                   T(6.03361620658563376e-07), T(-4.09017025663115202e-08),
-                   T(-6.66849891677600610e-09), T(1.46103378864113002e-09),
-                   T(5.96620113740977795e-12), T(-1.76240363502017303e-11));
-}
-constexpr double kCentralC0 = 2.33862071010127481e+00;
-
-// Central mode, second stage, in A: the last Horner step, the product with
-// d = 2s - 1 = 2q and mean + signed_std z, rounded to float once. fp32
-// tensors use A = double (~2 ulp; in fp32 this reaches ~4.6 ulp where x sits
-// just below a power of two), bf16/fp16 tensors A = float. The CPU kernel
-// runs the two stages as two loops (fused, GCC's AVX-512 code for them ran
-// 2-4x slower, measured).
-template <typename A>
-TINIT_HD float central_finish(float d, float v, float h, float signed_std, float mean) {
-  const A g = fma_rn(A(v), A(h), A(kCentralC0));
-  const A t = A(d) * g;  // (2s - 1) g
-  return static_cast<float>(fma_rn(A(signed_std), t, A(mean)));
+TINIT_HD T clamp_to(T x, const TruncNormalParams<T>& P) {
+  const T c = x < P.lo ? P.lo : x;
+  return c > P.hi ? P.hi : c;
 }
 
-// y > 0 with log Q(y) = log_p, for y beyond 10.4 (float) / 37 (double):
-// fixed point of y^2/2 = c - log y + log M(y), c = -log_p - log(sqrt(2 pi)),
-// M(y) = y Q(y) / phi(y) = 1 - 1/y^2 + 3/y^4 - 15/y^6 + ... (Abramowitz &
-// Stegun 26.2.12). The map contracts by ~1/y^2, so a fixed count converges.
+// kUniform: x = edge + width g(u), g(u) = u + slope u (u - 1), the inverse of
+// the CDF t + slope' (t^2 - t) / 2 of a linear density to first order.
 template <typename T>
-TINIT_HD T upper_tail_quantile_from_log(T log_p) {
-  const T c = -log_p - T(0.91893853320467274178);
-  T y = sqrt_rn(c + c);
-  constexpr int iterations = sizeof(T) == 4 ? 4 : 6;
-#if defined(__CUDACC__)
-#pragma unroll
-#else
-#pragma GCC unroll 8
-#endif
-  for (int k = 0; k < iterations; ++k) {
-    const T t = T(1) / (y * y);
-    T m = T(10395);
-    m = m * t - T(945);
-    m = m * t + T(105);
-    m = m * t - T(15);
-    m = m * t + T(3);
-    m = m * t - T(1);
-    m = m * t + T(1);
-    const T h = c - log_pos(y) + log_pos(m);
-    y = sqrt_rn(h + h);
-  }
-  return y;
+TINIT_HD T uniform_value(uint32_t w, const TruncNormalParams<T>& P) {
+  const T u = uniform_open<T>(w);
+  const T g = fma_rn(P.slope * u, u - T(1), u);
+  return clamp_to<T>(fma_rn(P.width, g, P.edge), P);
 }
 
-// The probability s inverted for word w in the two-sided modes, q = s - 1/2
-// formed from its own host constant (exact where s is near 1/2, e.g. windows
-// narrow compared with std), and which side (lower: z = Phi^-1(s) <= 0;
-// upper: z = -Phi^-1(s)) the word belongs to.
+// The probability s <= 1/2 inverted for word w (flipped) in the two-sided
+// modes, q = s - 1/2 formed from its own constant, and the side: lower
+// (z = Phi^-1(s) <= 0) or upper (z = -Phi^-1(s)).
 template <typename T>
 TINIT_HD T two_sided_s(uint32_t w, const TruncNormalParams<T>& P, bool& lower, T& q) {
   lower = w <= P.split;
@@ -313,53 +352,102 @@ TINIT_HD T two_sided_s(uint32_t w, const TruncNormalParams<T>& P, bool& lower, T
   return fma_rn(u, P.mass, lower ? P.a_cdf : P.b_sf);
 }
 
-// Standard-normal deviate for word w (already flipped), in the mirrored
-// frame, in precision A (see ndtri_lower).
-template <typename T, int Mode, typename A = T>
-TINIT_HD A standard_deviate(uint32_t w, const TruncNormalParams<T>& P) {
-  if (Mode == kTail) {
-    const T u = uniform_open<T>(w);
-    const T uc = uniform_open<T>(~w);
-    const T log_p = P.log_b_cdf + log_pos(u + P.ratio * uc);
-    return -A(upper_tail_quantile_from_log<T>(log_p));
-  }
-  bool lower;
-  T q;
-  const T s = two_sided_s(w, P, lower, q);
-  // kCentral is handled in trunc_normal_value (float compute only).
-  const A z = ndtri_lower<T, Mode == kTwoSidedFar, A>(q, log_pos(s));
-  return lower ? z : -z;
-}
-
-// The value for word w in tensor units, inside [lo, hi]. With A wider than
-// T, mean + std z is formed in A and rounded to T once.
-template <typename T>
-TINIT_HD T clamp_to(T x, const TruncNormalParams<T>& P) {
-  const T c = x < P.lo ? P.lo : x;
-  return c > P.hi ? P.hi : c;
-}
-
-// Central mode, first stage (float compute): d = 2s - 1 = 2q, v, h and the
-// signed std.
-TINIT_HD void central_stage1(uint32_t word, const TruncNormalParams<float>& P,
-                                 float& d, float& v, float& h, float& signed_std) {
+// kTwoSided, float compute: x = mean + (sd_hi + sd_lo) z, one rounding of
+// the product's main term.
+TINIT_HD float two_sided_value(uint32_t w, const TruncNormalParams<float>& P) {
   bool lower;
   float q;
-  const float s = two_sided_s(word ^ P.flip, P, lower, q);
-  h = central_poly_tail(q, s, v);
-  d = q + q;
-  signed_std = (lower ? P.std : -P.std) * P.sign;
+  const float s = two_sided_s(w ^ P.flip, P, lower, q);
+  const float zl = ndtri_table(s, q);
+  const float z = lower ? zl : -zl;
+  return clamp_to<float>(fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean)), P);
 }
 
-template <typename T, int Mode, typename A = T>
-TINIT_HD T trunc_normal_value(uint32_t word, const TruncNormalParams<T>& P) {
-  if constexpr (Mode == kCentral && sizeof(T) == 4) {
-    float d, v, h, signed_std;
-    central_stage1(word, P, d, v, h, signed_std);
-    return clamp_to<T>(central_finish<A>(d, v, h, signed_std, P.mean), P);
+// kTwoSidedPrecise, float compute: z = z_hi + z_lo, then
+// (fma(sd_hi, z_hi, mean) + (sd_hi z_lo + sd_lo z_hi)) scale: the cancelling
+// sum is rounded once, its small terms added after it.
+TINIT_HD float two_sided_precise_value(uint32_t w, const TruncNormalParams<float>& P) {
+  bool lower;
+  float q;
+  const float s = two_sided_s(w ^ P.flip, P, lower, q);
+  float zl_lo;
+  const float zl_hi = ndtri_table_pair(s, q, zl_lo);
+  const float z_hi = lower ? zl_hi : -zl_hi;
+  const float z_lo = lower ? zl_lo : -zl_lo;
+  const float main = fma_rn(P.sd_hi, z_hi, P.mean);
+  const float small = fma_rn(P.sd_hi, z_lo, P.sd_lo * z_hi);
+  return clamp_to<float>((main + small) * P.scale, P);
+}
+
+// The two-sided modes in double (fp64 tensors): AS 241 and libm log.
+TINIT_HD double two_sided_value(uint32_t w, const TruncNormalParams<double>& P) {
+  bool lower;
+  double q;
+  const double s = two_sided_s(w ^ P.flip, P, lower, q);
+  const double zl = ndtri_lower_f64(q, log_pos(s));
+  const double z = lower ? zl : -zl;
+  return clamp_to<double>(fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean)) * P.scale, P);
+}
+
+// Mills-ratio factor M(y) = y Q(y) / phi(y) = 1 - 1/y^2 + 3/y^4 - ... for
+// y >= 37, the fp64 tail edge (Abramowitz & Stegun 26.2.12; the next term
+// is below 2^-70 there), double only.
+TINIT_HD double mills_factor(double y) {
+  const double t = 1.0 / (y * y);
+  return horner<double>(t, 1.0, -1.0, 3.0, -15.0, 105.0, -945.0, 10395.0, -135135.0,
+                        2027025.0, -34459425.0);
+}
+
+// l(e) = log(R(b0) / R(b0 + e)), R(y) = Q(y) / phi(y): the tail mode's
+// correction to the quadratic e^2/2 + b0 e. Float: the host's polynomial
+// (tinit.params, fit over the window's e range to ~2^-30); double: exact.
+TINIT_HD float tail_correction(float e, const TruncNormalParams<float>& P, float& slope) {
+  slope = horner<float>(e, P.l1, 2.0f * P.l2, 3.0f * P.l3, 4.0f * P.l4, 5.0f * P.l5);
+  return e * horner<float>(e, P.l1, P.l2, P.l3, P.l4, P.l5);
+}
+TINIT_HD double tail_correction(double e, const TruncNormalParams<double>& P, double& slope) {
+  const double y = P.b0 + e;
+  const double m = mills_factor(y);
+  slope = y * ((1.0 - m) / m);  // l'(e) = 1/R(y) - y
+  return log_pos((y / P.b0) * (mills_factor(P.b0) / m));
+}
+
+// kTail: the excursion e >= 0 of the mirrored deviate y = -z = b0 + e from
+// the nearer bound, with Q(b0 + e) / Q(b0) = 1 - v = u + ratio (1 - u), i.e.
+// e^2/2 + b0 e + l(e) = L = -log(u + ratio (1 - u)). Start from the root of
+// the quadratic (l = 0), then Newton steps (2 in float, 3 in double: the
+// start is within ~1/b0^2 of the root). Value x = edge - sd e.
+template <typename T>
+TINIT_HD T tail_value(uint32_t w, const TruncNormalParams<T>& P) {
+  const uint32_t wf = w ^ P.flip;
+  const T u = uniform_open<T>(wf);  // large words: u near 1, e near 0
+  const T uc = uniform_open<T>(~wf);
+  const T L = -log_pos(fma_rn(P.ratio, uc, u));
+  T e = (L + L) / (P.b0 + sqrt_rn(fma_rn(P.b0, P.b0, L + L)));
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+  for (int k = 0; k < (sizeof(T) == 4 ? 2 : 3); ++k) {
+    T dl;
+    const T l = tail_correction(e, P, dl);
+    const T f = fma_rn(e, fma_rn(T(0.5), e, P.b0), l - L);
+    e = e - f / (P.b0 + e + dl);
+  }
+  e = e > T(0) ? e : T(0);
+  return clamp_to<T>(fma_rn(-P.sd_hi, e, fma_rn(-P.sd_lo, e, P.edge)) * P.scale, P);
+}
+
+// The value of word w in the tensor's compute type, inside [lo, hi].
+template <typename T, int Mode>
+TINIT_HD T trunc_normal_value(uint32_t w, const TruncNormalParams<T>& P) {
+  if constexpr (Mode == kUniform) {
+    return uniform_value<T>(w, P);
+  } else if constexpr (Mode == kTail) {
+    return tail_value<T>(w, P);
+  } else if constexpr (Mode == kTwoSidedPrecise && sizeof(T) == 4) {
+    return two_sided_precise_value(w, P);
   } else {
-    const A z = standard_deviate<T, Mode, A>(word ^ P.flip, P) * A(P.sign);
-    return clamp_to<T>(static_cast<T>(fma_rn(A(P.std), z, A(P.mean))), P);
+    return two_sided_value(w, P);
   }
 }
 
