@@ -1,0 +1,428 @@
+"""SASS text -> functions -> basic blocks -> CFG -> loops -> hot path (for bench/sass_budget.py).
+
+Reads the text of ``nvdisasm -c`` (one ``.section .text.<symbol>`` per kernel,
+with its ``$__internal_*`` subroutines after its EXIT). No GPU is needed.
+
+Definitions (the ones bench/sass_budget.py reports):
+
+- Basic blocks start at every label and after every branch, unpredicated
+  EXIT, RET, BRX/JMX. A predicated EXIT does not end a block. CALL does not
+  end one either: it returns, and the callee's own fast path (below) is
+  added to the block's weight.
+- Edges: a conditional BRA (a guard predicate other than PT, or a predicate
+  operand such as ``@P0 BRA P1, target``) goes to its target and falls
+  through; an unconditional BRA only to its target; BRX/JMX (a jump table,
+  Triton's run-time mode switch) to the BRANCH_TARGETS nvdisasm lists.
+- Loops: retreating edges of a depth-first walk from the entry (back edges
+  for the reducible graphs nvcc and Triton emit); a loop is the natural loop
+  of its header (the union over its latches). The hot loop is an innermost
+  loop holding a global store (STG, or a generic ST: the grouped kernels
+  write through pointers read from a table), preferring the widest store,
+  then the most store bits in its body (an unrolled loop, not its remainder).
+- Fast path: with back edges removed the loop is a DAG; the fast path is the
+  path from the header to a latch that passes through a block holding the
+  widest store, stores the most bits (predicated stores count) and, among
+  those, has the fewest instructions (each CALL costs its callee's fast
+  path). Without a loop (Triton) it is the same from the entry to an
+  EXIT block. This picks the side of every compiler slow-path test
+  (``@!P0 BRA`` around a CALL to ``__internal_*_slowpath``, the scalar
+  edge-store tail, the compute-only fold) that skips the rare work.
+- Slow path: the loop's blocks off the fast path (each once), plus the static
+  size of every subroutine they call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+_SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
+_LABEL = re.compile(r"^([.$A-Za-z_][\w.$]*):\s*$")
+_INST = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s+(.*?)\s*;?\s*$")
+_GUARD = re.compile(r"^(@!?U?P(?:T|\d))\s+")
+_TARGET = re.compile(r"`\(([^)]+)\)")
+_ENDS = {"BRA", "BRX", "JMP", "JMX", "RET"}
+STORES = ("STG", "ST")
+_CONVERSIONS = {"F2F", "I2F", "F2I", "I2I", "F2FP", "I2FP", "F2IP"}
+
+
+@dataclass
+class Inst:
+    offset: int
+    guard: str  # "" when unpredicated, else "@P0", "@!P1", ...
+    op: str     # opcode with modifiers, e.g. "STG.E.128"
+    args: str
+
+    @property
+    def base(self) -> str:
+        return self.op.split(".")[0]
+
+    @property
+    def target(self) -> str | None:
+        found = _TARGET.search(self.args)
+        return found.group(1) if found else None
+
+    @property
+    def conditional(self) -> bool:
+        return self.guard not in ("", "@PT") or re.match(r"!?U?P\d\s*,", self.args) is not None
+
+
+@dataclass
+class Block:
+    label: str
+    insts: list[Inst] = field(default_factory=list)
+    succs: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Function:
+    name: str
+    blocks: list[Block]
+    labels: dict[str, int]  # label -> index of the block it starts
+
+
+def store_bits(inst: Inst) -> int:
+    """Bits one store instruction writes per thread (STG.E.128 -> 128, STG.E.U16 -> 16, STG.E -> 32)."""
+    for part in inst.op.split(".")[1:]:
+        digits = re.sub(r"^[US]", "", part)
+        if digits in ("8", "16", "32", "64", "128", "256"):
+            return int(digits)
+    return 32
+
+
+def is_fp64(inst: Inst) -> bool:
+    """DADD/DMUL/DFMA/DSETP/DMNMX..., conversions from or to .F64, MUFU.*64H."""
+    base, mods = inst.base, inst.op.split(".")[1:]
+    if base.startswith("D") and base != "DEPBAR":
+        return True
+    return (base in _CONVERSIONS or base == "FRND") and "F64" in mods or base == "MUFU" and "64" in inst.op
+
+
+def is_conversion(inst: Inst) -> bool:
+    return inst.base in _CONVERSIONS
+
+
+def parse(text: str) -> dict[str, Function]:
+    """Functions of an nvdisasm listing, keyed by symbol (mangled for nvcc, plain for Triton)."""
+    items: dict[str, list] = {}
+    current = None
+    for line in text.splitlines():
+        section = _SECTION.match(line)
+        if section:
+            current = items.setdefault(section.group(1), [])
+            continue
+        if current is None:
+            continue
+        inst = _INST.match(line)
+        if inst:
+            body = inst.group(2).strip().rstrip(";").strip()
+            guard = _GUARD.match(body)
+            if guard:
+                body = body[guard.end():]
+            op, _, args = body.partition(" ")
+            current.append(Inst(int(inst.group(1), 16), guard.group(1) if guard else "", op, args.strip()))
+            continue
+        label = _LABEL.match(line.strip())
+        if label:
+            current.append(label.group(1))
+    return {name: _blocks(name, seq) for name, seq in items.items()}
+
+
+def _blocks(name: str, seq: list) -> Function:
+    blocks: list[Block] = []
+    labels: dict[str, int] = {}
+    pending: list[str] = []
+    open_block: Block | None = None
+    for item in seq:
+        if isinstance(item, str):
+            pending.append(item)
+            open_block = None
+            continue
+        if open_block is None:
+            open_block = Block(pending[0] if pending else f"@{item.offset:x}")
+            for label in pending:
+                labels[label] = len(blocks)
+            pending = []
+            blocks.append(open_block)
+        open_block.insts.append(item)
+        if item.base in _ENDS or item.base == "EXIT" and not item.conditional:
+            open_block = None
+    for label in pending:  # labels after the last instruction (the .size end label)
+        labels[label] = len(blocks)
+    for i, block in enumerate(blocks):
+        last = block.insts[-1]
+        falls = i + 1 < len(blocks)
+        if last.base == "BRA":
+            target = labels.get(last.target or "")
+            block.succs = ([target] if target is not None and target < len(blocks) else []) + (
+                [i + 1] if last.conditional and falls else [])
+        elif last.base in ("BRX", "JMX"):  # indirect: nvdisasm lists the jump table's targets
+            listed = re.search(r"BRANCH_TARGETS\s+([^\"*]+)", last.args)
+            names = [t.strip() for t in listed.group(1).split(",")] if listed else []
+            block.succs = [labels[t] for t in names if labels.get(t, len(blocks)) < len(blocks)] + (
+                [i + 1] if last.conditional and falls else [])
+        elif last.base in ("EXIT", "RET", "JMP"):
+            block.succs = [i + 1] if last.conditional and falls else []
+        elif falls:
+            block.succs = [i + 1]
+    return Function(name, blocks, labels)
+
+
+def _walk(fn: Function, entry: int) -> tuple[list[int], set[tuple[int, int]]]:
+    """(blocks reachable from entry in reverse post-order, retreating edges)."""
+    state: dict[int, int] = {}  # 1 on the stack, 2 done
+    order: list[int] = []
+    back: set[tuple[int, int]] = set()
+    stack = [(entry, iter(fn.blocks[entry].succs))]
+    state[entry] = 1
+    while stack:
+        node, succs = stack[-1]
+        for nxt in succs:
+            if state.get(nxt) == 1:
+                back.add((node, nxt))
+            elif nxt not in state:
+                state[nxt] = 1
+                stack.append((nxt, iter(fn.blocks[nxt].succs)))
+                break
+        else:
+            stack.pop()
+            state[node] = 2
+            order.append(node)
+    return order[::-1], back
+
+
+def _preds(fn: Function, nodes) -> dict[int, list[int]]:
+    preds: dict[int, list[int]] = {n: [] for n in nodes}
+    for n in nodes:
+        for s in fn.blocks[n].succs:
+            if s in preds:
+                preds[s].append(n)
+    return preds
+
+
+def loops(fn: Function, entry: int = 0) -> dict[int, set[int]]:
+    """Natural loops reachable from entry: header -> its blocks."""
+    order, back = _walk(fn, entry)
+    preds = _preds(fn, order)
+    found: dict[int, set[int]] = {}
+    for latch, header in back:
+        body = found.setdefault(header, {header})
+        work = [latch]
+        while work:
+            node = work.pop()
+            if node not in body:
+                body.add(node)
+                work.extend(preds[node])
+    return found
+
+
+@dataclass
+class Path:
+    """One fast path: its blocks, its instructions (callees' fast paths spliced in), and the loop it is in."""
+    blocks: list[int]
+    insts: list[Inst]
+    header: int | None   # loop header, None for a straight-line kernel
+    region: set[int]     # the loop's blocks (every reachable block without a loop)
+    nested: bool = False  # the region holds a loop without a store (counted as one trip)
+
+    def stores(self) -> list[Inst]:
+        return [i for i in self.insts if i.base in STORES]
+
+    def stored_bits(self) -> int:
+        """Bits one trip of the path writes per thread (predicated stores count)."""
+        return sum(map(store_bits, self.stores()))
+
+    def histogram(self) -> Counter:
+        return Counter(i.base for i in self.insts)
+
+
+class Analyzer:
+    """Hot-path queries on one function."""
+
+    def __init__(self, fn: Function):
+        self.fn = fn
+        self._callee: dict[str, tuple[int, list[Inst]]] = {}
+
+    def callee_path(self, label: str, depth: int = 0) -> tuple[int, list[Inst]]:
+        """Instruction count and instructions of a subroutine's shortest entry -> RET path."""
+        if label not in self._callee:
+            start = self.fn.labels.get(label)
+            self._callee[label] = (0, [])
+            if start is not None and depth < 8:
+                order, back = _walk(self.fn, start)
+                sinks = {b for b in order if not self.fn.blocks[b].succs}
+                found = self._shortest(order, back, start, sinks, [], depth + 1)
+                if found:
+                    self._callee[label] = (found[0][1], self._expand(found[1], depth + 1))
+        return self._callee[label]
+
+    def weight(self, block: int, depth: int = 0) -> tuple[int, int]:
+        """(-bits stored, instructions) of a block, its callees' fast paths included."""
+        insts = self.fn.blocks[block].insts
+        return (-sum(store_bits(i) for i in insts if i.base in STORES),
+                len(insts) + sum(self.callee_path(i.target, depth)[0] for i in insts if i.base == "CALL" and i.target))
+
+    def _expand(self, blocks: list[int], depth: int = 0) -> list[Inst]:
+        out: list[Inst] = []
+        for b in blocks:
+            for inst in self.fn.blocks[b].insts:
+                out.append(inst)
+                if inst.base == "CALL" and inst.target:
+                    out.extend(self.callee_path(inst.target, depth)[1])
+        return out
+
+    def _shortest(self, order, back, source, sinks, waypoints, depth=0):
+        """Fewest-instruction path source -> waypoints (in topological order) -> any sink, back edges removed."""
+        allowed = set(order)
+        rank = {n: k for k, n in enumerate(order)}
+        stops = [source, *sorted(waypoints, key=rank.__getitem__)]
+        cost, path = self.weight(source, depth), [source]
+        for k, start in enumerate(stops):
+            targets = {stops[k + 1]} if k + 1 < len(stops) else set(sinks)
+            dist, prev = {start: (0, 0)}, {}
+            for node in order[rank[start]:]:
+                if node not in dist:
+                    continue
+                for nxt in self.fn.blocks[node].succs:
+                    if nxt in allowed and (node, nxt) not in back:
+                        w = self.weight(nxt, depth)
+                        d = (dist[node][0] + w[0], dist[node][1] + w[1])
+                        if nxt not in dist or d < dist[nxt]:
+                            dist[nxt], prev[nxt] = d, node
+            reached = [t for t in targets if t in dist]
+            if not reached:
+                return None
+            end = min(reached, key=lambda t: (dist[t], rank[t]))
+            segment = [end]
+            while segment[-1] != start:
+                segment.append(prev[segment[-1]])
+            cost = (cost[0] + dist[end][0], cost[1] + dist[end][1])
+            path += segment[::-1][1:]
+        return cost, path
+
+    def store_blocks(self, region) -> dict[int, int]:
+        """Blocks of region holding a global store -> their widest store (bits)."""
+        found = {}
+        for b in region:
+            widths = [store_bits(i) for i in self.fn.blocks[b].insts if i.base in STORES]
+            if widths:
+                found[b] = max(widths)
+        return found
+
+    def hot_loops(self) -> list[tuple[int, set[int]]]:
+        """Innermost loops holding a global store: (header, blocks), the widest store first, then
+        the most store bits in the body (an unrolled main loop before its remainder loop)."""
+        with_stores = [(h, body) for h, body in loops(self.fn).items() if self.store_blocks(body)]
+        inner = [(h, body) for h, body in with_stores
+                 if not any(other < body for _, other in with_stores)]
+
+        def key(item):
+            header, body = item
+            bits = [store_bits(i) for b in body for i in self.fn.blocks[b].insts if i.base in STORES]
+            return -max(bits), -sum(bits), header
+        return sorted(inner, key=key)
+
+    def fast_path(self, header: int | None = None, through: int | None = None) -> Path | None:
+        """The fast path of the loop at header (None: of the whole function, entry to EXIT).
+
+        through: a block the path must also visit (to enumerate the per-mode paths
+        of a kernel whose mode is a run-time branch).
+        """
+        order, back = _walk(self.fn, 0 if header is None else header)
+        if header is None:
+            region = set(order)
+            sinks = {b for b in order if not self.fn.blocks[b].succs}
+        else:
+            region = loops(self.fn)[header]
+            order = [b for b in order if b in region]
+            sinks = {u for u, v in back if v == header and u in region}
+        stores = self.store_blocks(region)
+        if not stores:
+            return None
+        widest = max(stores.values())
+        best = None
+        for block in (b for b, w in stores.items() if w == widest):
+            ways = [block] + ([through] if through is not None and through != block else [])
+            if header in ways:
+                ways.remove(header)
+            found = self._shortest(order, back, order[0], sinks, ways)
+            if found and (best is None or found[0] < best[0]):
+                best = found
+        if best is None:
+            return None
+        nested = any(v != header and v in region for _, v in back)
+        return Path(best[1], self._expand(best[1]), header, region, nested)
+
+    def slow_insts(self, path: Path, others: set[int] = frozenset()) -> int:
+        """Static instructions of the region's blocks off the path, and of their callees.
+
+        others: the blocks of the other modes' fast paths (a kernel whose mode is a
+        run-time branch); then only blocks reachable from the path's first block
+        not in others count, and none of others.
+        """
+        side = path.region - set(path.blocks) - set(others)
+        own = [b for b in path.blocks if b not in others]
+        if others and own:
+            side &= set(_walk(self.fn, own[0])[0])
+        total = sum(len(self.fn.blocks[b].insts) for b in side)
+        callees = {i.target for b in side for i in self.fn.blocks[b].insts if i.base == "CALL" and i.target}
+        for label in callees:
+            start = self.fn.labels.get(label)
+            if start is not None:
+                total += sum(len(self.fn.blocks[b].insts) for b in _walk(self.fn, start)[0])
+        return total
+
+
+def distance(a: Counter, b: Counter) -> float:
+    """L1 distance of two opcode histograms relative to the size of b (0 = same mix and count)."""
+    keys = set(a) | set(b)
+    return sum(abs(a[k] - b[k]) for k in keys) / max(1, sum(b.values()))
+
+
+def match(paths: list[Path], refs: dict) -> list[tuple]:
+    """Greedy one-to-one (path, mode, distance) by opcode-histogram distance to the reference modes."""
+    pairs = sorted((distance(p.histogram(), h), i, m) for i, p in enumerate(paths) for m, h in refs.items())
+    done, used, out = set(), set(), []
+    for d, i, m in pairs:
+        if i not in done and m not in used:
+            done.add(i)
+            used.add(m)
+            out.append((paths[i], m, d))
+    return sorted(out, key=lambda c: c[1])
+
+
+def paths_of(an: Analyzer, per_mode: bool) -> list[Path]:
+    """Fast paths of a function: its widest-store loops (every one when per_mode, else the first);
+    without a loop, the entry-to-EXIT path, or (per_mode) the path through each block in turn."""
+    loops = an.hot_loops()
+    if loops:
+        widest = max(an.store_blocks(loops[0][1]).values())
+        heads = [h for h, body in loops if max(an.store_blocks(body).values()) == widest]
+        paths = [an.fast_path(h) for h in (heads if per_mode else heads[:1])]
+    else:
+        first = an.fast_path()
+        paths = [first] + ([an.fast_path(through=b) for b in sorted(first.region)] if per_mode and first else [])
+    seen, out = set(), []
+    for p in paths:
+        if p is not None and tuple(p.blocks) not in seen:
+            seen.add(tuple(p.blocks))
+            out.append(p)
+    return out
+
+
+def metrics(an: Analyzer, path: Path, elems: float, others=frozenset()) -> dict:
+    """The per-element columns of one fast path."""
+    stores = path.stores()
+    widest = max(stores, key=store_bits)
+    return {
+        "fast_insts": len(path.insts), "elems": elems, "sass_per_elem": len(path.insts) / elems,
+        "slow_per_elem": an.slow_insts(path, others) / elems,
+        "fp64_per_elem": sum(map(is_fp64, path.insts)) / elems,
+        "mufu_per_elem": sum(i.base == "MUFU" for i in path.insts) / elems,
+        "cvt_per_elem": sum(map(is_conversion, path.insts)) / elems,
+        "local_ops_fast": sum(i.base in ("LDL", "STL") for i in path.insts),
+        "store": widest.op, "store_bits": store_bits(widest),
+        "stored_bits": sum(map(store_bits, stores)), "nested_loop": path.nested,
+        "histogram": dict(path.histogram().most_common()),
+    }

@@ -1,0 +1,174 @@
+"""Compile tinit's Triton kernels for sm_90 without a GPU, typed as their launchers call them (bench/sass_budget.py).
+
+Every ``*_kernel`` JIT function of triton_kernels/trunc_normal.py and
+trunc_normal_grouped.py is compiled once per dtype and (if it has a MODE
+constexpr) per transform mode. Its arguments are those of a real launch:
+the module's launcher (``_launch``, ``philox_words_triton``, the grouped
+``_plan`` + ``_launch``) runs on CPU tensors with the kernel swapped for a
+recorder, and each argument is typed by ``triton.runtime.jit.mangle_type``,
+as a launch types it (Python ints below 2**31 are i32, so numel is i32 as
+for any tensor under 2**31 elements). Pointers get tt.divisibility 16, as a
+fresh torch tensor does; other integers are not specialised. Where a
+launcher cannot be called (its signature changed), the kernel is typed from
+its parameter names instead (``*_ptr``: the dtype's pointer; numel, ``*_lo``,
+``*_hi``, flip, split, ``n_*``, ``*_base``: i32; anything else fp32) with the
+module's LAUNCH_OPTIONS, and the case says so (``typed_by``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+
+FILES = ("trunc_normal", "trunc_normal_grouped")
+DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+_PACKAGE = "_sass_budget_kernels"
+
+
+class _Recorder:
+    """Stands in for a JIT kernel: ``kernel[grid](*args, **kwargs)`` records the call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.calls.append((args, kwargs))
+
+
+def modules(root: Path) -> dict:
+    """triton_kernels/*.py of root, imported as a package (tinit itself from root unless already imported)."""
+    sys.path.insert(0, str(root))
+    spec = importlib.util.spec_from_file_location(_PACKAGE, root / "triton_kernels" / "__init__.py",
+                                                  submodule_search_locations=[str(root / "triton_kernels")])
+    sys.modules[_PACKAGE] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[_PACKAGE])
+    return {name: importlib.import_module(f"{_PACKAGE}.{name}") for name in FILES}
+
+
+def _recorded(mods: dict) -> dict:
+    """{(kernel, dtype): (args, kwargs)} of the launchers' calls, or why a launcher failed (a str)."""
+    import numpy as np
+    import torch
+
+    from tinit.params import transform_constants
+
+    tn, tg = mods["trunc_normal"], mods["trunc_normal_grouped"]
+    n = 256  # grouped: 256 tensors of 2^20 elements (LOG 8, BLOCK DEFAULT_BLOCK)
+    recipes = [("_philox_kernel", "words", tn, lambda: tn.philox_words_triton(
+        1 << 12, 5, 3, 0, device="cpu", block=tn.DEFAULT_BLOCK))]
+    for dtype in tn.SUPPORTED_DTYPES:
+        name = DTYPES[str(dtype).split(".")[-1]]
+        recipes += [
+            ("_trunc_normal_kernel", name, tn, lambda dtype=dtype: tn._launch(
+                torch.empty(1 << 12, dtype=dtype), 2**63 + 5, 2**40 + 3, 4,
+                transform_constants(0.0, 1.0, -2.0, 2.0, dtype), tn.DEFAULT_BLOCK, lambda kernel: kernel)),
+            ("_grouped_kernel", name, tg, lambda dtype=dtype: tg._launch(tg._plan(
+                np.full(n, 1 << 20, dtype=np.int64), np.full(n, 1 << 20, dtype=np.int64),
+                np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
+                tg._const_row(transform_constants(0.0, 1.0, -2.0, 2.0, dtype))[None, :], None),
+                dtype, torch.device("cpu"), 2**63 + 5)),
+        ]
+    found = {}
+    for kernel, dtype, mod, call in recipes:
+        rec, saved = _Recorder(), getattr(mod, kernel, None)
+        setattr(mod, kernel, rec)  # the launcher reads the module global at call time
+        try:
+            call()
+            found[(kernel, dtype)] = rec.calls[0]
+        except Exception as exc:  # noqa: BLE001 - a changed launcher: typed by names instead
+            found[(kernel, dtype)] = f"names (launcher failed: {type(exc).__name__}: {exc})"
+        finally:
+            setattr(mod, kernel, saved)
+    return found
+
+
+def _by_names(fn, mod, dtype: str) -> tuple[dict, dict]:
+    """(argument values standing for the types, options) from parameter names alone."""
+    pointer = {"fp32": "*fp32", "bf16": "*bf16", "fp16": "*fp16", "words": "*i32"}[dtype]
+    values = {}
+    for p in fn.params:
+        if p.is_constexpr:
+            values[p.name] = {"BLOCK": getattr(mod, "DEFAULT_BLOCK", 256), "LOG": 8}.get(
+                p.name, getattr(mod, "_DTYPE_CODES", {}).get(_torch_dtype(dtype), 0))
+        elif p.name.endswith("_ptr"):
+            values[p.name] = pointer
+        elif p.name in ("numel", "flip", "split") or p.name.endswith(("_lo", "_hi", "_base")) or \
+                p.name.startswith("n_"):
+            values[p.name] = "i32"
+        else:
+            values[p.name] = "fp32"
+    return values, dict(getattr(mod, "LAUNCH_OPTIONS", {"num_warps": 4}))
+
+
+def _torch_dtype(dtype: str):
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype)
+
+
+def compile_all(root: Path, modes: dict[int, str], work: Path, select=None) -> list[dict]:
+    """One dict per kernel, dtype and mode: kernel, dtype, mode, cubin and ptx paths, metadata name,
+    num_warps, BLOCK (None without one), options, typed_by; or an error instead of the compiled fields."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction, mangle_type
+
+    mods = modules(root)
+    recorded = _recorded(mods)
+    out = []
+    for mod in mods.values():
+        for kname, fn in vars(mod).items():
+            if not (isinstance(fn, JITFunction) and kname.endswith("_kernel")
+                    and fn.fn.__module__ == mod.__name__):
+                continue
+            dtypes = ["words"] if "philox" in kname else list(DTYPES.values())
+            constexpr = {p.name for p in fn.params if p.is_constexpr}
+            for dtype in dtypes:
+                if isinstance(recorded.get((kname, dtype)), tuple):
+                    args, kwargs = recorded[(kname, dtype)]
+                    values = {**dict(zip(fn.arg_names, args)), **kwargs}
+                    options = {k: v for k, v in kwargs.items() if k not in fn.arg_names}
+                    sig = {n: "constexpr" if n in constexpr else mangle_type(values[n]) for n in fn.arg_names}
+                    typed_by = "launcher"
+                else:
+                    values, options = _by_names(fn, mod, dtype)
+                    sig = {n: "constexpr" if n in constexpr else values[n] for n in fn.arg_names}
+                    typed_by = recorded.get((kname, dtype), "names (no launcher recipe)")
+                attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
+                         if sig[n].startswith("*")}
+                for mode in (sorted(modes) if "MODE" in constexpr else [None]):
+                    if select and not select(kname, dtype, mode):
+                        continue
+                    consts = {n: values[n] for n in constexpr} | ({"MODE": mode} if mode is not None else {})
+                    try:
+                        with warnings.catch_warnings():  # the launcher's options, whatever triton's defaults
+                            warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
+                            k = triton.compile(ASTSource(fn, sig, constexprs=consts, attrs=attrs),
+                                               target=GPUTarget("cuda", 90, 32), options=options)
+                    except Exception as exc:  # noqa: BLE001 - reported as that case's error
+                        out.append({"kernel": kname, "dtype": dtype, "mode": mode, "typed_by": typed_by,
+                                    "error": f"compile: {type(exc).__name__}: {str(exc)[:300]}"})
+                        continue
+                    cubin = work / f"{kname}_{dtype}_{'' if mode is None else mode}.cubin"
+                    cubin.write_bytes(k.asm["cubin"])
+                    cubin.with_suffix(".ptx").write_text(k.asm["ptx"])
+                    out.append({"kernel": kname, "dtype": dtype, "mode": mode, "cubin": cubin,
+                                "ptx": cubin.with_suffix(".ptx"), "name": k.metadata.name,
+                                "num_warps": k.metadata.num_warps, "block": consts.get("BLOCK"),
+                                "options": options, "typed_by": typed_by})
+    return out
+
+
+def ptxas_command(ptx: Path, options: dict) -> list[str]:
+    """The ``ptxas -v`` that triton runs on this PTX (its own ptxas and flags, less -lineinfo)."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+        ptxas, arch = get_ptxas(90).path, sm_arch_from_capability(90)
+    except ImportError:
+        ptxas, arch = "ptxas", "sm_90a"
+    fmad = [] if options.get("enable_fp_fusion", True) else ["--fmad=false"]
+    return [ptxas, *fmad, "-v", "--regAllocOptLevel=2", f"--gpu-name={arch}", str(ptx), "-o", "/dev/null"]
