@@ -273,7 +273,8 @@ class Analyzer:
         return out
 
     def _shortest(self, order, back, source, sinks, waypoints, depth=0):
-        """Fewest-instruction path source -> waypoints (in topological order) -> any sink, back edges removed."""
+        """Path source -> waypoints (in topological order) -> any sink with back edges removed that stores
+        the most bits and, among those, has the fewest instructions: ((-bits, instructions), blocks)."""
         allowed = set(order)
         rank = {n: k for k, n in enumerate(order)}
         stops = [source, *sorted(waypoints, key=rank.__getitem__)]

@@ -12,7 +12,9 @@ fresh torch tensor does; other integers are not specialised. Where a
 launcher cannot be called (its signature changed), the kernel is typed from
 its parameter names instead (``*_ptr``: the dtype's pointer; numel, ``*_lo``,
 ``*_hi``, flip, split, ``n_*``, ``*_base``: i32; anything else fp32) with the
-module's LAUNCH_OPTIONS, and the case says so (``typed_by``).
+module's LAUNCH_OPTIONS, and the case says so (``typed_by``). A file that
+does not import, or a kernel that does not compile, is an error row of the
+report; the other kernels are still measured.
 """
 
 from __future__ import annotations
@@ -38,39 +40,58 @@ class _Recorder:
         return lambda *args, **kwargs: self.calls.append((args, kwargs))
 
 
-def modules(root: Path) -> dict:
-    """triton_kernels/*.py of root, imported as a package (tinit itself from root unless already imported)."""
-    sys.path.insert(0, str(root))
+def modules(root: Path) -> tuple[dict, dict]:
+    """(modules, import errors) of triton_kernels/*.py of root, imported as a package (tinit itself
+    from root unless already imported); a module that fails to import is reported, not fatal."""
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
     spec = importlib.util.spec_from_file_location(_PACKAGE, root / "triton_kernels" / "__init__.py",
                                                   submodule_search_locations=[str(root / "triton_kernels")])
     sys.modules[_PACKAGE] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[_PACKAGE])
-    return {name: importlib.import_module(f"{_PACKAGE}.{name}") for name in FILES}
+    mods, errors = {}, {}
+    for name in FILES:
+        try:
+            mods[name] = importlib.import_module(f"{_PACKAGE}.{name}")
+        except Exception as exc:  # noqa: BLE001 - reported as that file's error
+            errors[name] = f"import: {type(exc).__name__}: {exc}"
+    return mods, errors
 
 
-def _recorded(mods: dict) -> dict:
-    """{(kernel, dtype): (args, kwargs)} of the launchers' calls, or why a launcher failed (a str)."""
+def _recipes(mods: dict) -> list[tuple]:
+    """(kernel, dtype, module, call) for each launcher call to record."""
     import numpy as np
     import torch
 
     from tinit.params import transform_constants
 
-    tn, tg = mods["trunc_normal"], mods["trunc_normal_grouped"]
+    tn, tg = mods.get("trunc_normal"), mods.get("trunc_normal_grouped")
     n = 256  # grouped: 256 tensors of 2^20 elements (LOG 8, BLOCK DEFAULT_BLOCK)
-    recipes = [("_philox_kernel", "words", tn, lambda: tn.philox_words_triton(
-        1 << 12, 5, 3, 0, device="cpu", block=tn.DEFAULT_BLOCK))]
-    for dtype in tn.SUPPORTED_DTYPES:
+    recipes = []
+    if tn is not None:
+        recipes.append(("_philox_kernel", "words", tn, lambda: tn.philox_words_triton(
+            1 << 12, 5, 3, 0, device="cpu", block=tn.DEFAULT_BLOCK)))
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
         name = DTYPES[str(dtype).split(".")[-1]]
-        recipes += [
-            ("_trunc_normal_kernel", name, tn, lambda dtype=dtype: tn._launch(
+        if tn is not None:
+            recipes.append(("_trunc_normal_kernel", name, tn, lambda dtype=dtype: tn._launch(
                 torch.empty(1 << 12, dtype=dtype), 2**63 + 5, 2**40 + 3, 4,
-                transform_constants(0.0, 1.0, -2.0, 2.0, dtype), tn.DEFAULT_BLOCK, lambda kernel: kernel)),
-            ("_grouped_kernel", name, tg, lambda dtype=dtype: tg._launch(tg._plan(
+                transform_constants(0.0, 1.0, -2.0, 2.0, dtype), tn.DEFAULT_BLOCK, lambda kernel: kernel)))
+        if tg is not None:
+            recipes.append(("_grouped_kernel", name, tg, lambda dtype=dtype: tg._launch(tg._plan(
                 np.full(n, 1 << 20, dtype=np.int64), np.full(n, 1 << 20, dtype=np.int64),
                 np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
                 tg._const_row(transform_constants(0.0, 1.0, -2.0, 2.0, dtype))[None, :], None),
-                dtype, torch.device("cpu"), 2**63 + 5)),
-        ]
+                dtype, torch.device("cpu"), 2**63 + 5)))
+    return recipes
+
+
+def _recorded(mods: dict) -> dict:
+    """{(kernel, dtype): (args, kwargs)} of the launchers' calls, or why a launcher failed (a str)."""
+    try:
+        recipes = _recipes(mods)
+    except Exception:  # noqa: BLE001 - e.g. tinit.params changed: every kernel is typed by names
+        return {}
     found = {}
     for kernel, dtype, mod, call in recipes:
         rec, saved = _Recorder(), getattr(mod, kernel, None)
@@ -117,9 +138,10 @@ def compile_all(root: Path, modes: dict[int, str], work: Path, select=None) -> l
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction, mangle_type
 
-    mods = modules(root)
+    mods, errors = modules(root)
     recorded = _recorded(mods)
-    out = []
+    out = [{"kernel": f"{name}.py", "dtype": None, "mode": None, "error": why} for name, why in errors.items()
+           if not select or select(f"{name}.py", None, None)]
     for mod in mods.values():
         for kname, fn in vars(mod).items():
             if not (isinstance(fn, JITFunction) and kname.endswith("_kernel")
