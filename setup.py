@@ -106,7 +106,8 @@ def _extensions():
         "-fopenmp",
     ]
     sources = ["csrc/ops.cpp"] + [f"csrc/cpu/{name}.cpp" for name in
-                                   ("stream_words", "transform_kernels", "trunc_normal", "trunc_normal_grouped")]
+                                   ("stream_words", "transform_kernels", "transform_avx512", "trunc_normal",
+                                    "trunc_normal_grouped")]
     kwargs = {
         "name": "tinit._C",
         "include_dirs": [str(ROOT / "csrc" / "include")],

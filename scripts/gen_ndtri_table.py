@@ -3,12 +3,14 @@
 Writes ``csrc/include/tinit/ndtri_table.h`` and ``tinit/_ndtri_table.py`` from
 one fit, so the C++ (CPU, CUDA) and Triton kernels read the same fp32 bits.
 
-The table: segment 0 covers s in [1/4, 1/2] as z = q P0(q^2), q = s - 1/2;
-segment 1 + 2 (124 - E) + (1 - h) ... (see ``ndtri_segment`` in transform.h)
-covers half a binade of s: s = 2^(E-127) (1.25 + r) (h = 0) or (1.75 + r)
-(h = 1), r in [-1/4, 1/4), as z = P(r). Every P has degree 6; its constant
-term is stored twice, as the fp32 value c0 and the fp32 residual c0 - fp32(c0),
-so the table row is 8 floats: c0, c1, ..., c6, c0_lo.
+The table has 256 rows, row i = 255 - (bits(s) >> 22) for s in [0, 2) (see
+``ndtri_segment`` in transform.h): rows 0..5 (s >= 1/4) hold one polynomial
+P0 with z = q P0(q^2), q = s - 1/2; row 6 + 2 (124 - E) + (1 - h) covers half
+a binade of s, s = 2^(E-127) (1.25 + r) (h = 0) or (1.75 + r) (h = 1), r in
+[-1/4, 1/4), as z = P(r), for biased exponents E = 124 .. 1; rows 254 and 255
+repeat row 253 (s below 2^-126, which the host never produces). Every P has
+degree 6; its constant term is stored twice, as the fp32 value c0 and the
+fp32 residual c0 - fp32(c0), so a row is 8 floats: c0, c1, ..., c6, c0_lo.
 
 Fit: weighted least squares on 512 Chebyshev nodes against scipy's fp64
 ndtri (accurate to ~1e-16, far below the fp32 target), weight 1/max(|z|, 1),
@@ -29,7 +31,9 @@ DEGREE = 6
 NODES = 512
 # Binades of s: exponents E - 127 from -3 (s in [1/8, 1/4)) down to -126.
 FIRST_BIASED, LAST_BIASED = 124, 1
-SEGMENTS = 1 + 2 * (FIRST_BIASED - LAST_BIASED + 1)
+CENTRAL_ROWS = 6  # j = bits >> 22 from 255 down to 250: s >= 1/4
+TAIL_ROWS = 2  # j = 1, 0: s < 2^-126
+SEGMENTS = CENTRAL_ROWS + 2 * (FIRST_BIASED - LAST_BIASED + 1) + TAIL_ROWS
 
 
 def _nodes(lo: float, hi: float) -> np.ndarray:
@@ -60,21 +64,22 @@ def segment_rows() -> list[list[float]]:
     t = _nodes(0.0, 0.2501**2)
     q = -np.sqrt(t)
     y = np.where(q == 0, np.sqrt(2 * np.pi), ndtri(0.5 + q) / np.where(q == 0, 1, q))
-    rows.append(_fit_fp32(t, y, 1.0 / np.abs(y)))
+    rows += [_fit_fp32(t, y, 1.0 / np.abs(y))] * CENTRAL_ROWS
     for biased in range(FIRST_BIASED, LAST_BIASED - 1, -1):
         scale = 2.0 ** (biased - 127)
         for base in (1.75, 1.25):  # upper half of the binade first (segment order)
             r = _nodes(-0.25, 0.25)
             z = ndtri((base + r) * scale)
             rows.append(_fit_fp32(r, z, 1.0 / np.maximum(np.abs(z), 1.0)))
-    assert len(rows) == SEGMENTS
+    rows += [rows[-1]] * TAIL_ROWS
+    assert len(rows) == SEGMENTS == 256
     return rows
 
 
 def _check(rows: list[list[float]]) -> float:
     """Worst |P(r) - z| / max(|z|, 1) over each segment, evaluated in fp64 (units of 2^-24)."""
     worst = 0.0
-    for i, row in enumerate(rows):
+    for i, row in enumerate(rows[CENTRAL_ROWS - 1:len(rows) - TAIL_ROWS]):
         if i == 0:
             t = np.linspace(0, 0.25**2, 2001)
             q = -np.sqrt(t)

@@ -67,7 +67,7 @@ class TruncNormalParams(NamedTuple):
     b_sf: float
     a_half: float
     b_half: float
-    mass: float
+    step: float
     mean: float
     sd_hi: float
     sd_lo: float
@@ -236,8 +236,8 @@ def _linear_params(a: float, b: float, slope: float, dtype: torch.dtype) -> Trun
     scale = 1.0
     if width > torch.finfo(compute_dtype(dtype)).max:  # U(-fmax, fmax): halve everything
         scale = 2.0
-    return _ZERO._replace(mode=float(Mode.UNIFORM), sign=1.0, scale=scale, lo=lo, hi=hi,
-                          edge=a / scale, width=width / scale, slope=slope)
+    return _canonical(_ZERO._replace(mode=float(Mode.UNIFORM), sign=1.0, scale=scale, lo=lo, hi=hi,
+                                     edge=a / scale, width=width / scale, slope=slope))
 
 
 # A model's thousands of tensors share a handful of (std, bounds): computing
@@ -295,11 +295,18 @@ def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.
     scale = _scale_for(std, (mean,), cdt)
     precise = scale != 1.0 or _cancels(mean / std, sign * z_lo, sign * z_hi)
     sd_hi, sd_lo = _split(sign * std / scale, cdt)
-    return _ZERO._replace(
+    # s = s0 + step w (transform.h two_sided_s): word w's uniform is (w + 1/2) 2^-32.
+    step = mass * 2.0**-32
+    return _canonical(_ZERO._replace(
         mode=float(Mode.TWO_SIDED_PRECISE if precise else Mode.TWO_SIDED), sign=sign,
-        split=float(_lower_side_split(a_cdf, b_sf, mass)), a_cdf=a_cdf, b_sf=b_sf,
-        a_half=a_half, b_half=b_half, mass=mass, mean=mean / scale, sd_hi=sd_hi, sd_lo=sd_lo,
-        scale=scale, lo=lo, hi=hi)
+        split=float(_lower_side_split(a_cdf, b_sf, mass)), a_cdf=a_cdf + 0.5 * step,
+        b_sf=b_sf + 0.5 * step, a_half=a_half + 0.5 * step, b_half=b_half + 0.5 * step,
+        step=step, mean=mean / scale, sd_hi=sd_hi, sd_lo=sd_lo, scale=scale, lo=lo, hi=hi))
+
+
+def _canonical(p: TruncNormalParams) -> TruncNormalParams:
+    """Every -0.0 field as +0.0 (clamp_to in transform.h relies on it)."""
+    return TruncNormalParams(*(v + 0.0 for v in p))
 
 
 def _split(value: float, cdt: torch.dtype) -> tuple[float, float]:
@@ -379,9 +386,9 @@ def _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt) -> TruncNormal
     scale = _scale_for(std, (edge,), cdt)
     sd_hi, sd_lo = _split(sign * std / scale, cdt)
     coefs = _tail_poly(b0, -alpha) if cdt == torch.float32 else (0.0,) * 5
-    return _ZERO._replace(mode=float(Mode.TAIL), sign=sign, sd_hi=sd_hi, sd_lo=sd_lo, scale=scale,
-                          lo=lo, hi=hi, edge=edge / scale, b0=b0, ratio=ratio,
-                          **dict(zip(("l1", "l2", "l3", "l4", "l5"), coefs)))
+    return _canonical(_ZERO._replace(mode=float(Mode.TAIL), sign=sign, sd_hi=sd_hi, sd_lo=sd_lo,
+                                     scale=scale, lo=lo, hi=hi, edge=edge / scale, b0=b0, ratio=ratio,
+                                     **dict(zip(("l1", "l2", "l3", "l4", "l5"), coefs))))
 
 
 @functools.lru_cache(maxsize=256)

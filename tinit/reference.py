@@ -125,8 +125,9 @@ def transform(words: torch.Tensor, constants) -> torch.Tensor:
         x = (p.edge - sd * _tail_excursion(u, uc, p.b0, p.ratio)) * p.scale
     else:
         lower = words <= int(p.split)
-        z = torch.where(lower, torch.special.ndtri(p.a_cdf + u * p.mass),
-                        -torch.special.ndtri(p.b_sf + uc * p.mass))
+        w = words.to(torch.float64)  # s = s0 + step w' (transform.h two_sided_s)
+        z = torch.where(lower, torch.special.ndtri(p.a_cdf + p.step * w),
+                        -torch.special.ndtri(p.b_sf + p.step * (_MASK32 - w)))
         x = (p.mean + sd * z) * p.scale
     return x.clamp_(p.lo, p.hi)
 

@@ -10,7 +10,10 @@
 #include <c10/util/Exception.h>
 #include <c10/util/Half.h>
 
+#include <cstdlib>
+
 #include "stream_words.h"
+#include "transform_avx512.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define TINIT_SIMD_CLONES \
@@ -94,6 +97,8 @@ ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed,
   // An unknown mode would index past ModeSet: refuse it, as the CUDA binding does.
   TORCH_CHECK(valid_mode(packed[0]), op, ": transform mode must be 0..", kModeCount - 1,
               " (tinit.params.Mode), got ", packed[0]);
+  TORCH_CHECK(valid_params(packed), op,
+              ": two-sided constants outside their range (tinit.params.transform_constants)");
   t.elem_size = static_cast<int64_t>(c10::elementSize(dtype));
   if (t.is_double) {
     t.pd = TruncNormalParams<double>::from_packed(packed);
@@ -101,6 +106,12 @@ ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed,
   } else {
     t.pf = TruncNormalParams<float>::from_packed(packed);
     t.fn = set[t.pf.mode];
+    // TINIT_CPU_PORTABLE=1 keeps the portable entries (the tests compare both).
+    const char* portable = std::getenv("TINIT_CPU_PORTABLE");
+    const bool two_sided = t.pf.mode == kTwoSided || t.pf.mode == kTwoSidedPrecise;
+    if (two_sided && !(portable && portable[0] == '1') && avx512_available()) {
+      if (ChunkFn fn = two_sided_avx512(dtype, t.pf.mode == kTwoSidedPrecise)) t.fn = fn;
+    }
   }
   return t;
 }

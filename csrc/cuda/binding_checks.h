@@ -32,6 +32,8 @@ inline void check_transform(c10::ArrayRef<double> transform, const char* op) {
               transform.size());
   TORCH_CHECK(tinit::valid_mode(transform[0]), op, ": transform mode must be 0..",
               tinit::kModeCount - 1, " (tinit.params.Mode), got ", transform[0]);
+  TORCH_CHECK(tinit::valid_params(transform.data()), op,
+              ": two-sided constants outside their range (tinit.params.transform_constants)");
 }
 
 inline TinitDtype dtype_of(const at::Tensor& self, const char* op) {

@@ -156,8 +156,11 @@ TINIT_HD void store_words(uint32_t* out, int64_t numel, int64_t first, bool vec_
 
 // One thread's share of a strided walk over the tensor's units: g, g + step,
 // ... below `end` (block_count(numel, offset) for the whole tensor; a grouped
-// kernel's chunk ends earlier). Returns the fold of the values it computed when compute_only (nothing is
-// stored then), else 0.
+// kernel's chunk ends earlier). Returns the fold of the values it computed
+// when compute_only (nothing is stored then), else 0. Interior units (all
+// four elements inside the tensor) of a vector-aligned tensor take a loop
+// with one unconditional vector store; the at most two edge units and
+// misaligned tensors take store_values.
 template <typename out_t, int Mode>
 TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, uint64_t seed, uint64_t stream,
                               uint64_t offset,
@@ -168,14 +171,34 @@ TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, uint64_t seed, uint64_t
   const int64_t skip = static_cast<int64_t>(offset & 3u);
   const uint64_t blk0 = offset >> 2;
   uint32_t sink = 0;
+  if (compute_only) {
+    for (; g < end; g += step) {
+      T v[4];
+      block_values<out_t, Mode>(seed, stream, blk0 + static_cast<uint64_t>(g), P, v);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) sink = (sink ^ fold_bits(v[k])) * 0x9E3779B1u;
+    }
+    return sink;
+  }
+  // Units [skip > 0, (numel + skip) / 4) hold four elements of the tensor.
+  const int64_t interior_begin = skip > 0 ? 1 : 0;
+  const int64_t interior_end = (numel + skip) >> 2;
+  for (; g < end && g < interior_begin; g += step) {
+    T v[4];
+    block_values<out_t, Mode>(seed, stream, blk0 + static_cast<uint64_t>(g), P, v);
+    store_values<out_t>(out, numel, 4 * g - skip, false, v);
+  }
+  if (vec_ok) {
+    const int64_t stop = end < interior_end ? end : interior_end;
+    for (; g < stop; g += step) {
+      T v[4];
+      block_values<out_t, Mode>(seed, stream, blk0 + static_cast<uint64_t>(g), P, v);
+      Out<out_t>::store4(out + (4 * g - skip), v);
+    }
+  }
   for (; g < end; g += step) {
     T v[4];
     block_values<out_t, Mode>(seed, stream, blk0 + static_cast<uint64_t>(g), P, v);
-    if (compute_only) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) sink = (sink ^ fold_bits(v[k])) * 0x9E3779B1u;
-      continue;
-    }
     store_values<out_t>(out, numel, 4 * g - skip, vec_ok, v);
   }
   return sink;

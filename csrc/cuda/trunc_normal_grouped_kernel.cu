@@ -196,7 +196,7 @@ cudaError_t pack_entries(GroupEntry* dst, int64_t* chunk_end, const TinitGroupEn
 template <typename T>
 cudaError_t pack_params(void* dst, const TinitTransformParams* src, int64_t m) {
   for (int64_t i = 0; i < m; ++i) {
-    if (!valid_mode(src[i].packed[0])) return cudaErrorInvalidValue;
+    if (!valid_params(src[i].packed)) return cudaErrorInvalidValue;
     const TruncNormalParams<T> p = TruncNormalParams<T>::from_packed(src[i].packed);
     std::memcpy(static_cast<char*>(dst) + i * sizeof(p), &p, sizeof(p));
   }

@@ -122,7 +122,9 @@ extern "C" cudaError_t tinit_trunc_normal_cuda(void* data, int64_t numel, TinitD
                                                const TinitTransformParams* params,
                                                unsigned flags, cudaStream_t cuda_stream) {
   using namespace tinit::cuda;
-  if (params == nullptr || !valid_range(data, numel, offset)) return cudaErrorInvalidValue;
+  if (params == nullptr || !valid_range(data, numel, offset) || !tinit::valid_params(params->packed)) {
+    return cudaErrorInvalidValue;
+  }
   if (numel == 0) return cudaSuccess;
   const bool compute_only = (flags & TINIT_FLAG_COMPUTE_ONLY) != 0;
   const double* packed = params->packed;

@@ -20,9 +20,9 @@
 //   kTwoSided: the window is mirrored so that its heavier side is the lower
 //     tail (alpha' = -beta, beta' = -alpha, sign = -1, and the mirrored frame
 //     takes the complement word ~w). s = Phi(alpha') + u D (lower side) or
-//     Q(beta') + (1 - u) D (upper side, words above `split`), both from
-//     small accurate terms, so neither tail loses digits; q = s - 1/2 from
-//     its own constant. z = Phi^-1(s) by ndtri_table (no logarithm), and
+//     Q(beta') + (1 - u) D (upper side, words above `split`), each one fma
+//     of the word from small accurate terms, so neither tail loses digits;
+//     q = s - 1/2 from its own constant. z = Phi^-1(s) by ndtri_table (no logarithm), and
 //     x = mean + std z with std carried as an fp32 pair.
 //   kTwoSidedPrecise: the same z as an fp32 pair and a compensated
 //     mean + std z, then a power-of-two scale: windows where mean + std z
@@ -54,13 +54,27 @@ constexpr int kModeCount = 4;
 constexpr int kParamCount = 24;
 constexpr int kNdtriSegments = TINIT_NDTRI_SEGMENTS;
 constexpr int kNdtriRow = TINIT_NDTRI_ROW;
-// Segments 0 .. kNdtriFastSegments - 1 cover s >= 1.5 2^-18 (|z| <= 4.39):
-// the CPU keeps their coefficients in registers; the rest is read from memory.
+// Rows 0 .. kNdtriFastSegments - 1 cover s >= 2^-15 (|z| <= 4.0): the CPU
+// keeps their coefficients in registers; the rest is read from memory.
 constexpr int kNdtriFastSegments = 32;
+static_assert(kNdtriSegments == 256, "ndtri_segment indexes 256 rows");
 
 // The one check of a packed mode; every op refuses anything else.
 TINIT_HD bool valid_mode(double mode) {
   return mode == kUniform || mode == kTwoSided || mode == kTwoSidedPrecise || mode == kTail;
+}
+
+// What the kernels need for memory safety, checked by every op before it
+// writes: a known mode and, in the two-sided modes, s = s0 + step w inside
+// [0, 1.75] for every word (ndtri_segment then stays in the table; valid
+// constants keep s <= 1/2 + 2^-25). The upper side's s0 counts only when a
+// word can take it (split < 2^32 - 1). NaN fails.
+inline bool valid_params(const double* p) {
+  if (!valid_mode(p[0])) return false;
+  if (p[0] != kTwoSided && p[0] != kTwoSidedPrecise) return true;
+  const double split = p[2], a_cdf = p[3], b_sf = p[4], step = p[7];
+  const bool upper_ok = split == 4294967295.0 || (b_sf >= 0.0 && b_sf <= 0.75);
+  return upper_ok && a_cdf >= 0.0 && a_cdf <= 0.75 && step >= 0.0 && step <= 0x1p-32;
 }
 
 // The per-tensor constants (fp64 on the host, in this order in the packed
@@ -71,11 +85,11 @@ struct TruncNormalParams {
   T sign;          // +1, or -1 when the window was mirrored
   uint32_t flip;   // ~0 when mirrored (derived from sign: the frame's word is w ^ flip)
   uint32_t split;  // two-sided: words <= split take the lower side
-  T a_cdf;         // Phi(alpha')
-  T b_sf;          // Q(beta') = 1 - Phi(beta')
-  T a_half;        // Phi(alpha') - 1/2  } q = s - 1/2 without cancellation
-  T b_half;        // 1/2 - Phi(beta')   }
-  T mass;          // Phi(beta') - Phi(alpha')
+  T a_cdf;         // s of word 0, lower side: Phi(alpha') + step / 2
+  T b_sf;          // s of word 0, upper side: Q(beta') + step / 2
+  T a_half;        // a_cdf - 1/2 } q = s - 1/2 without cancellation
+  T b_half;        // b_sf - 1/2  }
+  T step;          // (Phi(beta') - Phi(alpha')) 2^-32: s grows by step a word
   T mean;          // divided by scale
   T sd_hi, sd_lo;  // sign std / scale as a T pair (sd_lo = 0 for double)
   T scale;         // power of two: 1 except in the precise and tail modes
@@ -97,7 +111,7 @@ struct TruncNormalParams {
     r.b_sf = static_cast<T>(p[4]);
     r.a_half = static_cast<T>(p[5]);
     r.b_half = static_cast<T>(p[6]);
-    r.mass = static_cast<T>(p[7]);
+    r.step = static_cast<T>(p[7]);
     r.mean = static_cast<T>(p[8]);
     r.sd_hi = static_cast<T>(p[9]);
     r.sd_lo = static_cast<T>(p[10]);
@@ -230,14 +244,12 @@ TINIT_HD const float* ndtri_rows() {
 #endif
 }
 
-// The row of s in (0, 1/2]: 0 for s >= 1/4 (z = q P0(q^2)); otherwise half a
-// binade of s, 2^(E-127) [1.5, 2) then [1, 1.5), E from 124 down:
-// 250 - (bits >> 22) = 1 + 2 (124 - E) + (1 - top mantissa bit). Clamped to
-// the last row, so that no s reads outside the table (the host keeps s >= 2^-125).
-TINIT_HD int ndtri_segment(float s) {
-  const int seg = s >= 0.25f ? 0 : 250 - static_cast<int>(float_as_bits(s) >> 22);
-  return seg < kNdtriSegments - 1 ? seg : kNdtriSegments - 1;
-}
+// The row of s in [0, 2): 255 - (bits >> 22), bits >> 22 = 2 E + the top
+// mantissa bit (E the biased exponent). Rows 0..5 (s >= 1/4) hold the
+// central polynomial (z = q P0(q^2)); then half binades of s,
+// 2^(E-127) [1.5, 2) and [1, 1.5), for E = 124 down to 1. Every s in [0, 2)
+// has a row, so no clamp is needed: valid_params keeps s in [0, 1.75].
+TINIT_HD uint32_t ndtri_segment(float s) { return 255u - (float_as_bits(s) >> 22); }
 
 // The variable of the row's polynomial: q^2 for row 0, else r in [-1/4, 1/4)
 // with s = 2^(E-127) (1.25 + r) or (1.75 + r) (exact, from the mantissa bits).
@@ -326,10 +338,17 @@ TINIT_HD double ndtri_lower_f64(double q, double log_s) {
 
 // ------------------------------------------------------------------ modes
 
+// x is never NaN nor -0 (the host writes +0 for every zero constant, and
+// no step of the transform turns +0 operands into -0), so the compare form
+// and the GPU's min/max instructions agree bit for bit.
 template <typename T>
 TINIT_HD T clamp_to(T x, const TruncNormalParams<T>& P) {
+#if defined(__CUDA_ARCH__)
+  return sizeof(T) == 4 ? fminf(fmaxf(x, P.lo), P.hi) : fmin(fmax(x, P.lo), P.hi);
+#else
   const T c = x < P.lo ? P.lo : x;
   return c > P.hi ? P.hi : c;
+#endif
 }
 
 // kUniform: x = edge + width g(u), g(u) = u + slope u (u - 1), the inverse of
@@ -342,14 +361,15 @@ TINIT_HD T uniform_value(uint32_t w, const TruncNormalParams<T>& P) {
 }
 
 // The probability s <= 1/2 inverted for word w (flipped) in the two-sided
-// modes, q = s - 1/2 formed from its own constant, and the side: lower
+// modes, s = s0 + step w' (one rounding; w' = w on the lower side, ~w on the
+// upper), q = s - 1/2 formed from its own constant, and the side: lower
 // (z = Phi^-1(s) <= 0) or upper (z = -Phi^-1(s)).
 template <typename T>
 TINIT_HD T two_sided_s(uint32_t w, const TruncNormalParams<T>& P, bool& lower, T& q) {
   lower = w <= P.split;
-  const T u = uniform_open<T>(lower ? w : ~w);
-  q = fma_rn(u, P.mass, lower ? P.a_half : P.b_half);
-  return fma_rn(u, P.mass, lower ? P.a_cdf : P.b_sf);
+  const T fw = static_cast<T>(lower ? w : ~w);
+  q = fma_rn(fw, P.step, lower ? P.a_half : P.b_half);
+  return fma_rn(fw, P.step, lower ? P.a_cdf : P.b_sf);
 }
 
 // kTwoSided, float compute: x = mean + (sd_hi + sd_lo) z, one rounding of

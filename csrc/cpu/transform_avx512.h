@@ -1,0 +1,22 @@
+// Hand-vectorised AVX-512 entries of the two-sided transform modes for
+// float-compute dtypes (fp32, bf16, fp16), bit-identical to the portable
+// entries of transform_kernels.cpp. Compiled with a target attribute, chosen
+// at run time (avx512_available), so the default build stays portable.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include "transform_kernels.h"
+
+namespace tinit {
+namespace cpu {
+
+// Whether this CPU runs the AVX-512 entries (F, BW, DQ, VL).
+bool avx512_available();
+
+// The entry for `dtype` (kFloat, kBFloat16, kHalf) in kTwoSided
+// (precise = false) or kTwoSidedPrecise; nullptr for other dtypes.
+ChunkFn two_sided_avx512(c10::ScalarType dtype, bool precise);
+
+}  // namespace cpu
+}  // namespace tinit
