@@ -14,7 +14,7 @@ import math
 import torch
 
 from tinit import dispatch, ops, reference, schemes
-from tinit.params import check_dtype, representable_inside, transform_constants
+from tinit.params import TruncNormalParams, check_dtype, transform_constants, uniform_constants
 from tinit.sharding import ShardLayout, StreamRuns, is_dtensor
 
 
@@ -175,48 +175,26 @@ def _check_spec(spec: schemes.InitSpec, dtype: torch.dtype) -> None:
                 or abs(value) > torch.finfo(dtype).max:
             raise ValueError(f"constant {value!r} is not a finite value of {dtype}")
     else:
-        lo, hi = spec.bounds
-        transform_constants(spec.mean, spec.std, lo, hi, dtype)
+        leaf_constants(spec, dtype)
 
 
-def _words(count: int, seed: int, stream: int, offset: int, device: torch.device) -> torch.Tensor:
-    """Stream words [offset, offset + count) on ``device``: native when the extension covers it."""
-    if ops.native_available() and (device.type == "cpu" or (device.type == "cuda" and ops.native_has_cuda())):
-        return ops.philox_words(count, seed, stream, offset, device=device)
-    return reference.stream_words(count, seed, stream, offset, device=device)
+def leaf_constants(spec: schemes.InitSpec, dtype: torch.dtype) -> TruncNormalParams:
+    """The transform constants of a single-distribution, non-constant ``spec`` for ``dtype``.
 
+    A uniform takes the transform's uniform mode (``tinit.params.uniform_constants``),
+    a truncated normal ``transform_constants``: both are one native pass.
 
-@torch.no_grad()
-def _uniform_local(local: torch.Tensor, layout: ShardLayout | None, low: float, high: float, *, seed: int,
-                   stream: int, offset: int) -> None:
-    """U(low, high) from the tinit stream: element j gets low + (high - low) (w_j + 1/2) / 2**32.
-
-    w_j is the uint32 word at element j's stream index (README "The stream"),
-    the same words the truncated normal inverts. Computed in fp64 (in chunks
-    of 2**22 elements for a contiguous range), rounded once to the tensor's
-    dtype, then clamped to the dtype's values inside [low, high] (rounding
-    can carry a value just inside a bound onto a bf16/fp16 value outside it).
+    Raises:
+        TypeError, ValueError: as ``transform_constants`` / ``uniform_constants``.
     """
-    if local.numel() == 0 or local.device.type == "meta":
-        return
-    inside = representable_inside(low, high, local.dtype)
-    runs = _runs(local, layout, offset)
-    target = local if local.is_contiguous() else torch.empty_like(local, memory_format=torch.contiguous_format)
-    flat = target.view(-1)
-    if runs.contiguous:
-        chunk = 1 << 22
-        for start in range(0, flat.numel(), chunk):
-            count = min(chunk, flat.numel() - start)
-            u = _words(count, seed, stream, runs.base + start, local.device).to(torch.float64) * 2.0**-32 + 2.0**-33
-            flat[start:start + count].copy_(low + (high - low) * u).clamp_(*inside)
-    else:  # a shard split along an inner dim: words of the shard's own indices
-        if local.device.type == "cpu" and ops.has_kernel("philox_runs_", "CPU"):
-            words = ops.philox_words(flat.numel(), seed, stream, runs=runs)
-        else:
-            words = reference.words_at(runs.stream_indices().to(local.device), seed, stream)
-        flat.copy_(low + (high - low) * (words.to(torch.float64) * 2.0**-32 + 2.0**-33)).clamp_(*inside)
-    if target is not local:
-        local.copy_(target)
+    if spec.distribution == "uniform":
+        std = spec.std
+        if isinstance(std, (int, float)) and not isinstance(std, bool) and not (math.isfinite(std) and std > 0):
+            raise ValueError(f"std must be finite and > 0, got std={std}")
+        lo, hi = spec.bounds
+        return uniform_constants(lo, hi, dtype)
+    lo, hi = spec.bounds
+    return transform_constants(spec.mean, spec.std, lo, hi, dtype)
 
 
 def _leaves(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec, offset: int):
@@ -253,13 +231,8 @@ def _write_leaf(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.I
     """Write a checked single-distribution ``spec`` (a constant, a uniform or a truncated normal)."""
     if spec.constant is not None:
         local.fill_(spec.constant)
-    elif spec.distribution == "uniform":
-        lo, hi = spec.bounds
-        _uniform_local(local, layout, lo, hi, seed=seed, stream=stream, offset=offset)
     else:
-        lo, hi = spec.bounds
-        constants = transform_constants(spec.mean, spec.std, lo, hi, local.dtype)
-        _trunc_normal_local(local, layout, constants, seed, stream, offset, backend)
+        _trunc_normal_local(local, layout, leaf_constants(spec, local.dtype), seed, stream, offset, backend)
 
 
 def _split_checked(spec: schemes.InitSpec, shape: tuple[int, ...]) -> None:
@@ -279,7 +252,8 @@ def write_spec_(param: torch.Tensor, spec: schemes.InitSpec, *, seed: int, strea
     """Write ``spec`` into ``param`` from stream (``seed``, ``stream``), element j at ``offset + j``.
 
     Constants are filled directly; a uniform takes low + (high - low) u_j
-    with u_j = (w_j + 1/2) / 2**32 from the same stream words; parts (fused
+    with u_j = (w_j + 1/2) / 2**32 from the same stream words, in the
+    transform's uniform mode (one native pass, like the normal); parts (fused
     tensors) are written slice by slice along ``spec.split_dim`` of the
     logical tensor, slice i starting at stream index
     ``offset + i * slice_numel``. DTensors and hand-made shards

@@ -31,8 +31,9 @@ from tinit.fill import (
     _runs,
     _split_checked,
     _write_leaf,
+    leaf_constants,
 )
-from tinit.params import SUPPORTED_DTYPES, transform_constants
+from tinit.params import SUPPORTED_DTYPES
 
 
 class FillItem(NamedTuple):
@@ -89,10 +90,11 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
     ``tinit::trunc_normal_grouped_`` call, whose threads share all the
     elements; on a GPU (``cuda`` and ``triton``) one launch per dtype for the
     tensors of up to ``GPU_TABLE_MAX_NUMEL`` elements, larger ones one launch
-    each. Zero constants (biases) are written by ``torch._foreach_zero_``,
-    other constants (norm gains) by ``fill_``; uniforms, fused parts along
-    dim 1, shards split along an inner dim (one runs call each) and tensors
-    of the reference backend are written one by one.
+    each; uniforms join the same table (the transform's uniform mode). Zero
+    constants (biases) are written by ``torch._foreach_zero_``, other
+    constants (norm gains) by ``fill_``; fused parts along dim 1, shards
+    split along an inner dim (one runs call each) and tensors of the
+    reference backend are written one by one.
 
     Args:
         items: FillItems, or (tensor, spec, stream[, offset]) tuples (any
@@ -158,9 +160,8 @@ class _Plan:
         """(kind, transform constants or None) of a spec not seen yet; raises for a bad dtype or spec."""
         if dtype not in _SUPPORTED:
             raise TypeError(f"tinit fills floating tensors of dtype float32, float64, bfloat16 or float16; got {dtype}")
-        if spec.parts is None and spec.constant is None and spec.distribution != "uniform":
-            lo, hi = spec.bounds
-            found = _NORMAL, transform_constants(spec.mean, spec.std, lo, hi, dtype)
+        if spec.parts is None and spec.constant is None:
+            found = _NORMAL, leaf_constants(spec, dtype)
         elif spec.parts is None and spec.constant is not None:
             _check_spec(spec, dtype)
             # -0.0 is a constant of its own: zero_ would write +0.0
@@ -245,14 +246,12 @@ class _Plan:
             tensor.fill_(value)
         for local, layout, item in self.later:
             for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
-                if (leaf.constant is None and leaf.distribution != "uniform" and view.numel() and not view.is_meta
-                        and view.is_contiguous()):
+                if leaf.constant is None and view.numel() and not view.is_meta and view.is_contiguous():
                     writer, largest = self._writers[view.device, view.dtype]  # set by add for this tensor
                     runs = _runs(view, sub, offset) if view.numel() <= largest else None
                     if runs is not None and runs.contiguous:
-                        lo, hi = leaf.bounds
                         self._add(writer, view.device, view, item.stream, runs.base,
-                                  transform_constants(leaf.mean, leaf.std, lo, hi, view.dtype))
+                                  leaf_constants(leaf, view.dtype))
                         continue
                 _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=self.backend)
         for (writer, _), (tensors, streams, offsets, packed) in self.tables.items():
