@@ -137,7 +137,7 @@ ext_modules, cmdclass = _extensions()
 
 setup(
     name="tinit",
-    version="0.1.0",
+    version="0.2.0",
     description="Fast, exact, reproducible truncated-normal weight initialisation",
     packages=["tinit", "tinit.triton_kernels"],
     package_dir={"tinit": "tinit", "tinit.triton_kernels": "triton_kernels"},

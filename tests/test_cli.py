@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import tinit
+
 from tinit.cli import build_model, main, materialise_, truncated_std
 from tinit.models import GPT, GPTConfig
 
@@ -99,6 +101,13 @@ def _meta_gpt(n_layers: int, d_model: int) -> GPT:
 def test_init_tinit_model(capsys):
     report = _run(capsys, *SMALL)
     _check_report(report, _meta_gpt(2, 64), n_layers=2)
+
+
+def test_init_prints_the_stream_version(capsys):
+    assert main(["init", *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert f"stream version {tinit.STREAM_VERSION} (tinit {tinit.__version__}" in out
+    assert tinit.STREAM_VERSION == 2
 
 
 def test_residual_std_follows_depth(capsys):

@@ -103,6 +103,7 @@ def test_hf_gpt2_gpt2_scheme():
         r"c_fc\.weight": ("mlp_in", 0.02), r"mlp\.c_proj\.weight": ("mlp_out", out)}, seed=3)
     wte = next(e for e in summary if e.name == "transformer.wte.weight")
     assert wte.tied == ("lm_head.weight",)
+    assert {e.stream_version for e in summary} == {tinit.STREAM_VERSION}
     assert model.lm_head.weight is model.transformer.wte.weight
 
 

@@ -10,12 +10,14 @@ Public API:
     materialise_      to_empty plus restored weight ties
     mup_param_groups  optimiser param groups with muP's per-parameter learning rates
     report            step-zero variance and gradients against depth, per scheme (tinit report)
+    STREAM_VERSION    the version of the values a seed gives (docs/stream.md)
 """
 
 from tinit.fill import fill_, trunc_normal_, trunc_normal_at_
 from tinit.model_init import init_model_, materialise_, mup_param_groups, stream_for
+from tinit.params import STREAM_VERSION
 from tinit.report import report
 
-__all__ = ["fill_", "init_model_", "materialise_", "mup_param_groups", "report", "stream_for", "trunc_normal_",
+__all__ = ["STREAM_VERSION", "fill_", "init_model_", "materialise_", "mup_param_groups", "report", "stream_for", "trunc_normal_",
            "trunc_normal_at_"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

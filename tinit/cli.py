@@ -25,6 +25,7 @@ from tqdm import tqdm
 import tinit
 from tinit import dispatch, schemes
 from tinit.model_init import materialise_, tied_groups
+from tinit.params import STREAM_VERSION
 from tinit.models import GPT, GPTConfig
 from tinit.report import add_parser as _add_report_parser
 
@@ -398,6 +399,7 @@ def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
     ok = len(written) == len(set(written)) and sum(e.numel for e in summary) == count
 
     print(f"tinit init: {description}")
+    print(f"stream version {STREAM_VERSION} (tinit {tinit.__version__}; docs/stream.md)")
     print(f"scheme {args.scheme}, seed {args.seed}, dtype {args.dtype}, backend {backend}, "
           f"{torch.get_num_threads()} threads")
     print(f"materialised on cpu with to_empty in {materialise_s:.3f} s")

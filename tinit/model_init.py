@@ -17,7 +17,7 @@ import torch
 from tinit import dispatch, schemes
 from tinit.fill import _check_stream
 from tinit.grouped import FillItem, write_grouped_
-from tinit.params import SUPPORTED_DTYPES
+from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
 from tinit.roles import infer_layer, infer_role, infer_stack
 
 _OVERRIDE_KEYS = frozenset({"role", "layer", "stack", "layout", "fan_in", "fan_out", "options"})
@@ -47,6 +47,9 @@ class ParamInit(NamedTuple):
         spec: the ``tinit.schemes.InitSpec`` written.
         stack: "encoder"/"decoder" in an encoder-decoder model, else None.
         tied: the other names of the same tensor (not written again).
+        stream_version: the version of the values (``tinit.STREAM_VERSION``,
+            docs/stream.md): the same seed gives the same tensor only under
+            the same version.
     """
 
     name: str
@@ -56,6 +59,7 @@ class ParamInit(NamedTuple):
     spec: schemes.InitSpec
     stack: str | None = None
     tied: tuple[str, ...] = ()
+    stream_version: int = STREAM_VERSION
 
     @property
     def std(self) -> float | None:
@@ -456,7 +460,7 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         # tuple.__new__ skips the NamedTuples' Python-level __new__ (one call per parameter)
         add_item(new_tuple(FillItem, (param, spec, stream, 0)))
         add_summary(new_tuple(ParamInit, (entry.name, entry.role, entry.layer, param.numel(), spec, entry.stack,
-                                          entry.tied)))
+                                          entry.tied, STREAM_VERSION)))
     if meta is not None:
         materialise_(model, device)
         _check_hf_tie(model)
