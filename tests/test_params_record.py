@@ -1,0 +1,72 @@
+"""The transform record is one record: tinit.params.TruncNormalParams and the C++
+TruncNormalParams (csrc/include/tinit/transform.h) name the same fields in the
+same order, and from_packed reads each packed value into the field of that name.
+
+A small C++ program (tests/params_record_dump.cpp) includes transform.h,
+builds the record from a packed list with from_packed and prints every field
+by name; the test feeds it records of every mode, each field a distinct value.
+Skipped, saying so, without a C++ compiler.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from tinit.params import PARAM_COUNT, Mode, TruncNormalParams, transform_constants, uniform_constants
+
+ROOT = Path(__file__).resolve().parent.parent
+CXX = shutil.which("g++") or shutil.which("c++")
+
+pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler on PATH (g++ or c++)")
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("record") / "params_record_dump"
+    subprocess.run([CXX, "-std=c++17", "-O1", "-I", str(ROOT / "csrc" / "include"), "-o", str(exe),
+                    str(ROOT / "tests" / "params_record_dump.cpp")], check=True, capture_output=True, timeout=120)
+    return exe
+
+
+def _fields(dump: Path, packed) -> dict[str, float]:
+    out = subprocess.run([str(dump), *(repr(float(v)) for v in packed)], check=True, capture_output=True,
+                         text=True, timeout=30).stdout
+    return {name: float(value) for name, value in (line.split() for line in out.splitlines())}
+
+
+def test_field_names_and_order_match_the_cpp_struct():
+    header = (ROOT / "csrc" / "include" / "tinit" / "transform.h").read_text()
+    reads = re.findall(r"r\.(\w+) = static_cast<[\w_]+>\(p\[(\d+)\]\)", header)
+    assert [name for name, _ in reads] == list(TruncNormalParams._fields)
+    assert [int(i) for _, i in reads] == list(range(PARAM_COUNT))
+    assert re.search(rf"kParamCount = {PARAM_COUNT};", header)
+
+
+def test_from_packed_reads_every_field_by_name(dump):
+    # Distinct, exactly representable values: any swapped index shows.
+    packed = TruncNormalParams(*[float(Mode.TAIL) if i == 0 else (i + 0.5) * (-1) ** i for i in range(PARAM_COUNT)])
+    got = _fields(dump, packed)
+    for name, value in packed._asdict().items():
+        expect = float(int(value)) if name in ("mode", "split") else value
+        assert got[name] == expect, f"field {name}: C++ read {got[name]}, Python packed {value}"
+    assert got["flip"] == 2**32 - 1  # sign < 0: the mirrored frame
+
+
+@pytest.mark.parametrize("record", [
+    pytest.param(uniform_constants(-0.1, 0.1, torch.float32), id="uniform"),
+    pytest.param(transform_constants(0.0, 0.02, -2.0, 2.0, torch.float32), id="two_sided"),
+    pytest.param(transform_constants(1.0, 1.0 / 7.0, -math.inf, 0.0, torch.float32), id="precise"),
+    pytest.param(transform_constants(0.0, 1.0, 8.0, 100.0, torch.float32), id="tail"),
+])
+def test_records_of_every_mode_round_trip(dump, record):
+    got = _fields(dump, record)
+    assert got["mode"] == record.mode
+    for name in TruncNormalParams._fields:
+        assert got[name] == pytest.approx(getattr(record, name), rel=1e-15, abs=0.0), name
