@@ -2,23 +2,22 @@
 
 The kernel computes exactly what the CPU op computes: the stream of
 ``csrc/include/tinit/philox.h`` (key = seed, counter = (block, stream), four
-words per Philox call) and the transform of ``csrc/include/tinit/transform.h``,
-written op for op in the same order from IEEE basic operations (``tl.fma`` for
-every ``fma_rn``, ``tl.div_rn``/``tl.sqrt_rn`` for fp32 division and square
-root, whose plain forms are approximate on NVIDIA; fp64 ``/`` and ``tl.sqrt``
-compile to div.rn.f64/sqrt.rn.f64). No libdevice call is used.
+words per Philox call) and the float path of the transform of
+``csrc/include/tinit/transform.h`` (stream version 2), written op for op in
+the same order from IEEE basic operations: ``tl.fma`` for every ``fma_rn``,
+``tl.div_rn``/``tl.sqrt_rn`` for fp32 division and square root (whose plain
+forms are approximate on NVIDIA), bit casts for ``float_as_bits``, and the
+same compares and selects. No libdevice call and no fp64 operation is used.
+``ndtri_table``'s coefficient rows (``tinit._ndtri_table.COEFFICIENTS``, the
+values of ``csrc/include/tinit/ndtri_table.h``) are an fp32 tensor, made once
+per device, that the kernel gathers rows from.
 Launches pass ``enable_fp_fusion=False`` so that no multiply-add is contracted
 beyond the explicit ones, as the C++ build does with ``-ffp-contract=off``.
-On a GPU the values are therefore bit-identical to the CPU kernel's; under
+On a GPU the values are therefore bit-identical to the CPU kernel's for fp32,
+bf16 and fp16 tensors (all computed in fp32, rounded once on store); under
 ``TRITON_INTERPRET=1`` they are too (the interpreter's ``tl.fma`` is a true
-fused multiply-add).
-
-As in the CPU op, fp32 tensors evaluate the AS 241 rationals of
-``ndtri_lower`` (and mean + std z) in fp64, bf16/fp16 tensors in fp32
-(``RationalT`` in ``csrc/cpu/trunc_normal.cpp``); everything else (uniforms,
-logs, ``ndtri_central``, the tail fixed point) is fp32. fp64 tensors are not
-supported by this backend (the C++ ``double`` path uses libm ``log``, which
-has no bit-exact Triton counterpart).
+fused multiply-add). fp64 tensors are not supported by this backend (the C++
+``double`` path uses libm ``log``, which has no bit-exact Triton counterpart).
 
 The fill is registered as the op ``torch.ops.tinit.trunc_normal_triton_``
 (``torch.library.triton_op`` + ``wrap_triton``), so it can be traced by
@@ -32,8 +31,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from tinit._ndtri_table import COEFFICIENTS as _NDTRI_COEFFICIENTS
+from tinit._ndtri_table import ROW as _ROW
 from tinit.ops import as_int64
-from tinit.params import MODE_CENTRAL, MODE_TAIL, MODE_TWO_SIDED, MODE_TWO_SIDED_FAR
+from tinit.params import PARAM_COUNT, Mode, TruncNormalParams
 
 try:
     import triton
@@ -50,8 +51,11 @@ if triton is not None and not hasattr(torch.library, "triton_op"):
 
 OP_NAME = "tinit::trunc_normal_triton_"
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_PARAM_COUNT = 14  # kParamCount, transform.h
-_MODES = (MODE_TWO_SIDED, MODE_TAIL, MODE_TWO_SIDED_FAR, MODE_CENTRAL)
+_MODES = tuple(int(mode) for mode in Mode)
+# The fp32 fields of TruncNormalParams<float> the kernels take, by name (mode
+# is the MODE constexpr; sign only gives flip; split is a uint32).
+FLOAT_FIELDS = ("a_cdf", "b_sf", "a_half", "b_half", "step", "mean", "sd_hi", "sd_lo", "scale", "lo", "hi",
+                "edge", "width", "slope", "b0", "ratio", "l1", "l2", "l3", "l4", "l5")
 # Counter blocks (four elements each) per program and warps per program. The
 # interpreter's cost is per program, so it takes larger programs.
 DEFAULT_BLOCK = 256
@@ -61,6 +65,7 @@ _NUM_WARPS = 4
 # explicit tl.fma calls (the C++ builds use -ffp-contract=off).
 LAUNCH_OPTIONS = {"num_warps": _NUM_WARPS, "enable_fp_fusion": False}
 _INSTALL_HINT = "install triton (`pip install triton`, or tinit[triton]) to use the triton backend"
+_NDTRI_TABLES: dict[torch.device, torch.Tensor] = {}
 
 
 def triton_available() -> bool:
@@ -132,32 +137,49 @@ def _i32_bits(word: int) -> int:
 
 
 def _kernel_constants(constants) -> dict:
-    """The kernel arguments of ``TruncNormalParams<float>::from_packed`` (transform.h)."""
-    if len(constants) != _PARAM_COUNT:
-        raise ValueError(f"expected {_PARAM_COUNT} transform constants (tinit/params.py), got {len(constants)}")
-    mode = int(constants[0])
-    if mode not in _MODES or mode != constants[0]:
-        raise ValueError(f"unknown transform mode {constants[0]!r}; expected one of {_MODES}")
-    split = int(constants[7])
-    if not 0 <= split < 2**32:
-        raise ValueError(f"split word {constants[7]!r} is not a uint32")
+    """The kernel arguments of ``TruncNormalParams<float>::from_packed`` (transform.h), by field name.
+
+    Returns:
+        {"flip", "split": int32 bits, each name of FLOAT_FIELDS: its fp32
+        value as a Python float, "MODE": the mode as an int}.
+
+    Raises:
+        ValueError: not PARAM_COUNT constants, an unknown mode, a split
+            that is not a uint32, or two-sided constants outside the range
+            of ``valid_params`` (transform.h), which keeps the table reads
+            in bounds.
+    """
+    if len(constants) != PARAM_COUNT:
+        raise ValueError(f"expected {PARAM_COUNT} transform constants (tinit/params.py), got {len(constants)}")
+    p = TruncNormalParams(*constants)
+    if p.mode not in _MODES:  # valid_mode (transform.h); NaN and inf too
+        raise ValueError(f"unknown transform mode {p.mode!r}; expected one of {_MODES} (tinit.params.Mode)")
+    mode = int(p.mode)
+    if not (0 <= p.split < 2**32 and p.split == int(p.split)):
+        raise ValueError(f"split word {p.split!r} is not a uint32")
+    split = int(p.split)
+    # valid_params (transform.h): s = s0 + step w stays in [0, 1.75], so ndtri_segment's row is
+    # in the table; the upper side's s0 counts only when a word can take it.
+    upper_ok = split == 2**32 - 1 or 0.0 <= p.b_sf <= 0.75
+    if mode in (Mode.TWO_SIDED, Mode.TWO_SIDED_PRECISE) and not (
+            upper_ok and 0.0 <= p.a_cdf <= 0.75 and 0.0 <= p.step <= 2.0**-32):
+        raise ValueError("two-sided constants outside their range (tinit.params.transform_constants): "
+                         f"a_cdf={p.a_cdf!r}, b_sf={p.b_sf!r}, step={p.step!r}")
     return {
-        "sign": _f32(constants[1]),
-        "flip": -1 if constants[1] < 0 else 0,  # ~0u when mirrored, as int32 bits
-        "a_cdf": _f32(constants[2]),
-        "b_sf": _f32(constants[3]),
-        "mass": _f32(constants[4]),
-        "log_b_cdf": _f32(constants[5]),
-        "ratio": _f32(constants[6]),
+        "flip": -1 if p.sign < 0 else 0,  # ~0u when mirrored, as int32 bits
         "split": _i32_bits(split),
-        "mean": _f32(constants[8]),
-        "std": _f32(constants[9]),
-        "lo": _f32(constants[10]),
-        "hi": _f32(constants[11]),
-        "a_half": _f32(constants[12]),
-        "b_half": _f32(constants[13]),
+        **{name: _f32(getattr(p, name)) for name in FLOAT_FIELDS},
         "MODE": mode,
     }
+
+
+def _ndtri_table_on(device: torch.device) -> torch.Tensor:
+    """The fp32 coefficient rows of ndtri_table (SEGMENTS x ROW, row-major) on ``device``, made once."""
+    table = _NDTRI_TABLES.get(device)
+    if table is None:
+        table = torch.tensor(_NDTRI_COEFFICIENTS, dtype=torch.float32, device=device)
+        _NDTRI_TABLES[device] = table
+    return table
 
 
 def _split_u64(name: str, value: int) -> dict:
@@ -183,6 +205,14 @@ def _grid(numel: int, offset: int, block: int) -> tuple[int]:
 
 if triton is not None:
 
+    # Kernels may read module globals only as constexprs: the modes of
+    # tinit.params.Mode (TransformMode) and ndtri_table's shape.
+    _UNIFORM = tl.constexpr(int(Mode.UNIFORM))
+    _TWO_SIDED = tl.constexpr(int(Mode.TWO_SIDED))
+    _TWO_SIDED_PRECISE = tl.constexpr(int(Mode.TWO_SIDED_PRECISE))
+    _TAIL = tl.constexpr(int(Mode.TAIL))
+    _NDTRI_ROW = tl.constexpr(_ROW)
+
     # ---------------------------------------------------------------- stream
 
     @triton.jit
@@ -195,12 +225,13 @@ if triton is not None:
         in the interpreter after triton was imported without it.
         """
         for _ in tl.static_range(10):
-            n0 = tl.umulhi(c2, 0xCD9E8D57) ^ c1 ^ k0
-            n2 = tl.umulhi(c0, 0xD2511F53) ^ c3 ^ k1
-            c1 = tl.mul(c2, 0xCD9E8D57, sanitize_overflow=False)  # low halves: mod 2^32
-            c3 = tl.mul(c0, 0xD2511F53, sanitize_overflow=False)
-            c0 = n0
-            c2 = n2
+            # 32x32 -> 64-bit products (one IMAD.WIDE.U32 each): both halves at once.
+            p0 = c0.to(tl.uint64) * 0xD2511F53
+            p2 = c2.to(tl.uint64) * 0xCD9E8D57
+            c0 = (p2 >> 32).to(tl.uint32) ^ c1 ^ k0
+            c2 = (p0 >> 32).to(tl.uint32) ^ c3 ^ k1
+            c1 = p2.to(tl.uint32)
+            c3 = p0.to(tl.uint32)
             k0 = tl.add(k0, 0x9E3779B9, sanitize_overflow=False)
             k1 = tl.add(k1, 0xBB67AE85, sanitize_overflow=False)
         return c0, c1, c2, c3
@@ -231,7 +262,10 @@ if triton is not None:
         each of its tensors from 0) covers counter blocks first + p*BLOCK +
         [0, BLOCK), first = offset // 4; word k of block b is stream index
         4b + k, which is tensor element 4b + k - offset (philox.h). Returns
-        (words uint32[4 BLOCK], positions int64[4 BLOCK]) in stream order.
+        (words uint32[BLOCK, 4], local int32[BLOCK, 4], start int64): words[b, k]
+        is word k of the program's block b and tensor element start + local[b, k],
+        local[b, k] = 4b + k. Kept two-dimensional, the four words of a block
+        stay in one thread from the Philox call to the vector store.
         """
         off = _join_u64(offset_lo, offset_hi).to(tl.int64)  # < 2**63
         blk0 = (off >> 2) + program * BLOCK
@@ -244,13 +278,23 @@ if triton is not None:
         k0 = zero + _u32(seed_lo)
         k1 = zero + _u32(seed_hi)
         r0, r1, r2, r3 = _philox4x32_10(c0, c1, c2, c3, k0, k1)
-        # [BLOCK, 2, 2] with [b, i, j] = word 2i + j of block b, flattened
-        # row-major: position 4b + k holds word k of block b.
-        words = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [4 * BLOCK])
-        pos = blk0 * 4 - off + tl.arange(0, 4 * BLOCK).to(tl.int64)
-        return words, pos
+        # [BLOCK, 2, 2] with [b, i, j] = word 2i + j of block b, read row-major
+        # as [BLOCK, 4]: [b, k] holds word k of block b.
+        words = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [BLOCK, 4])
+        local = tl.arange(0, BLOCK)[:, None] * 4 + tl.arange(0, 4)[None, :]
+        start = program * (4 * BLOCK) - (off & 3)
+        return words, local, start
+
+    @triton.jit
+    def _in_tensor(local, start, numel):
+        """Whether tensor element start + local lies in [0, numel), compared in int32 (|local| < 4 BLOCK)."""
+        first = tl.maximum(-start, 0).to(tl.int32)  # 0, or offset % 4 for program 0
+        end = tl.minimum(numel.to(tl.int64) - start, local.numel).to(tl.int32)
+        return (local >= first) & (local < end)
 
     # ------------------------------------------------------------- transform
+    # transform.h, op for op (float path): every fma_rn is a tl.fma, division
+    # and square root are tl.div_rn / tl.sqrt_rn, float_as_bits a bit cast.
 
     @triton.jit
     def _uniform_open(w):
@@ -284,222 +328,223 @@ if triton is not None:
         return tl.fma(e, 0.693359375, r)
 
     @triton.jit
-    def _sqrt_rn(x):
-        """sqrt_rn: correctly rounded (tl.sqrt is approximate for fp32 only)."""
-        if x.dtype == tl.float64:
-            return tl.sqrt(x)
-        else:
-            return tl.sqrt_rn(x)
+    def _clamp_to(x, lo, hi):
+        """clamp_to, its device form fminf(fmaxf(x, lo), hi) (x is never NaN nor -0: the compare form's bits)."""
+        return tl.minimum(tl.maximum(x, lo), hi)
 
     @triton.jit
-    def _div_rn(x, y):
-        """IEEE division (fp32 ``/`` is div.full, approximate, on NVIDIA)."""
-        if x.dtype == tl.float64:
-            return x / y
-        else:
-            return tl.div_rn(x, y)
+    def _ndtri_row(table_ptr, s):
+        """The 8 coefficients c0..c6, c0_lo of s's row (ndtri_segment), gathered from the fp32 table."""
+        # ndtri_segment: 255 - (bits >> 22), in [0, 255] for s in [0, 1.75] (_kernel_constants checks).
+        # Eight scalar gathers: one [.., 8] load of the row compiles to 128-bit loads, but its
+        # split into columns costs layout conversions through shared memory (twice the code).
+        seg = (255 - (s.to(tl.uint32, bitcast=True) >> 22)).to(tl.int32)
+        row_ptr = table_ptr + seg * _NDTRI_ROW
+        c0 = tl.load(row_ptr)
+        c1 = tl.load(row_ptr + 1)
+        c2 = tl.load(row_ptr + 2)
+        c3 = tl.load(row_ptr + 3)
+        c4 = tl.load(row_ptr + 4)
+        c5 = tl.load(row_ptr + 5)
+        c6 = tl.load(row_ptr + 6)
+        c7 = tl.load(row_ptr + 7)
+        return c0, c1, c2, c3, c4, c5, c6, c7
 
     @triton.jit
-    def _coef(far, near: tl.constexpr, far_coef: tl.constexpr, FAR: tl.constexpr, DT: tl.constexpr):
-        """TINIT_C(near, far) of ndtri_lower as a DT value (typed, so fp64 keeps every digit)."""
-        if FAR:
-            return tl.where(far, tl.full([], far_coef, DT), tl.full([], near, DT))
-        else:
-            return tl.full([], near, DT)
+    def _ndtri_variable(s, q, central):
+        """ndtri_variable: q^2 on row 0, else r in [-1/4, 1/4) from the mantissa bits of s."""
+        bits = s.to(tl.int32, bitcast=True)
+        r = ((bits & 0x003FFFFF) | 0x3F800000).to(tl.float32, bitcast=True) - 1.25
+        return tl.where(central, q * q, r)
 
     @triton.jit
-    def _ndtri_lower(q_in, log_s_in, FAR: tl.constexpr, F64: tl.constexpr):
-        """ndtri_lower<float, FAR, A>: Phi^-1(s), s in (0, 1/2], from q = s - 1/2 and log s;
-        A = fp64 if F64 else fp32.
+    def _ndtri_acc(c1, c2, c3, c4, c5, c6, t):
+        """horner(t, c1, ..., c6): the row polynomial but its last step."""
+        acc = tl.fma(c6, t, c5)
+        acc = tl.fma(acc, t, c4)
+        acc = tl.fma(acc, t, c3)
+        acc = tl.fma(acc, t, c2)
+        return tl.fma(acc, t, c1)
 
-        Wichura, "Algorithm AS 241", Applied Statistics 37(3), 1988 (PPND16).
+    @triton.jit
+    def _ndtri_table(table_ptr, s, q):
+        """ndtri_table: Phi^-1(s) <= 0 for s in [2^-125, 1/2], q = s - 1/2 (one polynomial per row)."""
+        central = s >= 0.25
+        c0, c1, c2, c3, c4, c5, c6, _ = _ndtri_row(table_ptr, s)  # c0_lo unused (its load is dead code)
+        t = _ndtri_variable(s, q, central)
+        p = tl.fma(_ndtri_acc(c1, c2, c3, c4, c5, c6, t), t, c0)
+        return tl.where(central, q * p, p)
+
+    @triton.jit
+    def _ndtri_table_pair(table_ptr, s, q):
+        """ndtri_table_pair: the same z as (z_hi, z_lo), with ndtri_poly's p_lo."""
+        central = s >= 0.25
+        c0, c1, c2, c3, c4, c5, c6, c7 = _ndtri_row(table_ptr, s)
+        t = _ndtri_variable(s, q, central)
+        acc = _ndtri_acc(c1, c2, c3, c4, c5, c6, t)
+        p_hi = tl.fma(acc, t, c0)
+        p_lo = tl.fma(acc, t, c0 - p_hi) + c7
+        m = tl.where(central, q, 1.0)
+        z_hi = m * p_hi
+        z_lo = tl.fma(m, p_hi, -z_hi) + m * p_lo
+        return z_hi, z_lo
+
+    @triton.jit
+    def _two_sided_s(w, split, a_cdf, b_sf, a_half, b_half, step):
+        """two_sided_s: (s, q, lower) of word w (already flipped), s = s0 + step w' in one rounding."""
+        lower = w <= _u32(split)
+        fw = tl.where(lower, w, ~w).to(tl.float32)
+        q = tl.fma(fw, step, tl.where(lower, a_half, b_half))
+        s = tl.fma(fw, step, tl.where(lower, a_cdf, b_sf))
+        return s, q, lower
+
+    @triton.jit
+    def _uniform_value(w, lo, hi, edge, width, slope):
+        """uniform_value: edge + width (u + slope u (u - 1)), clamped."""
+        u = _uniform_open(w)
+        g = tl.fma(slope * u, u - 1.0, u)
+        return _clamp_to(tl.fma(width, g, edge), lo, hi)
+
+    @triton.jit
+    def _two_sided_value(w, table_ptr, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, lo, hi):
+        """two_sided_value (float): mean + (sd_hi + sd_lo) z, clamped."""
+        s, q, lower = _two_sided_s(w, split, a_cdf, b_sf, a_half, b_half, step)
+        zl = _ndtri_table(table_ptr, s, q)
+        z = tl.where(lower, zl, -zl)
+        return _clamp_to(tl.fma(sd_hi, z, tl.fma(sd_lo, z, mean)), lo, hi)
+
+    @triton.jit
+    def _two_sided_precise_value(w, table_ptr, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi, sd_lo,
+                                 scale, lo, hi):
+        """two_sided_precise_value: (fma(sd_hi, z_hi, mean) + (sd_hi z_lo + sd_lo z_hi)) scale, clamped."""
+        s, q, lower = _two_sided_s(w, split, a_cdf, b_sf, a_half, b_half, step)
+        zl_hi, zl_lo = _ndtri_table_pair(table_ptr, s, q)
+        z_hi = tl.where(lower, zl_hi, -zl_hi)
+        z_lo = tl.where(lower, zl_lo, -zl_lo)
+        main = tl.fma(sd_hi, z_hi, mean)
+        small = tl.fma(sd_hi, z_lo, sd_lo * z_hi)
+        return _clamp_to((main + small) * scale, lo, hi)
+
+    @triton.jit
+    def _tail_value(w, sd_hi, sd_lo, scale, lo, hi, edge, b0, ratio, l1, l2, l3, l4, l5):
+        """tail_value<float>: the excursion e from the nearer bound (quadratic root, 2 Newton steps)."""
+        u = _uniform_open(w)  # large words: u near 1, e near 0
+        uc = _uniform_open(~w)
+        big_l = -_log_pos(tl.fma(ratio, uc, u))
+        e = tl.div_rn(big_l + big_l, b0 + tl.sqrt_rn(tl.fma(b0, b0, big_l + big_l)))
+        dl2, dl3, dl4, dl5 = 2.0 * l2, 3.0 * l3, 4.0 * l4, 5.0 * l5
+        for _ in tl.static_range(2):
+            # tail_correction: l(e) and its slope l'(e) from the host's polynomial
+            dl = tl.fma(tl.fma(tl.fma(tl.fma(dl5, e, dl4), e, dl3), e, dl2), e, l1)
+            corr = e * tl.fma(tl.fma(tl.fma(tl.fma(l5, e, l4), e, l3), e, l2), e, l1)
+            f = tl.fma(e, tl.fma(0.5, e, b0), corr - big_l)
+            e = e - tl.div_rn(f, b0 + e + dl)
+        e = tl.where(e > 0.0, e, 0.0)
+        return _clamp_to(tl.fma(-sd_hi, e, tl.fma(-sd_lo, e, edge)) * scale, lo, hi)
+
+    @triton.jit
+    def _trunc_normal_value(word, table_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi, sd_lo,
+                            scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5, MODE: tl.constexpr):
+        """trunc_normal_value<float, MODE>(word, P): fp32 values in [lo, hi].
+
+        The arguments are the fields of TruncNormalParams<float> (flip and
+        split as int32 bits); table_ptr: the fp32 rows of ndtri_table.
         """
-        if F64:
-            DT: tl.constexpr = tl.float64
-        else:
-            DT: tl.constexpr = tl.float32
-        q = q_in.to(DT)
-        log_s = log_s_in.to(DT)
-        central = q >= -0.425
-        tc = tl.fma(-q, q, 0.180625)
-        num_c = tl.fma(tl.full([], 2.5090809287301226727e+3, DT), tc, 3.3430575583588128105e+4)
-        num_c = tl.fma(num_c, tc, 6.7265770927008700853e+4)
-        num_c = tl.fma(num_c, tc, 4.5921953931549871457e+4)
-        num_c = tl.fma(num_c, tc, 1.3731693765509461125e+4)
-        num_c = tl.fma(num_c, tc, 1.9715909503065514427e+3)
-        num_c = tl.fma(num_c, tc, 1.3314166789178437745e+2)
-        num_c = tl.fma(num_c, tc, 3.3871328727963666080e+0)
-        den_c = tl.fma(tl.full([], 5.2264952788528545610e+3, DT), tc, 2.8729085735721942674e+4)
-        den_c = tl.fma(den_c, tc, 3.9307895800092710610e+4)
-        den_c = tl.fma(den_c, tc, 2.1213794301586595867e+4)
-        den_c = tl.fma(den_c, tc, 5.3941960214247511077e+3)
-        den_c = tl.fma(den_c, tc, 6.8718700749205790830e+2)
-        den_c = tl.fma(den_c, tc, 4.2313330701600911252e+1)
-        den_c = tl.fma(den_c, tc, 1.0)
-        rt = _sqrt_rn(-log_s)
-        far = rt > 5.0  # used only when FAR
-        if FAR:
-            tt = tl.where(far, rt - 5.0, rt - 1.6)
-        else:
-            tt = rt - 1.6
-        num_t = tl.fma(_coef(far, 7.74545014278341407640e-4, 2.01033439929228813265e-7, FAR, DT), tt,
-                       _coef(far, 2.27238449892691845833e-2, 2.71155556874348757815e-5, FAR, DT))
-        num_t = tl.fma(num_t, tt, _coef(far, 2.41780725177450611770e-1, 1.24266094738807843860e-3, FAR, DT))
-        num_t = tl.fma(num_t, tt, _coef(far, 1.27045825245236838258e+0, 2.65321895265761230930e-2, FAR, DT))
-        num_t = tl.fma(num_t, tt, _coef(far, 3.64784832476320460504e+0, 2.96560571828504891230e-1, FAR, DT))
-        num_t = tl.fma(num_t, tt, _coef(far, 5.76949722146069140550e+0, 1.78482653991729133580e+0, FAR, DT))
-        num_t = tl.fma(num_t, tt, _coef(far, 4.63033784615654529590e+0, 5.46378491116411436990e+0, FAR, DT))
-        num_t = tl.fma(num_t, tt, _coef(far, 1.42343711074968357734e+0, 6.65790464350110377720e+0, FAR, DT))
-        den_t = tl.fma(_coef(far, 1.05075007164441684324e-9, 2.04426310338993978564e-15, FAR, DT), tt,
-                       _coef(far, 5.47593808499534494600e-4, 1.42151175831644588870e-7, FAR, DT))
-        den_t = tl.fma(den_t, tt, _coef(far, 1.51986665636164571966e-2, 1.84631831751005468180e-5, FAR, DT))
-        den_t = tl.fma(den_t, tt, _coef(far, 1.48103976427480074590e-1, 7.86869131145613259100e-4, FAR, DT))
-        den_t = tl.fma(den_t, tt, _coef(far, 6.89767334985100004550e-1, 1.48753612908506148525e-2, FAR, DT))
-        den_t = tl.fma(den_t, tt, _coef(far, 1.67638483018380384940e+0, 1.36929880922735805310e-1, FAR, DT))
-        den_t = tl.fma(den_t, tt, _coef(far, 2.05319162663775882187e+0, 5.99832206555887937690e-1, FAR, DT))
-        den_t = tl.fma(den_t, tt, 1.0)
-        ratio = _div_rn(tl.where(central, num_c, num_t), tl.where(central, den_c, den_t))
-        return tl.where(central, q * ratio, -ratio)
-
-    @triton.jit
-    def _central_poly_tail(q, s):
-        """central_poly_tail<float>: (v, h) with G = c0 + v h, v = -log(4 s (1 - s)) - 3.125, q = s - 1/2."""
-        y = tl.where((q > -0.25) & (q < 0.25), tl.fma(-4.0 * q, q, 1.0), 4.0 * tl.fma(-s, s, s))
-        w = -_log_pos(y)
-        v = w - 3.125
-        h = tl.fma(-1.76240363502017303e-11, v, 5.96620113740977795e-12)
-        h = tl.fma(h, v, 1.46103378864113002e-09)
-        h = tl.fma(h, v, -6.66849891677600610e-09)
-        h = tl.fma(h, v, -4.09017025663115202e-08)
-        h = tl.fma(h, v, 6.03361620658563376e-07)
-        h = tl.fma(h, v, -1.93183641443874362e-06)
-        h = tl.fma(h, v, -1.96445117269990424e-05)
-        h = tl.fma(h, v, 2.64083328814145697e-04)
-        h = tl.fma(h, v, -1.04749843972010777e-03)
-        h = tl.fma(h, v, -8.53289995011116860e-03)
-        h = tl.fma(h, v, 3.39634954474917872e-01)
-        return v, h
-
-    @triton.jit
-    def _central_finish(d, v, h, signed_std, mean, F64: tl.constexpr):
-        """central_finish<A>: last Horner step, (2s - 1) g and mean + std z in A, one rounding to fp32."""
-        if F64:
-            DT: tl.constexpr = tl.float64
-        else:
-            DT: tl.constexpr = tl.float32
-        c0 = tl.full(v.shape, 2.33862071010127481e+00, DT)
-        g = tl.fma(v.to(DT), h.to(DT), c0)
-        t = d.to(DT) * g
-        return tl.fma(signed_std.to(DT), t, mean.to(DT)).to(tl.float32)
-
-    @triton.jit
-    def _upper_tail_quantile_from_log(log_p):
-        """upper_tail_quantile_from_log<float>: y with log Q(y) = log_p (Mills-ratio fixed point)."""
-        c = -log_p - 0.91893853320467274178
-        y = tl.sqrt_rn(c + c)
-        for _ in tl.static_range(4):
-            t = tl.div_rn(tl.full(y.shape, 1.0, tl.float32), y * y)
-            m = 10395.0 * t - 945.0
-            m = m * t + 105.0
-            m = m * t - 15.0
-            m = m * t + 3.0
-            m = m * t - 1.0
-            m = m * t + 1.0
-            h = c - _log_pos(y) + _log_pos(m)
-            y = tl.sqrt_rn(h + h)
-        return y
-
-    @triton.jit
-    def _trunc_normal_value(word, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
-                            mean, std, lo, hi, a_half, b_half, MODE: tl.constexpr, F64: tl.constexpr):
-        """trunc_normal_value<float, MODE, A>(word, P), with standard_deviate and
-        two_sided_s inlined; A = fp64 if F64 else fp32. Returns fp32 values in [lo, hi]."""
-        if F64:
-            DT: tl.constexpr = tl.float64
-        else:
-            DT: tl.constexpr = tl.float32
         # Float arguments are fp32 scalars when compiled and Python floats in
         # the interpreter; tl.cast makes both fp32 (exact: they are fp32 values).
-        sign = tl.cast(sign, tl.float32)
-        a_cdf = tl.cast(a_cdf, tl.float32)
-        b_sf = tl.cast(b_sf, tl.float32)
-        mass = tl.cast(mass, tl.float32)
-        log_b_cdf = tl.cast(log_b_cdf, tl.float32)
-        ratio = tl.cast(ratio, tl.float32)
-        mean = tl.cast(mean, tl.float32)
-        std = tl.cast(std, tl.float32)
         lo = tl.cast(lo, tl.float32)
         hi = tl.cast(hi, tl.float32)
-        a_half = tl.cast(a_half, tl.float32)
-        b_half = tl.cast(b_half, tl.float32)
-        w = word ^ _u32(flip)
-        if MODE == 1:  # kTail
-            u = _uniform_open(w)
-            uc = _uniform_open(~w)
-            log_p = log_b_cdf + _log_pos(u + ratio * uc)
-            z = -(_upper_tail_quantile_from_log(log_p).to(DT))
+        if MODE == _UNIFORM:
+            x = _uniform_value(word, lo, hi, tl.cast(edge, tl.float32), tl.cast(width, tl.float32),
+                               tl.cast(slope, tl.float32))
+        elif MODE == _TAIL:
+            x = _tail_value(word ^ _u32(flip), tl.cast(sd_hi, tl.float32), tl.cast(sd_lo, tl.float32),
+                            tl.cast(scale, tl.float32), lo, hi, tl.cast(edge, tl.float32),
+                            tl.cast(b0, tl.float32), tl.cast(ratio, tl.float32), tl.cast(l1, tl.float32),
+                            tl.cast(l2, tl.float32), tl.cast(l3, tl.float32), tl.cast(l4, tl.float32),
+                            tl.cast(l5, tl.float32))
+        elif MODE == _TWO_SIDED_PRECISE:
+            x = _two_sided_precise_value(word ^ _u32(flip), table_ptr, split, tl.cast(a_cdf, tl.float32),
+                                         tl.cast(b_sf, tl.float32), tl.cast(a_half, tl.float32),
+                                         tl.cast(b_half, tl.float32), tl.cast(step, tl.float32),
+                                         tl.cast(mean, tl.float32), tl.cast(sd_hi, tl.float32),
+                                         tl.cast(sd_lo, tl.float32), tl.cast(scale, tl.float32), lo, hi)
         else:
-            lower = w <= _u32(split)
-            u = _uniform_open(tl.where(lower, w, ~w))
-            q = tl.fma(u, mass, tl.where(lower, a_half, b_half))
-            s = tl.fma(u, mass, tl.where(lower, a_cdf, b_sf))
-            if MODE != 3:
-                z = _ndtri_lower(q, _log_pos(s), MODE == 2, F64)
-                z = tl.where(lower, z, -z)
-        if MODE == 3:  # kCentral: central_stage1 + central_finish<A>
-            v, h = _central_poly_tail(q, s)
-            x = _central_finish(q + q, v, h, tl.where(lower, std, -std) * sign, mean, F64)
-        else:
-            x = tl.fma(std.to(DT), z * sign.to(DT), mean.to(DT)).to(tl.float32)
-        c = tl.where(x < lo, lo, x)
-        return tl.where(c > hi, hi, c)
+            tl.static_assert(MODE == _TWO_SIDED, "MODE must be a tinit.params.Mode value")
+            x = _two_sided_value(word ^ _u32(flip), table_ptr, split, tl.cast(a_cdf, tl.float32),
+                                 tl.cast(b_sf, tl.float32), tl.cast(a_half, tl.float32), tl.cast(b_half, tl.float32),
+                                 tl.cast(step, tl.float32), tl.cast(mean, tl.float32), tl.cast(sd_hi, tl.float32),
+                                 tl.cast(sd_lo, tl.float32), lo, hi)
+        return x
 
     # --------------------------------------------------------------- kernels
 
-    @triton.jit(do_not_specialize=["numel", "flip", "split"])
-    def _trunc_normal_kernel(out_ptr, numel, seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
-                             sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
-                             mean, std, lo, hi, a_half, b_half, MODE: tl.constexpr, BLOCK: tl.constexpr):
+    @triton.jit(do_not_specialize=["numel", "seed_lo", "seed_hi", "stream_lo", "stream_hi", "offset_lo",
+                                   "offset_hi", "flip", "split"])
+    def _trunc_normal_kernel(out_ptr, table_ptr, numel, seed_lo, seed_hi, stream_lo, stream_hi, offset_lo,
+                             offset_hi, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi, sd_lo,
+                             scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5,
+                             MODE: tl.constexpr, BLOCK: tl.constexpr):
         """Fill out[0:numel] with the values of stream indices offset + [0, numel).
 
-        Args (device): out_ptr: fp32/bf16/fp16 tensor. numel: int. seed, stream,
-        offset: uint64 as two int32 bit patterns each. flip, split: uint32 as int32 bits.
-        The float arguments are the fp32 TruncNormalParams (transform.h).
-        MODE: TransformMode. BLOCK: counter blocks per program (4 BLOCK elements).
+        Args (device): out_ptr: fp32/bf16/fp16 tensor. table_ptr: fp32
+        ndtri_table rows. numel: int. seed, stream, offset: uint64 as two
+        int32 bit patterns each. flip, split: uint32 as int32 bits. The
+        float arguments are the fp32 fields of TruncNormalParams<float>
+        (transform.h) of the same names. MODE: TransformMode. BLOCK: counter
+        blocks per program (4 BLOCK elements).
         """
-        words, pos = _stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK)
-        F64: tl.constexpr = out_ptr.dtype.element_ty == tl.float32  # RationalT<out_t>
-        x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
-                                mean, std, lo, hi, a_half, b_half, MODE, F64)
-        _store_values(out_ptr, pos, x, (pos >= 0) & (pos < numel.to(tl.int64)))
+        words, local, start = _stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK)
+        x = _trunc_normal_value(words, table_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
+                                sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5, MODE)
+        base = tl.program_id(0).to(tl.int64) * (4 * BLOCK)
+        _store_block(out_ptr, out_ptr, base, (offset_lo & 3) == 0, start, local, numel, x)
 
     @triton.jit
-    def _store_values(out_ptr, pos, x, mask):
-        """Store fp32 values ``x`` at ``out_ptr + pos`` (where ``mask``), rounded once to the output dtype."""
+    def _store_block(out_ptr, vec_ptr, base, aligned, start, local, numel, x):
+        """Store the values ``x`` of tensor elements start + local that lie in [0, numel).
+
+        ``base``: a multiple of 4 BLOCK, equal to start when ``aligned`` (the
+        fill's offset is a multiple of 4 and ``vec_ptr``, equal to out_ptr
+        then, is aligned for a 4-element store). Then, for a program inside
+        the tensor, the store has no mask and is vectorized in groups of 4
+        elements, the four words of a counter block, which one thread holds:
+        no layout conversion. Otherwise each element is stored alone.
+        """
+        if aligned & (base + local.numel <= numel):
+            _store_values(vec_ptr + base, local, x, None)
+        else:
+            _store_values(out_ptr + start, local, x, _in_tensor(local, start, numel))
+
+    @triton.jit
+    def _store_values(out_ptr, local, x, mask):
+        """Store fp32 values ``x`` at ``out_ptr + local`` (where ``mask``), rounded once to the output dtype."""
         if out_ptr.dtype.element_ty == tl.bfloat16:
             # float_to_bf16_bits (transform.h): round to nearest even, once.
             u = x.to(tl.uint32, bitcast=True)
             r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-            tl.store(out_ptr + pos, r.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask)
+            tl.store(out_ptr + local, r.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask)
         else:
-            tl.store(out_ptr + pos, x.to(out_ptr.dtype.element_ty), mask=mask)
+            tl.store(out_ptr + local, x.to(out_ptr.dtype.element_ty), mask=mask)
 
-    @triton.jit(do_not_specialize=["numel"])
+    @triton.jit(do_not_specialize=["numel", "seed_lo", "seed_hi", "stream_lo", "stream_hi", "offset_lo",
+                                   "offset_hi"])
     def _philox_kernel(out_ptr, numel, seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
                        BLOCK: tl.constexpr):
         """Raw stream words of indices offset + [0, numel) into an int32 tensor (uint32 bits)."""
-        words, pos = _stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK)
-        mask = (pos >= 0) & (pos < numel.to(tl.int64))
-        tl.store(out_ptr + pos, words.to(tl.int32, bitcast=True), mask=mask)
+        words, local, start = _stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK)
+        tl.store(out_ptr + start + local, words.to(tl.int32, bitcast=True), mask=_in_tensor(local, start, numel))
 
     # ---------------------------------------------------------------- the op
 
     def _launch(tensor: torch.Tensor, seed: int, stream: int, offset: int,
-                constants, block: int, wrap) -> None:
+                constants, block: int, wrap, table: torch.Tensor | None = None) -> None:
         args = _kernel_constants(constants)
         kernel = wrap(_trunc_normal_kernel)
+        if table is None:
+            table = _ndtri_table_on(tensor.device)
         kernel[_grid(tensor.numel(), offset, block)](
-            tensor, tensor.numel(), **_stream_args(seed, stream, offset), **args, BLOCK=block,
+            tensor, table, tensor.numel(), **_stream_args(seed, stream, offset), **args, BLOCK=block,
             **LAUNCH_OPTIONS)
 
     def _is_fake(tensor: torch.Tensor) -> bool:
@@ -524,10 +569,15 @@ if triton is not None:
         # which fake and meta tensors do not have; a compiled kernel goes
         # through wrap_triton's higher-order op, whose fake kernel does
         # nothing. A mutation-only op has no output shape to compute.
-        if interpreted() and _is_fake(tensor):
+        fake = _is_fake(tensor)
+        if interpreted() and fake:
             return
+        # Traced (fake tensors): the table is made in the trace, where the
+        # cached real tensor would be foreign to its fake mode.
+        table = (torch.tensor(_NDTRI_COEFFICIENTS, dtype=torch.float32, device=tensor.device) if fake
+                 else _ndtri_table_on(tensor.device))
         block = _INTERPRETER_BLOCK if interpreted() else DEFAULT_BLOCK
-        _launch(tensor, seed, stream, offset, constants, block, torch.library.wrap_triton)
+        _launch(tensor, seed, stream, offset, constants, block, torch.library.wrap_triton, table)
 
 
 def trunc_normal_triton_(tensor: torch.Tensor, seed: int, stream: int, offset: int,
@@ -536,8 +586,8 @@ def trunc_normal_triton_(tensor: torch.Tensor, seed: int, stream: int, offset: i
 
     Element j (row-major) takes stream index offset + j of (seed, stream)
     (csrc/include/tinit/philox.h); its value is the transform of
-    csrc/include/tinit/transform.h with the constants of
-    ``tinit.params.transform_constants``, bit-identical to
+    csrc/include/tinit/transform.h (stream version 2, fp32 arithmetic) with
+    the constants of ``tinit.params.transform_constants``, bit-identical to
     ``tinit.ops.trunc_normal_native``. Bounds are absolute (tensor units).
 
     Args:
@@ -546,7 +596,8 @@ def trunc_normal_triton_(tensor: torch.Tensor, seed: int, stream: int, offset: i
         seed: unsigned 64-bit Philox key, 0 <= seed < 2**64.
         stream: unsigned 64-bit stream id (upper counter words).
         offset: stream index of element 0, 0 <= offset and offset + numel <= 2**63.
-        constants: the 12 floats of ``transform_constants(mean, std, a, b, tensor.dtype)``.
+        constants: the 24 floats of ``transform_constants(mean, std, a, b, tensor.dtype)``
+            (or ``uniform_constants``), a ``tinit.params.TruncNormalParams``.
         block: counter blocks per program (a power of two; 4*block elements);
             None for the default through the registered op. The values do not
             depend on it.

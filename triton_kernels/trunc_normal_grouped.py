@@ -14,13 +14,13 @@ int32 view: little-endian halves, lo first, as every CUDA GPU and the x86
 interpreter store them). O(entries + distinct constants) words, never
 O(elements):
 
-    [0, E)                   first[e]: the grid index of entry e's first program
-                             (prefix counts of programs per entry; increasing)
-    entry_base + 5 e + [0,5) entry e: output address (tensor.data_ptr()), numel,
-                             stream, offset (stream index of element 0), constants row
-    const_base + 8 c + [0,8) constants row c as 16 int32: the 12 fp32 bit patterns
-                             sign, a_cdf, b_sf, mass, log_b_cdf, ratio, mean, std,
-                             lo, hi, a_half, b_half; then mode, flip, split, 0
+    [0, E)                     first[e]: the grid index of entry e's first program
+                               (prefix counts of programs per entry; increasing)
+    entry_base + 5 e + [0,5)   entry e: output address (tensor.data_ptr()), numel,
+                               stream, offset (stream index of element 0), constants row
+    const_base + 12 c + [0,12) constants row c as 24 int32 (ROW_FIELDS): the fp32
+                               bit patterns of the TruncNormalParams fields
+                               FLOAT_FIELDS (a_cdf, ..., l5), then mode, flip, split
 
 Program p finds its entry by a binary search of ``first`` (LOG fixed steps,
 LOG = ceil(log2 E) rounded up to a multiple of 4 so that few variants
@@ -46,17 +46,19 @@ import numpy as np
 import torch
 
 from tinit.ops import as_int64
+from tinit.params import PARAM_COUNT
 
 from . import trunc_normal as _tn
 from .trunc_normal import (
     _INTERPRETER_BLOCK,
-    _PARAM_COUNT,
     DEFAULT_BLOCK,
+    FLOAT_FIELDS,
     LAUNCH_OPTIONS,
     SUPPORTED_DTYPES,
     _check_block,
     _i32_bits,
     _kernel_constants,
+    _ndtri_table_on,
     _require_triton,
     triton_available,
 )
@@ -68,9 +70,14 @@ GROUPED_OP_NAME = "tinit::trunc_normal_grouped_triton_"
 RUNS_OP_NAME = "tinit::trunc_normal_runs_triton_"
 _DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 _ENTRY_WORDS = 5  # int64 words per entry
-_CONST_WORDS = 8  # int64 words per constants row (16 int32)
-_FLOAT_KEYS = ("sign", "a_cdf", "b_sf", "mass", "log_b_cdf", "ratio", "mean", "std", "lo", "hi",
-               "a_half", "b_half")
+# A constants row: these int32 words, by the kernel arguments' names of
+# _trunc_normal_kernel (the float fields as fp32 bit patterns).
+ROW_FIELDS = (*FLOAT_FIELDS, "mode", "flip", "split")
+_CONST_WORDS = len(ROW_FIELDS) // 2  # int64 words per constants row
+# _grouped_kernel reads the row in this order (the fields of TruncNormalParams<float>).
+assert ROW_FIELDS == ("a_cdf", "b_sf", "a_half", "b_half", "step", "mean", "sd_hi", "sd_lo", "scale", "lo", "hi",
+                      "edge", "width", "slope", "b0", "ratio", "l1", "l2", "l3", "l4", "l5", "mode", "flip",
+                      "split"), ROW_FIELDS
 # Smallest program: a shard's rows may be a few elements long, and one
 # program per row of 4 * BLOCK elements would mostly compute values it masks.
 _MIN_BLOCK = 16
@@ -97,7 +104,11 @@ def interpreted() -> bool:
 
 if triton is not None:
     from .trunc_normal import (
-        _store_values,
+        _TAIL,
+        _TWO_SIDED,
+        _TWO_SIDED_PRECISE,
+        _UNIFORM,
+        _store_block,
         _stream_words_at,
         _trunc_normal_value,
     )
@@ -119,12 +130,12 @@ if triton is not None:
         return tl.load(table_ptr + index).to(tl.float32, bitcast=True)
 
     @triton.jit(do_not_specialize=["n_entries", "entry_base", "const_base", "seed_lo", "seed_hi"])
-    def _grouped_kernel(table_ptr, n_entries, entry_base, const_base, seed_lo, seed_hi,
+    def _grouped_kernel(table_ptr, ndtri_ptr, n_entries, entry_base, const_base, seed_lo, seed_hi,
                         DTYPE: tl.constexpr, LOG: tl.constexpr, BLOCK: tl.constexpr):
         """Fill program p - first[e] of entry e, the entry whose programs hold grid index p.
 
         Args (device): table_ptr: int32 view of the table (module docstring).
-        n_entries: E >= 1. entry_base, const_base: int64 positions of the
+        ndtri_ptr: fp32 ndtri_table rows. n_entries: E >= 1. entry_base, const_base: int64 positions of the
         entries and constants rows. seed: uint64 as two int32 bit patterns.
         DTYPE: 0 fp32, 1 bf16, 2 fp16 (every entry's). LOG: search steps,
         2**LOG >= E. BLOCK: counter blocks per program (4 BLOCK elements).
@@ -133,12 +144,12 @@ if triton is not None:
         # Last entry whose first program is <= pid (first[0] = 0 <= pid).
         e = tl.full([], 0, tl.int64)
         first = tl.full([], 0, tl.int64)
-        for step in tl.static_range(LOG):
-            cand = e + (1 << (LOG - 1 - step))
-            start = _word(table_ptr, tl.minimum(cand, n_entries - 1)).to(tl.int64)
-            take = (cand < n_entries) & (start <= pid)
+        for k in tl.static_range(LOG):
+            cand = e + (1 << (LOG - 1 - k))
+            cand_first = _word(table_ptr, tl.minimum(cand, n_entries - 1)).to(tl.int64)
+            take = (cand < n_entries) & (cand_first <= pid)
             e = tl.where(take, cand, e)
-            first = tl.where(take, start, first)
+            first = tl.where(take, cand_first, first)
         row = entry_base + _ENTRY * e
         addr = _word(table_ptr, row).to(tl.int64)
         numel = _word(table_ptr, row + 1).to(tl.int64)
@@ -147,45 +158,63 @@ if triton is not None:
         offset_lo = tl.load(table_ptr + 2 * (row + 3))
         offset_hi = tl.load(table_ptr + 2 * (row + 3) + 1)
         c = 2 * (const_base + _CONST * _word(table_ptr, row + 4).to(tl.int64))
-        sign = _f32_at(table_ptr, c)
-        a_cdf = _f32_at(table_ptr, c + 1)
-        b_sf = _f32_at(table_ptr, c + 2)
-        mass = _f32_at(table_ptr, c + 3)
-        log_b_cdf = _f32_at(table_ptr, c + 4)
-        ratio = _f32_at(table_ptr, c + 5)
-        mean = _f32_at(table_ptr, c + 6)
-        std = _f32_at(table_ptr, c + 7)
-        lo = _f32_at(table_ptr, c + 8)
-        hi = _f32_at(table_ptr, c + 9)
-        a_half = _f32_at(table_ptr, c + 10)
-        b_half = _f32_at(table_ptr, c + 11)
-        mode = tl.load(table_ptr + c + 12)
-        flip = tl.load(table_ptr + c + 13)
-        split = tl.load(table_ptr + c + 14)
+        # The row in ROW_FIELDS order.
+        a_cdf = _f32_at(table_ptr, c)
+        b_sf = _f32_at(table_ptr, c + 1)
+        a_half = _f32_at(table_ptr, c + 2)
+        b_half = _f32_at(table_ptr, c + 3)
+        step = _f32_at(table_ptr, c + 4)
+        mean = _f32_at(table_ptr, c + 5)
+        sd_hi = _f32_at(table_ptr, c + 6)
+        sd_lo = _f32_at(table_ptr, c + 7)
+        scale = _f32_at(table_ptr, c + 8)
+        lo = _f32_at(table_ptr, c + 9)
+        hi = _f32_at(table_ptr, c + 10)
+        edge = _f32_at(table_ptr, c + 11)
+        width = _f32_at(table_ptr, c + 12)
+        slope = _f32_at(table_ptr, c + 13)
+        b0 = _f32_at(table_ptr, c + 14)
+        ratio = _f32_at(table_ptr, c + 15)
+        l1 = _f32_at(table_ptr, c + 16)
+        l2 = _f32_at(table_ptr, c + 17)
+        l3 = _f32_at(table_ptr, c + 18)
+        l4 = _f32_at(table_ptr, c + 19)
+        l5 = _f32_at(table_ptr, c + 20)
+        mode = tl.load(table_ptr + c + 21)
+        flip = tl.load(table_ptr + c + 22)
+        split = tl.load(table_ptr + c + 23)
 
-        words, pos = _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
-                                      pid - first, BLOCK)
-        if DTYPE == 0:
-            out_ptr = addr.to(tl.pointer_type(tl.float32))
-        elif DTYPE == 1:
-            out_ptr = addr.to(tl.pointer_type(tl.bfloat16))
-        else:
-            out_ptr = addr.to(tl.pointer_type(tl.float16))
-        F64: tl.constexpr = DTYPE == 0  # RationalT<out_t>, as in _trunc_normal_kernel
+        words, local, start = _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
+                                               pid - first, BLOCK)
         # Every mode is compiled; the branch taken is uniform over the program.
-        if mode == 1:
-            x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
-                                    mean, std, lo, hi, a_half, b_half, 1, F64)
-        elif mode == 2:
-            x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
-                                    mean, std, lo, hi, a_half, b_half, 2, F64)
-        elif mode == 3:
-            x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
-                                    mean, std, lo, hi, a_half, b_half, 3, F64)
+        if mode == _TAIL:
+            x = _trunc_normal_value(words, ndtri_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
+                                    sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5, _TAIL)
+        elif mode == _TWO_SIDED_PRECISE:
+            x = _trunc_normal_value(words, ndtri_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
+                                    sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5,
+                                    _TWO_SIDED_PRECISE)
+        elif mode == _UNIFORM:
+            x = _trunc_normal_value(words, ndtri_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
+                                    sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5, _UNIFORM)
         else:
-            x = _trunc_normal_value(words, sign, flip, a_cdf, b_sf, mass, log_b_cdf, ratio, split,
-                                    mean, std, lo, hi, a_half, b_half, 0, F64)
-        _store_values(out_ptr, pos, x, (pos >= 0) & (pos < numel))
+            x = _trunc_normal_value(words, ndtri_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
+                                    sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5,
+                                    _TWO_SIDED)
+        # The vector path of _store_block: the entry's address and offset aligned for 4-element
+        # stores (16 bytes of fp32, 8 of bf16/fp16). vec_ptr is the address rounded down to that
+        # alignment, which it always has (the hint is true), and equals out_ptr when aligned.
+        align: tl.constexpr = 16 if DTYPE == 0 else 8
+        aligned = ((addr & (align - 1)) == 0) & ((offset_lo & 3) == 0)
+        if DTYPE == 0:
+            elem: tl.constexpr = tl.float32
+        elif DTYPE == 1:
+            elem: tl.constexpr = tl.bfloat16
+        else:
+            elem: tl.constexpr = tl.float16
+        out_ptr = addr.to(tl.pointer_type(elem))
+        vec_ptr = tl.multiple_of((addr & -align).to(tl.pointer_type(elem)), align)
+        _store_block(out_ptr, vec_ptr, (pid - first) * (4 * BLOCK), aligned, start, local, numel, x)
 
 
 # ------------------------------------------------------------------ host side
@@ -236,12 +265,12 @@ def _check_tensor(tensor, what: str) -> None:
 
 
 def _const_row(constants: Sequence[float]) -> np.ndarray:
-    """Constants row (int32[16]) of one packed tuple; ValueError when malformed."""
+    """Constants row (int32[2 _CONST_WORDS], ROW_FIELDS) of one packed tuple; ValueError when malformed."""
     args = _kernel_constants(tuple(constants))
-    row = np.zeros(2 * _CONST_WORDS, dtype=np.int32)
-    row[:len(_FLOAT_KEYS)] = np.array([args[k] for k in _FLOAT_KEYS], dtype=np.float32).view(np.int32)
-    row[12:15] = (args["MODE"], args["flip"], args["split"])
-    return row
+    floats = np.array([args[name] for name in FLOAT_FIELDS], dtype=np.float32).view(np.int32)
+    ints = np.array([args["MODE"] if name == "mode" else args[name] for name in ROW_FIELDS[len(FLOAT_FIELDS):]],
+                    dtype=np.int32)
+    return np.concatenate([floats, ints])
 
 
 def _auto_block(max_blocks: int) -> int:
@@ -286,7 +315,7 @@ def _launch(plan: tuple[np.ndarray, int, int, int], dtype: torch.dtype, device: 
     table, n_entries, n_programs, block = plan
     table_dev = torch.from_numpy(table).to(device)
     seed_bits = seed & _U64
-    args = (table_dev.view(torch.int32), n_entries, n_entries, n_entries * (1 + _ENTRY_WORDS),
+    args = (table_dev.view(torch.int32), _ndtri_table_on(device), n_entries, n_entries, n_entries * (1 + _ENTRY_WORDS),
             _i32_bits(seed_bits & 0xFFFFFFFF), _i32_bits(seed_bits >> 32))
     meta = {"DTYPE": _DTYPE_CODES[dtype], "LOG": _search_steps(n_entries), "BLOCK": block, **LAUNCH_OPTIONS}
     if device.type == "cuda":
@@ -305,9 +334,9 @@ def _fill_grouped(tensors: Sequence[torch.Tensor], seed: int, streams: Sequence[
     if len(streams) != n or len(offsets) != n:
         raise ValueError(f"{op}: expected one stream and one offset per tensor, got {n} tensors, "
                          f"{len(streams)} streams, {len(offsets)} offsets")
-    if len(transform) != n * _PARAM_COUNT:
-        raise ValueError(f"{op}: expected {_PARAM_COUNT} transform constants per tensor "
-                         f"({n * _PARAM_COUNT}), got {len(transform)}")
+    if len(transform) != n * PARAM_COUNT:
+        raise ValueError(f"{op}: expected {PARAM_COUNT} transform constants per tensor "
+                         f"({n * PARAM_COUNT}), got {len(transform)}")
     seed = _check_int("seed", seed, -2**63, 2**63)
     streams = [_check_int(f"streams[{t}]", stream, -2**63, 2**63) for t, stream in enumerate(streams)]
     rows: dict[tuple, int] = {}
@@ -325,7 +354,7 @@ def _fill_grouped(tensors: Sequence[torch.Tensor], seed: int, streams: Sequence[
         offset = _check_int(f"offsets[{t}]", offsets[t], 0, 2**63)
         if offset + tensor.numel() > 2**63:
             raise ValueError(f"{what}: stream indices past 2**63 (offset {offset}, numel {tensor.numel()})")
-        key = tuple(transform[t * _PARAM_COUNT:(t + 1) * _PARAM_COUNT])
+        key = tuple(transform[t * PARAM_COUNT:(t + 1) * PARAM_COUNT])
         row = rows.get(key)
         if row is None:
             const_rows.append(_const_row(key))
@@ -427,7 +456,7 @@ def trunc_normal_grouped_(tensors: list[torch.Tensor], seed: int, streams: list[
         seed: unsigned 64-bit Philox key, 0 <= seed < 2**64, shared by all.
         streams: one unsigned 64-bit stream id per tensor.
         offsets: stream index of each tensor's element 0; offset + numel <= 2**63.
-        packed: one tuple of 14 constants per tensor,
+        packed: one tuple of 24 constants (a ``TruncNormalParams``) per tensor,
             ``tinit.params.transform_constants(mean, std, a, b, tensor.dtype)``.
         block: counter blocks per program (a power of two; 4 block
             elements); None picks one from the largest tensor and goes
@@ -459,8 +488,8 @@ def trunc_normal_grouped_(tensors: list[torch.Tensor], seed: int, streams: list[
     offsets = [_check_int(f"offsets[{t}]", offset, 0, 2**63) for t, offset in enumerate(offsets)]
     transform = []
     for t, constants in enumerate(packed):
-        if len(constants) != _PARAM_COUNT:
-            raise ValueError(f"packed[{t}]: expected {_PARAM_COUNT} transform constants, got {len(constants)}")
+        if len(constants) != PARAM_COUNT:
+            raise ValueError(f"packed[{t}]: expected {PARAM_COUNT} transform constants, got {len(constants)}")
         transform.extend(float(c) for c in constants)
     if block is not None:
         _check_block(block)
@@ -483,7 +512,7 @@ def trunc_normal_runs_(tensor: torch.Tensor, seed: int, stream: int, runs, packe
         seed: unsigned 64-bit Philox key.
         stream: unsigned 64-bit stream id.
         runs: a ``tinit.sharding.StreamRuns`` (e.g. ``ShardLayout.runs(offset)``).
-        packed: the 14 constants of ``tinit.params.transform_constants``.
+        packed: the 24 constants of ``tinit.params.transform_constants`` (a ``TruncNormalParams``).
         block: counter blocks per program (a power of two); None picks one
             from the run length and goes through the registered op.
 
@@ -503,8 +532,8 @@ def trunc_normal_runs_(tensor: torch.Tensor, seed: int, stream: int, runs, packe
     seed64 = as_int64(_check_int("seed", seed, 0, 2**64))
     stream64 = as_int64(_check_int("stream", stream, 0, 2**64))
     _check_int("runs.base", runs.base, 0, 2**63)
-    if len(packed) != _PARAM_COUNT:
-        raise ValueError(f"expected {_PARAM_COUNT} transform constants, got {len(packed)}")
+    if len(packed) != PARAM_COUNT:
+        raise ValueError(f"expected {PARAM_COUNT} transform constants, got {len(packed)}")
     args = (tensor, seed64, stream64, runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts),
             [float(c) for c in packed])
     if block is not None:
