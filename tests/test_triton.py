@@ -1,12 +1,12 @@
 """The Triton kernel in the Triton interpreter, on small CPU tensors.
 
 Layers as in tests/test_philox.py: the Philox rounds against the published
-vectors, the uint32 stream against the CPU kernel, then the values:
-bit-identical to the CPU kernel (the interpreter's tl.fma is a true fused
-multiply-add), within the backend contract of issue 3 (2 fp32 ulp of
-max(|x|, std); bf16/fp16 equal except across a rounding boundary),
-independent of BLOCK, changed by seed and stream; and the sm_90 code, compiled
-without a GPU, uses only IEEE operations and exactly transform.h's fmas.
+vectors, the uint32 stream against the CPU kernel, then the values (stream
+version 2): bit-identical to the CPU kernel in every mode (tinit.params.Mode)
+and dtype, at odd offsets and for every BLOCK (the interpreter's tl.fma is a
+true fused multiply-add), changed by seed and stream; and the sm_90 code,
+compiled without a GPU, uses only IEEE fp32 operations (no fp64 at all) and
+exactly transform.h's fmas.
 
 The interpreter is chosen when a kernel is decorated, so TRITON_INTERPRET=1 is
 set while tinit's kernels (tinit.triton_kernels.trunc_normal, reloaded if it
@@ -22,13 +22,13 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import math
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 try:
@@ -38,11 +38,17 @@ except ImportError:
     pytest.skip("triton is not installed (pip install triton): the triton backend is not tested",
                 allow_module_level=True)
 import torch
-from conftest import assert_within_ulp, oracle, place_words, ulp
+from conftest import place_words
 
 import tinit
 from tinit import ops
-from tinit.params import transform_constants
+from tinit.params import (
+    PARAM_COUNT,
+    Mode,
+    TruncNormalParams,
+    transform_constants,
+    uniform_constants,
+)
 
 _MODULE = "tinit.triton_kernels.trunc_normal"
 _PREVIOUS_INTERPRET = os.environ.get("TRITON_INTERPRET")
@@ -70,16 +76,24 @@ KAT_PARAMS = [pytest.param(v, id=f"kat{i}") for i, v in enumerate(KAT)]
 
 DTYPES = [pytest.param(torch.float32, id="f32"), pytest.param(torch.bfloat16, id="bf16"),
           pytest.param(torch.float16, id="f16")]
-# (mean, std, a, b), absolute bounds; together they select every TransformMode
-# (checked below; "central" is kCentral for bf16/fp16 and kTwoSided for fp32).
+# (mean, std, a, b), absolute bounds, and the mode each selects for every
+# dtype (checked below): together they reach every tinit.params.Mode.
 WINDOWS = {
-    "central": (0.0, 1.0, -2.0, 2.0),         # +-2 sigma: ndtri_central
-    "two_sided": (0.0, 0.002, -2.0, 2.0),     # +-1000 sigma: AS 241 without the far branch
-    "mirrored": (0.0, 1.0, -1.0, 4.0),        # sign -1, complement words
-    "far": (0.0, 1.0, -9.0, -5.0),            # AS 241 far-tail branch
-    "tail": (0.0, 1.0, 20.0, 25.0),           # log-space tail mode, mirrored
+    "linear": (0.0, 1.0, 0.5, 0.5001),             # UNIFORM with a linear-density slope
+    "two_sided": (0.0, 1.0, -2.0, 2.0),            # +-2 sigma: the central rows
+    "narrow_std": (0.0, 0.02, -2.0, 2.0),          # +-100 sigma: deep rows of the table
+    "untruncated": (0.0, 1.0, -math.inf, math.inf),
+    "mirrored": (0.0, 1.0, -1.0, 4.0),             # sign -1, complement words, split < 2^32 - 1
+    "precise": (1.0, 1.0 / 7.0, -math.inf, 0.0),   # mean + std z cancels next to 0
+    "tail": (0.0, 1.0, 8.0, 100.0),                # beyond 8 sigma, mirrored
+    "tail_lower": (0.0, 1.0, -math.inf, -15.0),
 }
+WINDOW_MODES = {"linear": Mode.UNIFORM, "two_sided": Mode.TWO_SIDED, "narrow_std": Mode.TWO_SIDED,
+                "untruncated": Mode.TWO_SIDED, "mirrored": Mode.TWO_SIDED, "precise": Mode.TWO_SIDED_PRECISE,
+                "tail": Mode.TAIL, "tail_lower": Mode.TAIL}
 WINDOW_PARAMS = [pytest.param(name, id=name) for name in WINDOWS]
+# U(-3, 5) of tinit.params.uniform_constants: the flat UNIFORM record.
+FLAT = (-3.0, 5.0)
 SEED, STREAM = 0x9E3779B97F4A7C15, 0xD1B54A32D192ED03  # both >= 2**63
 OFFSET = 2**32 + 4097 * 4 + 3  # past 2**32, odd
 NUMEL = 4099                   # prime
@@ -196,15 +210,20 @@ def test_words_do_not_depend_on_block():
 
 # ------------------------------------------------------------------ values
 
+def _constants(dtype, window) -> TruncNormalParams:
+    """The record of a WINDOWS entry, or of FLAT (uniform_constants)."""
+    return uniform_constants(*window, dtype) if window == FLAT else transform_constants(*window, dtype)
+
+
 def _fill_triton(dtype, window, *, numel=NUMEL, seed=SEED, stream=STREAM, offset=OFFSET, block=2048):
     out = torch.empty(numel, dtype=dtype)
-    tk.trunc_normal_triton_(out, seed, stream, offset, transform_constants(*window, dtype), block=block)
+    tk.trunc_normal_triton_(out, seed, stream, offset, _constants(dtype, window), block=block)
     return out
 
 
 def _fill_cpu(dtype, window, *, numel=NUMEL, seed=SEED, stream=STREAM, offset=OFFSET):
     out = torch.empty(numel, dtype=dtype)
-    ops.trunc_normal_native(out, seed, stream, offset, transform_constants(*window, dtype))
+    ops.trunc_normal_native(out, seed, stream, offset, _constants(dtype, window))
     return out
 
 
@@ -218,43 +237,22 @@ def _bit_mismatches(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(got.view(INT_VIEW[got.dtype]) != expected.view(INT_VIEW[got.dtype])).flatten()
 
 
-def assert_equal_or_boundary(got, expected, exact, *, dtype, std, what):
-    """Low-precision values equal, or one ulp apart where the exact value sits on the
-    rounding boundary between them (within 8 fp32 ulp of max(|x|, std) of the midpoint)."""
-    g, e = got.double().numpy(), expected.double().numpy()
-    differ = g != e
-    if not differ.any():
-        return
-    one_ulp = np.abs(g - e) <= ulp(np.minimum(np.abs(g), np.abs(e)), dtype)
-    mid = 0.5 * (g + e)
-    near = np.abs(np.asarray(exact) - mid) <= 8 * ulp(np.maximum(np.abs(mid), std), torch.float32)
-    bad = np.flatnonzero(differ & ~(one_ulp & near))
-    assert bad.size == 0, (
-        f"{what}: {bad.size} of {g.size} values differ beyond a rounding boundary; first at index {bad[0]}: "
-        f"got {g[bad[0]]!r}, expected {e[bad[0]]!r}, exact {float(np.asarray(exact)[bad[0]])!r}"
+def _assert_bits_equal(got: torch.Tensor, expected: torch.Tensor, what: str) -> None:
+    bad = _bit_mismatches(got, expected)
+    assert bad.numel() == 0, (
+        f"{what}: {bad.numel()} of {expected.numel()} values differ in bits from the CPU kernel; "
+        f"first at index {int(bad[0])}: got {float(got[bad[0]])!r}, expected {float(expected[bad[0]])!r}. "
+        "triton_kernels/trunc_normal.py and csrc/include/tinit/transform.h are out of step, or the "
+        "native extension was built from an older transform.h (rebuild it)"
     )
 
 
-def test_windows_cover_every_mode():
-    modes = {int(transform_constants(*window, dtype)[0])
-             for window in WINDOWS.values() for dtype in (torch.float32, torch.bfloat16, torch.float16)}
-    assert modes == set(tk._MODES), f"the test windows select modes {sorted(modes)} only"
-
-
-@needs_native
-@pytest.mark.parametrize("name", WINDOW_PARAMS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_values_within_contract_of_cpu_kernel(dtype, name):
-    """Issue 3: fp32 within 2 ulp of max(|x|, std); bf16/fp16 equal but at rounding boundaries."""
-    got, expected = _pair(dtype, name)
-    mean, std, a, b = WINDOWS[name]
-    what = f"triton vs CPU kernel, {dtype}, window {name}"
-    if dtype == torch.float32:
-        assert_within_ulp(got, expected.double().numpy(), scale=std, dtype=dtype, max_ulp=2, what=what)
-    elif _bit_mismatches(got, expected).numel():
-        words = ops.philox_words(NUMEL, SEED, STREAM, OFFSET).numpy()
-        assert_equal_or_boundary(got, expected, oracle(words, mean, std, a, b), dtype=dtype, std=std, what=what)
-    assert bool(((got >= a) & (got <= b)).all()), f"{what}: values outside [{a}, {b}]"
+def test_windows_cover_every_mode(dtype):
+    modes = {name: Mode(int(transform_constants(*window, dtype).mode)) for name, window in WINDOWS.items()}
+    assert modes == WINDOW_MODES, f"{dtype}: the windows select {modes}"
+    assert set(modes.values()) == set(Mode)
+    assert Mode(int(uniform_constants(*FLAT, dtype).mode)) == Mode.UNIFORM
 
 
 @needs_native
@@ -263,16 +261,52 @@ def test_values_within_contract_of_cpu_kernel(dtype, name):
 def test_values_bit_identical_to_cpu_kernel(dtype, name):
     """The kernel mirrors transform.h op for op, so every value has the CPU kernel's bits."""
     got, expected = _pair(dtype, name)
-    bad = _bit_mismatches(got, expected)
-    assert bad.numel() == 0, (
-        f"{bad.numel()} of {NUMEL} values ({dtype}, window {name}) differ in bits from the CPU kernel; "
-        f"first at index {int(bad[0])}: got {float(got[bad[0]])!r}, expected {float(expected[bad[0]])!r}. "
-        "triton_kernels/trunc_normal.py and csrc/include/tinit/transform.h are out of step, or the "
-        "native extension was built from an older transform.h (rebuild it)"
-    )
+    _assert_bits_equal(got, expected, f"{dtype}, window {name}")
+    a, b = WINDOWS[name][2:]
+    assert bool(((got >= a) & (got <= b)).all()), f"{dtype}, window {name}: values outside [{a}, {b}]"
 
 
-EXTREME_WORDS = [0, 1, 2, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 3, 2**32 - 2, 2**32 - 1]
+@needs_native
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flat_uniform_bit_identical_to_cpu_kernel(dtype):
+    got, expected = _fill_triton(dtype, FLAT, numel=1031), _fill_cpu(dtype, FLAT, numel=1031)
+    _assert_bits_equal(got, expected, f"{dtype}, uniform_constants{FLAT}")
+
+
+@needs_native
+@pytest.mark.parametrize(("offset", "numel", "block"), [
+    pytest.param(0, 1, 1, id="one-element"),
+    pytest.param(1, 6, 1, id="offset1-block1"),
+    pytest.param(2, 1030, 16, id="offset2-block16"),
+    pytest.param(3, 517, 64, id="offset3-block64"),
+    pytest.param(4, 1024, 64, id="aligned-full-programs"),
+    pytest.param(2**34 + 5, 257, 2, id="offset-past-2^34"),
+])
+@pytest.mark.parametrize("name", [pytest.param(name, id=name) for name in ("linear", "mirrored", "precise", "tail")])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_offsets_and_blocks_bit_identical(dtype, name, offset, numel, block):
+    """Every offset % 4 (a program's first and last counter blocks straddle the tensor's
+    ends; offset % 4 == 0 takes the unmasked vector store) and several BLOCKs."""
+    got = _fill_triton(dtype, WINDOWS[name], numel=numel, offset=offset, block=block)
+    _assert_bits_equal(got, _fill_cpu(dtype, WINDOWS[name], numel=numel, offset=offset),
+                       f"{dtype}, window {name}, offset {offset}, block {block}")
+
+
+@needs_native
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unaligned_view_bit_identical(dtype):
+    """A view that starts 1 element into its storage: no vector store may assume alignment."""
+    storage = torch.full((1100,), 7.0, dtype=dtype)
+    view = storage[1:1026]
+    constants = transform_constants(*WINDOWS["two_sided"], dtype)
+    tk.trunc_normal_triton_(view, SEED, STREAM, 8, constants, block=64)
+    expected = torch.empty(1025, dtype=dtype)
+    ops.trunc_normal_native(expected, SEED, STREAM, 8, constants)
+    _assert_bits_equal(view, expected, f"{dtype}, view at element 1")
+    assert float(storage[0]) == 7.0 and bool((storage[1026:] == 7.0).all()), "wrote outside the view"
+
+
+EXTREME_WORDS = [0, 1, 2, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 129, 2**32 - 128, 2**32 - 3, 2**32 - 2, 2**32 - 1]
 
 
 @needs_native
@@ -280,10 +314,9 @@ EXTREME_WORDS = [0, 1, 2, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 3, 2**32 - 2, 2**
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_extreme_and_split_words_bit_identical(dtype, name):
     """Words at both ends of the range and either side of the split word take the
-    deepest tails and both sides of every select."""
-    constants = transform_constants(*WINDOWS[name], dtype)
-    split = int(constants[7])
-    words = EXTREME_WORDS + [split - 1, split, min(split + 1, 2**32 - 1)]
+    deepest tails, the last rows of the table and both sides of every select."""
+    split = int(transform_constants(*WINDOWS[name], dtype).split)
+    words = EXTREME_WORDS + [max(split - 1, 0), split, min(split + 1, 2**32 - 1)]
     for seed, stream, offset, block_words in place_words(words):
         got = _fill_triton(dtype, WINDOWS[name], numel=4, seed=seed, stream=stream, offset=offset, block=1)
         expected = _fill_cpu(dtype, WINDOWS[name], numel=4, seed=seed, stream=stream, offset=offset)
@@ -303,14 +336,14 @@ def test_values_do_not_depend_on_block(name):
 
 
 def test_shard_equals_slice_of_whole():
-    whole = _fill_triton(torch.bfloat16, WINDOWS["central"], numel=2000)
-    shard = _fill_triton(torch.bfloat16, WINDOWS["central"], numel=1001, offset=OFFSET + 999)
+    whole = _fill_triton(torch.bfloat16, WINDOWS["two_sided"], numel=2000)
+    shard = _fill_triton(torch.bfloat16, WINDOWS["two_sided"], numel=1001, offset=OFFSET + 999)
     torch.testing.assert_close(shard, whole[999:], rtol=0, atol=0)
 
 
 def test_inner_dim_shard_through_the_backend_equals_cpu():
     """A column block of a (40, 30) weight via backend="triton" (one launch for all row runs): the CPU kernel's bits."""
-    window = WINDOWS["central"]
+    window = WINDOWS["two_sided"]
     whole = tinit.trunc_normal_at_(torch.empty(40, 30), *window, seed=SEED, stream=STREAM, backend="cpu")
     shard = tinit.trunc_normal_at_(torch.empty(40, 7), *window, seed=SEED, stream=STREAM, backend="triton",
                                    global_shape=(40, 30), shard_offsets=(0, 21))
@@ -319,8 +352,8 @@ def test_inner_dim_shard_through_the_backend_equals_cpu():
 
 def test_registered_op_matches_direct_launch():
     via_op = torch.empty(1031, dtype=torch.float16)
-    tk.trunc_normal_triton_(via_op, SEED, STREAM, OFFSET, transform_constants(*WINDOWS["far"], torch.float16))
-    direct = _fill_triton(torch.float16, WINDOWS["far"], numel=1031, block=64)
+    tk.trunc_normal_triton_(via_op, SEED, STREAM, OFFSET, transform_constants(*WINDOWS["tail"], torch.float16))
+    direct = _fill_triton(torch.float16, WINDOWS["tail"], numel=1031, block=64)
     torch.testing.assert_close(via_op, direct, rtol=0, atol=0)
 
 
@@ -328,9 +361,22 @@ def test_registered_op_matches_direct_launch():
                                               pytest.param(SEED, STREAM + 1, id="stream"),
                                               pytest.param(SEED, STREAM + 2**32, id="stream-high-word")])
 def test_seed_and_stream_change_values(seed, stream):
-    base = _fill_triton(torch.float32, WINDOWS["central"], numel=512)
-    other = _fill_triton(torch.float32, WINDOWS["central"], numel=512, seed=seed, stream=stream)
+    base = _fill_triton(torch.float32, WINDOWS["two_sided"], numel=512)
+    other = _fill_triton(torch.float32, WINDOWS["two_sided"], numel=512, seed=seed, stream=stream)
     assert int((base == other).sum()) < 8, "a different seed or stream should give a different tensor"
+
+
+def test_kernel_arguments_are_the_record_fields():
+    """The kernel takes TruncNormalParams<float> by field name: every float field but sign
+    (which only gives flip), and split; the mode is the MODE constexpr."""
+    constants = transform_constants(*WINDOWS["mirrored"], torch.float32)
+    args = tk._kernel_constants(constants)
+    assert set(tk.FLOAT_FIELDS) | {"mode", "sign", "split"} == set(TruncNormalParams._fields)
+    assert args["MODE"] == Mode.TWO_SIDED and args["flip"] == -1
+    assert args["split"] == tk._i32_bits(int(constants.split))
+    for name in tk.FLOAT_FIELDS:
+        assert args[name] == tk._f32(getattr(constants, name)), name
+    assert set(tk.FLOAT_FIELDS) <= set(tk._trunc_normal_kernel.arg_names)
 
 
 # ------------------------------------------------------------- the op, errors
@@ -338,7 +384,7 @@ def test_seed_and_stream_change_values(seed, stream):
 def test_opcheck():
     tensor = torch.empty(37, dtype=torch.bfloat16)
     args = (tensor, ops.as_int64(SEED), ops.as_int64(STREAM), 3,
-            list(transform_constants(*WINDOWS["central"], torch.bfloat16)))
+            list(transform_constants(*WINDOWS["two_sided"], torch.bfloat16)))
     torch.library.opcheck(torch.ops.tinit.trunc_normal_triton_, args)
 
 
@@ -355,14 +401,23 @@ def test_float64_is_refused():
     assert "float64" in tk.why_not(out)
 
 
+_GOOD = transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32)
+
+
 @pytest.mark.parametrize(("tensor", "offset", "constants", "error"), [
     pytest.param(torch.empty(4, 4).t(), 0, None, "contiguous", id="non-contiguous"),
     pytest.param(torch.empty(4), -1, None, "offset", id="negative-offset"),
-    pytest.param(torch.empty(4), 0, (0.0,) * 13, "14 transform constants", id="short-constants"),
-    pytest.param(torch.empty(4), 0, (7.0,) + (0.0,) * 13, "mode", id="bad-mode"),
+    pytest.param(torch.empty(4), 0, (0.0,) * (PARAM_COUNT - 1), f"{PARAM_COUNT} transform constants",
+                 id="short-constants"),
+    pytest.param(torch.empty(4), 0, (7.0,) + (0.0,) * (PARAM_COUNT - 1), "mode", id="bad-mode"),
+    pytest.param(torch.empty(4), 0, (math.nan,) + (0.0,) * (PARAM_COUNT - 1), "mode", id="nan-mode"),
+    pytest.param(torch.empty(4), 0, _GOOD._replace(split=2.0**32), "split", id="split-2^32"),
+    pytest.param(torch.empty(4), 0, _GOOD._replace(a_cdf=0.9), "outside their range", id="a_cdf-past-table"),
+    pytest.param(torch.empty(4), 0, _GOOD._replace(step=2.0**-31), "outside their range", id="step-past-table"),
+    pytest.param(torch.empty(4), 0, _GOOD._replace(b_sf=math.nan), "outside their range", id="nan-b_sf"),
 ])
 def test_bad_arguments_raise(tensor, offset, constants, error):
-    constants = constants or transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32)
+    constants = constants or _GOOD
     with pytest.raises(ValueError, match=error):
         tk.trunc_normal_triton_(tensor, 1, 2, offset, constants)
 
@@ -379,12 +434,13 @@ def test_module_imports_without_triton():
 
         sys.meta_path.insert(0, Block())
         import torch
+        from tinit.params import transform_constants
         from tinit.triton_kernels import trunc_normal as tk
 
         assert not tk.triton_available()
         assert "triton" in tk.why_not(torch.empty(1))
         try:
-            tk.trunc_normal_triton_(torch.empty(1), 1, 2, 3, (0.0,) * 12)
+            tk.trunc_normal_triton_(torch.empty(1), 1, 2, 3, transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32))
         except ImportError as exc:
             assert "pip install triton" in str(exc), exc
         else:
@@ -395,20 +451,47 @@ def test_module_imports_without_triton():
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-# Fused multiply-adds per element of the fill, counted from transform.h as
-# (fp32, fp64): uniform_open 1, the s and q of two_sided_s 2, log_pos 11, the AS 241
-# rationals 1 + 4 * 7 (fp64 for fp32 tensors), ndtri_central 1 + 11 + 12 + 1,
-# tail mode 2 uniforms and 5 log_pos, and mean + std z 1. Any other fma would
-# be a contraction of a separate multiply and add.
-PTX_FMAS = {
-    ("fp32", 0): (14, 30), ("fp32", 1): (101, 1), ("fp32", 2): (14, 30),
-    ("bf16", 0): (44, 0), ("bf16", 1): (102, 0), ("bf16", 3): (29, 0),
-}
+def test_stream_arguments_do_not_specialize():
+    """Seed, stream and offset halves (and numel, flip, split) are not specialised, so a new
+    seed, stream or offset value reuses the compiled kernel (checked on the compiled kernels)."""
+    code = textwrap.dedent("""
+        import json
+        from tinit.triton_kernels import trunc_normal as tk
+        from tinit.triton_kernels import trunc_normal_grouped as tg
+
+        print(json.dumps({k.__name__: [p.name for p in k.params if p.do_not_specialize]
+                          for k in (tk._trunc_normal_kernel, tk._philox_kernel, tg._grouped_kernel)}))
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = {name: set(params) for name, params in json.loads(result.stdout).items()}
+    stream = {f"{n}_{half}" for n in ("seed", "stream", "offset") for half in ("lo", "hi")}
+    assert found["_trunc_normal_kernel"] >= stream | {"numel", "flip", "split"}, found
+    assert found["_philox_kernel"] >= stream | {"numel"}, found
+    assert found["_grouped_kernel"] >= {"seed_lo", "seed_hi", "n_entries", "entry_base", "const_base"}, found
 
 
-def test_gpu_code_is_ieee_and_uncontracted():
-    """Compiled for sm_90 (no GPU needed): only correctly rounded division and square
-    root, no approximate or flush-to-zero arithmetic, and exactly the fmas of transform.h."""
+# fp32 fused multiply-adds per element of each mode, counted from transform.h:
+# UNIFORM: uniform_open 1, g 1, width g + edge 1. TWO_SIDED: two_sided_s's q and
+# s 2, ndtri_poly 6 (horner 5 + the c0 step), mean + std z 2. TWO_SIDED_PRECISE:
+# 2, ndtri_poly with p_lo 7, z_lo 1, main and small 2. TAIL: two uniforms 2,
+# the log argument 1, log_pos 11, the square root's argument 1, two Newton
+# steps of 10 (slope 4, l(e) 4, f 2), edge - std e 2. Any other fma would be
+# a contraction of a separate multiply and add.
+PTX_FMAS = {Mode.UNIFORM: 3, Mode.TWO_SIDED: 10, Mode.TWO_SIDED_PRECISE: 12, Mode.TAIL: 37}
+# Word -> fp32 conversions (cvt.rn.f32.u32) per element: one per uniform_open or two_sided_s.
+PTX_CONVERSIONS = {Mode.UNIFORM: 1, Mode.TWO_SIDED: 1, Mode.TWO_SIDED_PRECISE: 1, Mode.TAIL: 2}
+# Correctly rounded divisions and square roots per element (tail_value's start and Newton steps).
+PTX_DIV_SQRT = {Mode.UNIFORM: (0, 0), Mode.TWO_SIDED: (0, 0), Mode.TWO_SIDED_PRECISE: (0, 0), Mode.TAIL: (3, 1)}
+
+
+def test_gpu_code_is_ieee_fp32_and_uncontracted():
+    """Compiled for sm_90 (no GPU needed), every dtype and mode: no fp64 instruction, only
+    correctly rounded division and square root, no approximate or flush-to-zero arithmetic,
+    and exactly the fmas of transform.h (once per copy of the computation: the compiler may
+    compute a cheap mode once for each of the two store paths)."""
     code = textwrap.dedent("""
         import json, re, sys
         import triton
@@ -421,30 +504,39 @@ def test_gpu_code_is_ieee_and_uncontracted():
             sys.exit(3)  # a triton without its NVIDIA backend: nothing to compile with
 
         ints = ("seed_lo", "seed_hi", "stream_lo", "stream_hi", "offset_lo", "offset_hi", "flip", "split")
-        floats = ("sign", "a_cdf", "b_sf", "mass", "log_b_cdf", "ratio", "mean", "std", "lo", "hi", "a_half",
-                  "b_half")
         result = {}
         for dtype, mode in json.loads(sys.argv[1]):
-            sig = {"out_ptr": "*" + dtype, "numel": "i64", **{n: "i32" for n in ints},
-                   **{n: "fp32" for n in floats}, "MODE": "constexpr", "BLOCK": "constexpr"}
-            src = ASTSource(tk._trunc_normal_kernel, sig, constexprs={"MODE": mode, "BLOCK": tk.DEFAULT_BLOCK})
+            types = {"out_ptr": "*" + dtype, "table_ptr": "*fp32", "numel": "i32", **{n: "i32" for n in ints},
+                     **{n: "fp32" for n in tk.FLOAT_FIELDS}, "MODE": "constexpr", "BLOCK": "constexpr"}
+            sig = {n: types[n] for n in tk._trunc_normal_kernel.arg_names}
+            attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
+            src = ASTSource(tk._trunc_normal_kernel, sig, constexprs={"MODE": mode, "BLOCK": tk.DEFAULT_BLOCK},
+                            attrs=attrs)
             ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=tk.LAUNCH_OPTIONS).asm["ptx"]
-            ops = re.findall(r"\\b((?:fma|div|sqrt|rcp|mul|add|sub|lg2|ex2)\\.[a-z0-9.]+)", ptx)
-            result[f"{dtype},{mode}"] = ops
+            body = ptx[ptx.index(".entry"):]
+            ops = re.findall(r"\\b((?:fma|div|sqrt|rcp|mul|add|sub|lg2|ex2|cvt|min|max)\\.[a-z0-9.]+)", body)
+            result[f"{dtype},{mode}"] = {"ops": ops, "f64": len(re.findall(r"\\.f64\\b|%fd", body))}
         print(json.dumps(result))
     """)
-    cases = [list(key) for key in PTX_FMAS]
+    cases = [[dtype, int(mode)] for dtype in ("fp32", "bf16", "fp16") for mode in Mode]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", code, json.dumps(cases)], check=False, capture_output=True,
-                            text=True, env=env, timeout=300)
+                            text=True, env=env, timeout=600)
     if result.returncode == 3:
         pytest.skip("this triton has no NVIDIA backend: nothing compiles for sm_90")
     assert result.returncode == 0, f"compiling the kernel for sm_90 failed:\n{result.stderr[-3000:]}"
     per_thread = 4 * tk.DEFAULT_BLOCK // (32 * tk.LAUNCH_OPTIONS["num_warps"])  # elements per thread
-    for key, insts in json.loads(result.stdout).items():
-        dtype, mode = key.split(",")
+    found = json.loads(result.stdout)
+    assert len(found) == len(cases)
+    for key, info in found.items():
+        mode, insts = Mode(int(key.split(",")[1])), info["ops"]
+        assert info["f64"] == 0, f"{key}: {info['f64']} fp64 instructions or registers"
         inexact = sorted({i for i in insts if any(t in i for t in ("approx", "full", "ftz", "rcp", "lg2", "ex2"))})
         assert not inexact, f"{key}: inexact instructions {inexact}"
         assert all(".rn" in i for i in insts if i.startswith(("div.", "sqrt."))), f"{key}: {sorted(set(insts))}"
-        fmas = (insts.count("fma.rn.f32") / per_thread, insts.count("fma.rn.f64") / per_thread)
-        assert fmas == PTX_FMAS[(dtype, int(mode))], f"{key}: fmas per element (f32, f64) {fmas}"
+        copies = insts.count("cvt.rn.f32.u32") / (per_thread * PTX_CONVERSIONS[mode])
+        assert copies in (1, 2), f"{key}: {copies} copies of the uniform conversions"
+        fmas = insts.count("fma.rn.f32") / (per_thread * copies)
+        assert fmas == PTX_FMAS[mode], f"{key}: {fmas} fmas per element, transform.h has {PTX_FMAS[mode]}"
+        div_sqrt = (insts.count("div.rn.f32") / (per_thread * copies), insts.count("sqrt.rn.f32") / (per_thread * copies))
+        assert div_sqrt == PTX_DIV_SQRT[mode], f"{key}: (div, sqrt) per element {div_sqrt}"

@@ -16,7 +16,9 @@ the variable and, if they were reloaded, compiled kernels are restored.
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -34,7 +36,7 @@ from conftest import triton_interpreted
 
 import tinit
 from tinit import ops
-from tinit.params import transform_constants
+from tinit.params import PARAM_COUNT, Mode, transform_constants
 from tinit.sharding import ShardLayout
 
 tk = importlib.import_module("tinit.triton_kernels.trunc_normal")
@@ -49,10 +51,10 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 DTYPE_PARAMS = [pytest.param(torch.float32, id="f32"), pytest.param(torch.bfloat16, id="bf16"),
                 pytest.param(torch.float16, id="f16")]
 INT_VIEW = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
-# (mean, std, a, b), absolute bounds, one per TransformMode (tinit/params.py):
-# kTwoSided (+-1000 sigma), kTail (log space), kTwoSidedFar (AS 241 far
-# branch), kCentral (+-2 sigma, ndtri_central).
-WINDOWS = ((0.0, 0.002, -2.0, 2.0), (0.0, 1.0, 20.0, 25.0), (0.0, 1.0, -9.0, -5.0), (0.0, 1.0, -2.0, 2.0))
+# (mean, std, a, b), absolute bounds, one per tinit.params.Mode, in Mode order
+# (checked below): UNIFORM (a linear window), TWO_SIDED (+-2 sigma),
+# TWO_SIDED_PRECISE (mean + std z cancels next to 0), TAIL (beyond 8 sigma).
+WINDOWS = ((0.0, 1.0, 0.5, 0.5001), (0.0, 1.0, -2.0, 2.0), (1.0, 1.0 / 7.0, -math.inf, 0.0), (0.0, 1.0, 8.0, 100.0))
 SIZES = (0, 1, 3, 4, 5, 257, 4097)
 SEED = 0x9E3779B97F4A7C15  # >= 2**63
 STREAM = 0xD1B54A32D192ED03  # >= 2**63
@@ -107,8 +109,27 @@ def _cpu_grouped(tensors, streams, offsets, packed, seed=SEED):
 
 
 def test_windows_cover_every_mode():
-    modes = {int(transform_constants(*w, d)[0]) for w in WINDOWS for d in DTYPES}
-    assert modes == {0, 1, 2, 3}, f"the test windows select modes {sorted(modes)} only"
+    for d in DTYPES:
+        modes = [Mode(int(transform_constants(*w, d).mode)) for w in WINDOWS]
+        assert modes == list(Mode), f"{d}: the test windows select modes {modes}"
+
+
+def test_constants_row_holds_the_record_fields_by_name():
+    """_const_row packs ROW_FIELDS: the fp32 bits of each named field, then mode, flip, split."""
+    import numpy as np
+
+    p = transform_constants(0.0, 1.0, -1.0, 4.0, torch.float32)  # mirrored: flip ~0, split < 2^32 - 1
+    row = tg._const_row(p)
+    assert row.dtype == np.int32 and row.size == 2 * tg._CONST_WORDS == len(tg.ROW_FIELDS)
+    for k, name in enumerate(tg.ROW_FIELDS):
+        if name == "mode":
+            assert row[k] == int(p.mode)
+        elif name == "flip":
+            assert row[k] == -1
+        elif name == "split":
+            assert int(row[k]) & 0xFFFFFFFF == int(p.split)
+        else:
+            assert row[k] == np.float32(getattr(p, name)).view(np.int32), name
 
 
 # ------------------------------------------------------------------ grouped
@@ -140,8 +161,27 @@ def test_values_do_not_depend_on_block_or_batching():
     _assert_bits_equal(alone, expected[-1], "a group of one")
 
 
+@needs_native
+def test_unaligned_views_bit_identical():
+    """Views whose addresses are not aligned for a 4-element store (fp32 at +4 bytes, bf16 at
+    +2) or only for the 8-byte one of bf16/fp16 (+8 bytes), with offsets % 4 == 0 and full
+    programs: the vector path is taken only where it is aligned, and nothing outside is written."""
+    dtypes, firsts = (torch.float32, torch.bfloat16, torch.float16, torch.float32), (1, 1, 4, 4)
+    storages = [torch.full((600,), 7.0, dtype=d) for d in dtypes]
+    views = [storage[first:first + 512] for storage, first in zip(storages, firsts)]
+    streams, offsets = [STREAM, STREAM + 1, 5, 6], [0, 64, 2**34, 8]
+    packed = [transform_constants(*WINDOWS[k % 4], v.dtype) for k, v in enumerate(views)]
+    expected = _cpu_grouped(views, streams, offsets, packed)
+    tg.trunc_normal_grouped_(views, SEED, streams, offsets, packed, block=16)
+    for t, (got, want) in enumerate(zip(views, expected)):
+        _assert_bits_equal(got, want, f"view {t} ({got.dtype}, address % 16 = {got.data_ptr() % 16})")
+    for t, (storage, first) in enumerate(zip(storages, firsts)):
+        outside = torch.cat([storage[:first], storage[first + 512:]])
+        assert bool((outside == 7.0).all()), f"storage {t}: written outside its view"
+
+
 def test_grouped_equals_single_tensor_kernel():
-    constants = transform_constants(*WINDOWS[3], torch.bfloat16)
+    constants = transform_constants(*WINDOWS[1], torch.bfloat16)
     single = torch.empty(1031, dtype=torch.bfloat16)
     tk.trunc_normal_triton_(single, SEED, STREAM, FAR, constants)
     grouped = torch.empty(1031, dtype=torch.bfloat16)
@@ -174,8 +214,12 @@ GOOD_CONSTANTS = [transform_constants(*WINDOWS[0], torch.float32), transform_con
     pytest.param(torch.empty(4), SEED, 1, 2**63 - 3, None, (ValueError, "2\\*\\*63"), id="past-2^63"),
     pytest.param(torch.empty(4), SEED, 2**64, 0, None, (ValueError, "streams"), id="stream-2^64"),
     pytest.param(torch.empty(4), -1, 1, 0, None, (ValueError, "seed"), id="negative-seed"),
-    pytest.param(torch.empty(4), SEED, 1, 0, (7.0,) + (0.0,) * 13, (ValueError, "mode"), id="bad-mode"),
-    pytest.param(torch.empty(4), SEED, 1, 0, (0.0,) * 13, (ValueError, "14"), id="short-constants"),
+    pytest.param(torch.empty(4), SEED, 1, 0, (7.0,) + (0.0,) * (PARAM_COUNT - 1), (ValueError, "mode"),
+                 id="bad-mode"),
+    pytest.param(torch.empty(4), SEED, 1, 0, (0.0,) * (PARAM_COUNT - 1), (ValueError, str(PARAM_COUNT)),
+                 id="short-constants"),
+    pytest.param(torch.empty(4), SEED, 1, 0, transform_constants(*WINDOWS[1], torch.float32)._replace(a_cdf=2.0),
+                 (ValueError, "outside their range"), id="a_cdf-past-table"),
 ])
 def test_bad_input_raises_before_writing(extra, seed, stream, offset, constants, error, launches):
     tensors = [*_good(), extra]
@@ -210,7 +254,7 @@ RUN_LAYOUTS = [
 def test_runs_equal_cpu_op_in_one_launch(global_shape, local_shape, offsets, dtype, launches):
     runs = ShardLayout.from_offsets(global_shape, local_shape, offsets).runs(FAR)
     assert not runs.contiguous
-    constants = transform_constants(*WINDOWS[3], dtype)
+    constants = transform_constants(*WINDOWS[1], dtype)
     expected = torch.empty(local_shape, dtype=dtype)
     ops.trunc_normal_runs_native(expected, SEED, STREAM, runs, constants)
     got = torch.empty(local_shape, dtype=dtype)
@@ -225,7 +269,7 @@ def test_runs_equal_cpu_op_in_one_launch(global_shape, local_shape, offsets, dty
 
 @needs_native
 def test_inner_dim_shard_through_the_backend_is_one_launch(launches):
-    window = WINDOWS[3]
+    window = WINDOWS[1]
     whole = tinit.trunc_normal_at_(torch.empty(40, 30), *window, seed=SEED, stream=STREAM, backend="cpu")
     shard = tinit.trunc_normal_at_(torch.empty(40, 7), *window, seed=SEED, stream=STREAM, backend="triton",
                                    global_shape=(40, 30), shard_offsets=(0, 21))
@@ -263,7 +307,7 @@ def test_write_grouped_uses_the_triton_table(launches, monkeypatch):
 def test_runs_bad_input_raises_before_writing(tensor, layout, error, launches):
     runs = ShardLayout.from_offsets(*layout).runs(0)
     with pytest.raises(ValueError, match=error):
-        tg.trunc_normal_runs_(tensor, SEED, STREAM, runs, transform_constants(*WINDOWS[3], torch.float32))
+        tg.trunc_normal_runs_(tensor, SEED, STREAM, runs, transform_constants(*WINDOWS[1], torch.float32))
     torch.testing.assert_close(tensor, torch.full_like(tensor, 7.0), rtol=0, atol=0)
     assert launches == []
 
@@ -271,7 +315,7 @@ def test_runs_bad_input_raises_before_writing(tensor, layout, error, launches):
 def test_runs_past_2_63_raise():
     runs = ShardLayout.from_offsets((40, 30), (40, 7), (0, 21)).runs(2**63 - 1000)
     with pytest.raises(ValueError, match="2\\*\\*63"):
-        tg.trunc_normal_runs_(torch.empty(40, 7), SEED, STREAM, runs, transform_constants(*WINDOWS[3], torch.float32))
+        tg.trunc_normal_runs_(torch.empty(40, 7), SEED, STREAM, runs, transform_constants(*WINDOWS[1], torch.float32))
 
 
 # --------------------------------------------------------------- the ops
@@ -286,50 +330,67 @@ def test_opcheck_grouped_and_runs():
     torch.library.opcheck(torch.ops.tinit.trunc_normal_grouped_triton_, args)
     runs = ShardLayout.from_offsets((6, 10), (6, 3), (0, 4)).runs(FAR)
     args = (torch.empty(6, 3), ops.as_int64(SEED), ops.as_int64(STREAM), runs.base, runs.run,
-            list(runs.outer_sizes), list(runs.outer_starts), list(transform_constants(*WINDOWS[3], torch.float32)))
+            list(runs.outer_sizes), list(runs.outer_starts), list(transform_constants(*WINDOWS[1], torch.float32)))
     torch.library.opcheck(torch.ops.tinit.trunc_normal_runs_triton_, args)
 
 
+# fp32 fmas and word -> fp32 conversions per element of each mode (transform.h;
+# the derivation is beside PTX_FMAS in tests/test_triton.py).
+MODE_FMAS = {Mode.UNIFORM: 3, Mode.TWO_SIDED: 10, Mode.TWO_SIDED_PRECISE: 12, Mode.TAIL: 37}
+MODE_CONVERSIONS = {Mode.UNIFORM: 1, Mode.TWO_SIDED: 1, Mode.TWO_SIDED_PRECISE: 1, Mode.TAIL: 2}
+
+
 def test_gpu_code_compiles_without_inexact_math():
-    """Compiled for sm_90 (no GPU needed): the address casts and the run-time mode
-    branch lower, only IEEE operations appear, and the bf16 kernel holds exactly
-    the fmas of the single-tensor kernel's four modes together."""
+    """Compiled for sm_90 (no GPU needed), every dtype: the address casts and the run-time
+    mode branch lower, only IEEE fp32 operations appear (no fp64), and the kernel holds
+    exactly the fmas of the four modes, each computed once or twice (once per store path)."""
     code = textwrap.dedent("""
-        import json, re
+        import json, re, sys
         import triton
+        from triton.backends import backends
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
         from tinit.triton_kernels import trunc_normal as tk
         from tinit.triton_kernels import trunc_normal_grouped as tg
 
-        def insts(src):
+        if "nvidia" not in backends:
+            sys.exit(3)  # a triton without its NVIDIA backend: nothing to compile with
+        sig = {"table_ptr": "*i32", "ndtri_ptr": "*fp32", "n_entries": "i32", "entry_base": "i64",
+               "const_base": "i64", "seed_lo": "i32", "seed_hi": "i32", "DTYPE": "constexpr", "LOG": "constexpr",
+               "BLOCK": "constexpr"}
+        assert list(sig) == tg._grouped_kernel.arg_names, tg._grouped_kernel.arg_names
+        found = {}
+        for dtype in range(3):
+            src = ASTSource(tg._grouped_kernel, sig, constexprs={"DTYPE": dtype, "LOG": 8, "BLOCK": tk.DEFAULT_BLOCK},
+                            attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
             ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=tk.LAUNCH_OPTIONS).asm["ptx"]
-            return re.findall(r"\\b((?:fma|div|sqrt|rcp|lg2|ex2)\\.[a-z0-9.]+)", ptx)
-
-        sig = {"table_ptr": "*i32", "n_entries": "i32", "entry_base": "i64", "const_base": "i64",
-               "seed_lo": "i32", "seed_hi": "i32", "DTYPE": "constexpr", "LOG": "constexpr", "BLOCK": "constexpr"}
-        grouped = insts(ASTSource(tg._grouped_kernel, sig, constexprs={"DTYPE": 1, "LOG": 8, "BLOCK": tk.DEFAULT_BLOCK}))
-        ints = ("seed_lo", "seed_hi", "stream_lo", "stream_hi", "offset_lo", "offset_hi", "flip", "split")
-        floats = ("sign", "a_cdf", "b_sf", "mass", "log_b_cdf", "ratio", "mean", "std", "lo", "hi", "a_half", "b_half")
-        sig = {"out_ptr": "*bf16", "numel": "i64", **{n: "i32" for n in ints}, **{n: "fp32" for n in floats},
-               "MODE": "constexpr", "BLOCK": "constexpr"}
-        single = [i for mode in range(4) for i in insts(
-            ASTSource(tk._trunc_normal_kernel, sig, constexprs={"MODE": mode, "BLOCK": tk.DEFAULT_BLOCK}))]
-        print(json.dumps({"grouped": grouped, "single": single}))
+            body = ptx[ptx.index(".entry"):]
+            found[dtype] = {"ops": re.findall(r"\\b((?:fma|div|sqrt|rcp|lg2|ex2|cvt)\\.[a-z0-9.]+)", body),
+                            "f64": len(re.findall(r"\\.f64\\b|%fd", body)),
+                            "vector_stores": len(re.findall(r"st\\.global\\.v[24]", body))}
+        print(json.dumps(found))
     """)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env,
-                            timeout=300)
-    if result.returncode != 0:
-        pytest.skip(f"this triton cannot compile for sm_90 here: {result.stderr.strip().splitlines()[-1:]}")
-    found = json.loads(result.stdout)
-    grouped, single = found["grouped"], found["single"]
-    inexact = sorted({i for i in grouped if any(t in i for t in ("approx", "full", "ftz", "rcp", "lg2", "ex2"))})
-    assert not inexact, f"inexact instructions {inexact}"
-    assert all(".rn" in i for i in grouped if i.startswith(("div.", "sqrt."))), sorted(set(grouped))
-    for kind in ("fma.rn.f32", "fma.rn.f64"):
-        assert grouped.count(kind) == single.count(kind), f"{kind}: grouped {grouped.count(kind)}, " \
-                                                          f"single-tensor modes together {single.count(kind)}"
+                            timeout=600)
+    if result.returncode == 3:
+        pytest.skip("this triton has no NVIDIA backend: nothing compiles for sm_90")
+    assert result.returncode == 0, f"compiling the grouped kernel for sm_90 failed:\n{result.stderr[-3000:]}"
+    per_thread = 4 * tk.DEFAULT_BLOCK // (32 * tk.LAUNCH_OPTIONS["num_warps"])
+    for dtype, info in json.loads(result.stdout).items():
+        insts = info["ops"]
+        assert info["f64"] == 0, f"DTYPE {dtype}: {info['f64']} fp64 instructions or registers"
+        assert info["vector_stores"] > 0, f"DTYPE {dtype}: no vector store (the aligned path lost its alignment)"
+        inexact = sorted({i for i in insts if any(t in i for t in ("approx", "full", "ftz", "rcp", "lg2", "ex2"))})
+        assert not inexact, f"DTYPE {dtype}: inexact instructions {inexact}"
+        assert all(".rn" in i for i in insts if i.startswith(("div.", "sqrt."))), sorted(set(insts))
+        fmas = insts.count("fma.rn.f32") / per_thread
+        conversions = insts.count("cvt.rn.f32.u32") / per_thread
+        copies = [c for c in itertools.product((1, 2), repeat=len(Mode))
+                  if fmas == sum(MODE_FMAS[m] * k for m, k in zip(Mode, c))
+                  and conversions == sum(MODE_CONVERSIONS[m] * k for m, k in zip(Mode, c))]
+        assert copies, f"DTYPE {dtype}: {fmas} fmas and {conversions} conversions per element are not the " \
+                       f"modes' {MODE_FMAS} and {MODE_CONVERSIONS}, once or twice each"
 
 
 @pytest.mark.gpu
