@@ -72,7 +72,7 @@ void emulate(const void* table, const tinit::cuda::GroupPlan::Group& g, int kind
   const GroupView t = view_of(table, s, static_cast<int64_t>(g.entries.size()), g.chunks);
   if (grid <= 0) grid = (g.chunks + kWarps - 1) / kWarps;
   for (int64_t b = grid - 1; b >= 0; --b) {
-    for (int th = kThreads - 1; th >= 0; --th) grouped_thread<out_t>(t, seed, b, th, grid);
+    for (int th = kThreads - 1; th >= 0; --th) grouped_thread<out_t>(t, tinit::philox_keys(seed), b, th, grid);
   }
 }
 

@@ -115,12 +115,12 @@ TINIT_HD int64_t block_count(int64_t numel, uint64_t offset) {
 
 // The four values of counter block `blk` (stream indices 4 blk .. 4 blk + 3).
 template <typename out_t, int Mode>
-TINIT_HD void block_values(uint64_t seed, uint64_t stream, uint64_t blk,
+TINIT_HD void block_values(const PhiloxKeys& keys, uint64_t stream, uint64_t blk,
                            const TruncNormalParams<typename Out<out_t>::T>& P,
                            typename Out<out_t>::T v[4]) {
   using T = typename Out<out_t>::T;
   uint32_t w[4];
-  philox_block(seed, stream, blk, w);
+  philox_block(keys, stream, blk, w);
 #pragma unroll
   for (int k = 0; k < 4; ++k) v[k] = trunc_normal_value<T, Mode>(w[k], P);
 }
@@ -162,7 +162,7 @@ TINIT_HD void store_words(uint32_t* out, int64_t numel, int64_t first, bool vec_
 // with one unconditional vector store; the at most two edge units and
 // misaligned tensors take store_values.
 template <typename out_t, int Mode>
-TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, uint64_t seed, uint64_t stream,
+TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, const PhiloxKeys& keys, uint64_t stream,
                               uint64_t offset,
                               const TruncNormalParams<typename Out<out_t>::T>& P,
                               bool vec_ok, bool compute_only, int64_t g, int64_t end,
@@ -174,7 +174,7 @@ TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, uint64_t seed, uint64_t
   if (compute_only) {
     for (; g < end; g += step) {
       T v[4];
-      block_values<out_t, Mode>(seed, stream, blk0 + static_cast<uint64_t>(g), P, v);
+      block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
 #pragma unroll
       for (int k = 0; k < 4; ++k) sink = (sink ^ fold_bits(v[k])) * 0x9E3779B1u;
     }
@@ -185,34 +185,34 @@ TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, uint64_t seed, uint64_t
   const int64_t interior_end = (numel + skip) >> 2;
   for (; g < end && g < interior_begin; g += step) {
     T v[4];
-    block_values<out_t, Mode>(seed, stream, blk0 + static_cast<uint64_t>(g), P, v);
+    block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
     store_values<out_t>(out, numel, 4 * g - skip, false, v);
   }
   if (vec_ok) {
     const int64_t stop = end < interior_end ? end : interior_end;
     for (; g < stop; g += step) {
       T v[4];
-      block_values<out_t, Mode>(seed, stream, blk0 + static_cast<uint64_t>(g), P, v);
+      block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
       Out<out_t>::store4(out + (4 * g - skip), v);
     }
   }
   for (; g < end; g += step) {
     T v[4];
-    block_values<out_t, Mode>(seed, stream, blk0 + static_cast<uint64_t>(g), P, v);
+    block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
     store_values<out_t>(out, numel, 4 * g - skip, vec_ok, v);
   }
   return sink;
 }
 
 // The raw words of units g, g + step, ... below `end`, as fill_blocks.
-TINIT_HD void philox_fill_blocks(uint32_t* out, int64_t numel, uint64_t seed,
+TINIT_HD void philox_fill_blocks(uint32_t* out, int64_t numel, const PhiloxKeys& keys,
                                  uint64_t stream, uint64_t offset, bool vec_ok,
                                  int64_t g, int64_t end, int64_t step) {
   const int64_t skip = static_cast<int64_t>(offset & 3u);
   const uint64_t blk0 = offset >> 2;
   for (; g < end; g += step) {
     uint32_t w[4];
-    philox_block(seed, stream, blk0 + static_cast<uint64_t>(g), w);
+    philox_block(keys, stream, blk0 + static_cast<uint64_t>(g), w);
     store_words(out, numel, 4 * g - skip, vec_ok, w);
   }
 }

@@ -120,7 +120,7 @@ TINIT_HD const GroupEntry& chunk_span(const GroupView& t, int64_t c, int64_t* g0
 }
 
 template <typename out_t>
-TINIT_HD void values_chunk(const GroupView& t, uint64_t seed, int64_t c, int lane) {
+TINIT_HD void values_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c, int lane) {
   using T = typename Out<out_t>::T;
   int64_t g0, g1;
   const GroupEntry& e = chunk_span(t, c, &g0, &g1);
@@ -129,28 +129,28 @@ TINIT_HD void values_chunk(const GroupView& t, uint64_t seed, int64_t c, int lan
   const bool vec = e.vec_ok != 0;
   switch (P.mode) {
     case kUniform:
-      fill_blocks<out_t, kUniform>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
+      fill_blocks<out_t, kUniform>(out, e.numel, keys, e.stream, e.offset, P, vec, false,
                                    g0 + lane, g1, kLanes);
       break;
     case kTwoSided:
-      fill_blocks<out_t, kTwoSided>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
+      fill_blocks<out_t, kTwoSided>(out, e.numel, keys, e.stream, e.offset, P, vec, false,
                                     g0 + lane, g1, kLanes);
       break;
     case kTwoSidedPrecise:
-      fill_blocks<out_t, kTwoSidedPrecise>(out, e.numel, seed, e.stream, e.offset, P, vec,
+      fill_blocks<out_t, kTwoSidedPrecise>(out, e.numel, keys, e.stream, e.offset, P, vec,
                                            false, g0 + lane, g1, kLanes);
       break;
     default:  // kTail: the pack refuses any other mode
-      fill_blocks<out_t, kTail>(out, e.numel, seed, e.stream, e.offset, P, vec, false,
+      fill_blocks<out_t, kTail>(out, e.numel, keys, e.stream, e.offset, P, vec, false,
                                 g0 + lane, g1, kLanes);
       break;
   }
 }
 
-TINIT_HD void words_chunk(const GroupView& t, uint64_t seed, int64_t c, int lane) {
+TINIT_HD void words_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c, int lane) {
   int64_t g0, g1;
   const GroupEntry& e = chunk_span(t, c, &g0, &g1);
-  philox_fill_blocks(static_cast<uint32_t*>(e.out), e.numel, seed, e.stream, e.offset,
+  philox_fill_blocks(static_cast<uint32_t*>(e.out), e.numel, keys, e.stream, e.offset,
                      e.vec_ok != 0, g0 + lane, g1, kLanes);
 }
 
@@ -158,21 +158,21 @@ TINIT_HD void words_chunk(const GroupView& t, uint64_t seed, int64_t c, int lane
 // writes: out_t values, or the raw words for out_t = uint32_t. The kernels
 // are this and nothing else, so the host harness runs exactly their code.
 template <typename out_t>
-TINIT_HD void grouped_thread(const GroupView& t, uint64_t seed, int64_t block, int thread,
+TINIT_HD void grouped_thread(const GroupView& t, const PhiloxKeys& keys, int64_t block, int thread,
                              int64_t grid) {
   const int lane = thread % kLanes;
   for (int64_t c = block * kWarps + thread / kLanes; c < t.chunks; c += grid * kWarps) {
     if constexpr (std::is_same<out_t, uint32_t>::value) {
-      words_chunk(t, seed, c, lane);
+      words_chunk(t, keys, c, lane);
     } else {
-      values_chunk<out_t>(t, seed, c, lane);
+      values_chunk<out_t>(t, keys, c, lane);
     }
   }
 }
 
 template <typename out_t>
-__global__ void __launch_bounds__(kThreads) grouped_kernel(const GroupView t, uint64_t seed) {
-  grouped_thread<out_t>(t, seed, blockIdx.x, threadIdx.x, gridDim.x);
+__global__ void __launch_bounds__(kThreads) grouped_kernel(const GroupView t, const PhiloxKeys keys) {
+  grouped_thread<out_t>(t, keys, blockIdx.x, threadIdx.x, gridDim.x);
 }
 
 template <typename out_t>
@@ -270,19 +270,19 @@ extern "C" cudaError_t tinit_grouped_cuda(const void* device_table, TinitGroupKi
   const auto grid = static_cast<unsigned>(needed < kMaxGrid ? needed : kMaxGrid);
   switch (kind) {
     case TINIT_GROUP_FLOAT32:
-      grouped_kernel<float><<<grid, kThreads, 0, cuda_stream>>>(t, seed);
+      grouped_kernel<float><<<grid, kThreads, 0, cuda_stream>>>(t, tinit::philox_keys(seed));
       break;
     case TINIT_GROUP_FLOAT64:
-      grouped_kernel<double><<<grid, kThreads, 0, cuda_stream>>>(t, seed);
+      grouped_kernel<double><<<grid, kThreads, 0, cuda_stream>>>(t, tinit::philox_keys(seed));
       break;
     case TINIT_GROUP_BFLOAT16:
-      grouped_kernel<__nv_bfloat16><<<grid, kThreads, 0, cuda_stream>>>(t, seed);
+      grouped_kernel<__nv_bfloat16><<<grid, kThreads, 0, cuda_stream>>>(t, tinit::philox_keys(seed));
       break;
     case TINIT_GROUP_FLOAT16:
-      grouped_kernel<__half><<<grid, kThreads, 0, cuda_stream>>>(t, seed);
+      grouped_kernel<__half><<<grid, kThreads, 0, cuda_stream>>>(t, tinit::philox_keys(seed));
       break;
     case TINIT_GROUP_WORDS:
-      grouped_kernel<uint32_t><<<grid, kThreads, 0, cuda_stream>>>(t, seed);
+      grouped_kernel<uint32_t><<<grid, kThreads, 0, cuda_stream>>>(t, tinit::philox_keys(seed));
       break;
   }
   return cudaGetLastError();

@@ -25,13 +25,13 @@ constexpr int kMaxDevices = 64;
 
 template <typename out_t, int Mode>
 __global__ void __launch_bounds__(kThreads)
-trunc_normal_kernel(out_t* __restrict__ out, int64_t numel, uint64_t seed,
+trunc_normal_kernel(out_t* __restrict__ out, int64_t numel, const PhiloxKeys keys,
                     uint64_t stream, uint64_t offset,
                     const TruncNormalParams<typename Out<out_t>::T> P,
                     bool vec_ok, bool compute_only) {
   using T = typename Out<out_t>::T;
   const uint32_t sink = fill_blocks<out_t, Mode>(
-      out, numel, seed, stream, offset, P, vec_ok, compute_only,
+      out, numel, keys, stream, offset, P, vec_ok, compute_only,
       static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, block_count(numel, offset),
       static_cast<int64_t>(gridDim.x) * blockDim.x);
   // Compute-only runs keep every value alive through this (practically never
@@ -40,9 +40,9 @@ trunc_normal_kernel(out_t* __restrict__ out, int64_t numel, uint64_t seed,
 }
 
 __global__ void __launch_bounds__(kThreads)
-philox_kernel(uint32_t* __restrict__ out, int64_t numel, uint64_t seed,
+philox_kernel(uint32_t* __restrict__ out, int64_t numel, const PhiloxKeys keys,
               uint64_t stream, uint64_t offset, bool vec_ok) {
-  philox_fill_blocks(out, numel, seed, stream, offset, vec_ok,
+  philox_fill_blocks(out, numel, keys, stream, offset, vec_ok,
                      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
                      block_count(numel, offset),
                      static_cast<int64_t>(gridDim.x) * blockDim.x);
@@ -83,7 +83,7 @@ cudaError_t launch_mode(out_t* out, int64_t numel, uint64_t seed, uint64_t strea
   int grid = 0;
   const cudaError_t err = grid_size(kernel, cache, blocks, &grid);
   if (err != cudaSuccess) return err;
-  kernel<<<grid, kThreads, 0, cuda_stream>>>(out, numel, seed, stream, offset,
+  kernel<<<grid, kThreads, 0, cuda_stream>>>(out, numel, philox_keys(seed), stream, offset,
                                              TruncNormalParams<T>::from_packed(packed),
                                              vector_ok(out, offset), compute_only);
   return cudaGetLastError();
@@ -154,7 +154,7 @@ extern "C" cudaError_t tinit_philox_cuda(uint32_t* data, int64_t numel, uint64_t
   int grid = 0;
   const cudaError_t err = grid_size(&philox_kernel, cache, blocks, &grid);
   if (err != cudaSuccess) return err;
-  philox_kernel<<<grid, kThreads, 0, cuda_stream>>>(data, numel, seed, stream, offset,
+  philox_kernel<<<grid, kThreads, 0, cuda_stream>>>(data, numel, tinit::philox_keys(seed), stream, offset,
                                                     vector_ok(data, offset));
   return cudaGetLastError();
 }

@@ -65,6 +65,65 @@ TINIT_HD void philox4x32_10(uint32_t& c0, uint32_t& c1, uint32_t& c2,
   }
 }
 
+// The ten round keys of `seed`, computed once per thread by the GPU kernels
+// (in the loop, the key schedule would cost two adds a round).
+struct PhiloxKeys {
+  uint32_t k0[10], k1[10];
+};
+
+TINIT_HD PhiloxKeys philox_keys(uint64_t seed) {
+  PhiloxKeys keys;
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+  for (int round = 0; round < 10; ++round) {
+    keys.k0[round] = k0;
+    keys.k1[round] = k1;
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
+  }
+  return keys;
+}
+
+// philox4x32_10 with the round keys precomputed: the same words.
+TINIT_HD void philox4x32_10(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3,
+                            const PhiloxKeys& keys) {
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+  for (int round = 0; round < 10; ++round) {
+#if defined(__CUDA_ARCH__)
+    const uint32_t hi0 = __umulhi(kPhiloxM0, c0), lo0 = kPhiloxM0 * c0;
+    const uint32_t hi1 = __umulhi(kPhiloxM1, c2), lo1 = kPhiloxM1 * c2;
+#else
+    const uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * c0;
+    const uint64_t p1 = static_cast<uint64_t>(kPhiloxM1) * c2;
+    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+#endif
+    const uint32_t n0 = hi1 ^ c1 ^ keys.k0[round];
+    const uint32_t n2 = hi0 ^ c3 ^ keys.k1[round];
+    c1 = lo1;
+    c3 = lo0;
+    c0 = n0;
+    c2 = n2;
+  }
+}
+
+// The four words of counter block `blk` of `stream` under precomputed keys.
+TINIT_HD void philox_block(const PhiloxKeys& keys, uint64_t stream, uint64_t blk, uint32_t out[4]) {
+  uint32_t c0 = static_cast<uint32_t>(blk);
+  uint32_t c1 = static_cast<uint32_t>(blk >> 32);
+  uint32_t c2 = static_cast<uint32_t>(stream);
+  uint32_t c3 = static_cast<uint32_t>(stream >> 32);
+  philox4x32_10(c0, c1, c2, c3, keys);
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
 // The four words of counter block `blk` of `stream` under key `seed`.
 TINIT_HD void philox_block(uint64_t seed, uint64_t stream, uint64_t blk,
                            uint32_t out[4]) {
