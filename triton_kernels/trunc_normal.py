@@ -518,7 +518,8 @@ if triton is not None:
 
     @triton.jit
     def _store_values(out_ptr, local, x, mask):
-        """Store fp32 values ``x`` at ``out_ptr + local`` (where ``mask``), rounded once to the output dtype."""
+        """Store values ``x`` at ``out_ptr + local`` (where ``mask``): fp32 rounded once to the output dtype
+        (or int32 words as they are)."""
         if out_ptr.dtype.element_ty == tl.bfloat16:
             # float_to_bf16_bits (transform.h): round to nearest even, once.
             u = x.to(tl.uint32, bitcast=True)
@@ -533,7 +534,9 @@ if triton is not None:
                        BLOCK: tl.constexpr):
         """Raw stream words of indices offset + [0, numel) into an int32 tensor (uint32 bits)."""
         words, local, start = _stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK)
-        tl.store(out_ptr + start + local, words.to(tl.int32, bitcast=True), mask=_in_tensor(local, start, numel))
+        base = tl.program_id(0).to(tl.int64) * (4 * BLOCK)
+        _store_block(out_ptr, out_ptr, base, (offset_lo & 3) == 0, start, local, numel,
+                     words.to(tl.int32, bitcast=True))
 
     # ---------------------------------------------------------------- the op
 
