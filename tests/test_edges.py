@@ -249,23 +249,8 @@ FAR_TAILS = {
 }
 
 
-# fp64 takes the two-sided modes up to 37 sigma (the tail edge of mills_factor), and
-# its two-sided precise mode is the plain one (x = mean + std z in one fma): between
-# about 8 and 37 sigma, with mean = 1 and x near 0, z's few fp64 ulp are multiplied by
-# |z| std / max(|x|, std) ~ |z|. Measured over these 1064 words (bulk seed 11 and
-# EXTREME_WORDS); 7 sigma is inside the bound at 14.1 ulp, 37 sigma (tail mode) at 1.0.
-F64_FAR_TAIL_XFAIL = {
-    "N(1,1/10)_(-inf,0]_10sigma": "fp64 two-sided (precise) mode cancels in mean + std z; measured: "
-                                  "171 of 1064 values beyond 16 ulp, worst 34.6 ulp of max(|x|, std) "
-                                  "(word 2696058578: -0.004600913829330422 vs -0.0046009138293309024)",
-    "N(1,1/20)_(-inf,0]_20sigma": "fp64 two-sided (precise) mode cancels in mean + std z; measured: "
-                                  "580 of 1064 values beyond 16 ulp, worst 80.4 ulp of max(|x|, std) "
-                                  "(word 1037276766: -0.0035370738033253194 vs -0.0035370738033258776)",
-}
 FAR_TAIL_PARAMS = [
-    pytest.param(window, dtype, max_ulp, id=f"{name}-{dtype_id}",
-                 marks=[pytest.mark.xfail(strict=True, reason=F64_FAR_TAIL_XFAIL[name])]
-                 if dtype == torch.float64 and name in F64_FAR_TAIL_XFAIL else [])
+    pytest.param(window, dtype, max_ulp, id=f"{name}-{dtype_id}")
     for name, window in FAR_TAILS.items()
     for dtype_id, dtype, max_ulp in (("f32", torch.float32, F32_MAX_ULP), ("f64", torch.float64, F64_MAX_ULP))
 ]

@@ -24,10 +24,10 @@ SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 # v0.1.0; version 2 (this one) is documented in docs/stream.md.
 STREAM_VERSION = 2
 # Windows whose upper edge (after mirroring) lies this many std below the
-# mean take the tail mode (the excursion from the nearer bound). fp32: from
-# here on the two-sided modes' mean + std z would lose digits next to a bound
-# near 0; fp64: the Mills series of mills_factor (transform.h) needs y >= 37.
-_TAIL_EDGE = {torch.float32: 8.0, torch.float64: 37.0}
+# mean take the tail mode (the excursion from the nearer bound): from here on
+# the two-sided modes' mean + std z would lose digits next to a bound near 0,
+# and mills_ratio's continued fraction (transform.h, fp64) has converged.
+_TAIL_EDGE = {torch.float32: 8.0, torch.float64: 8.0}
 # No deviate of the transform exceeds this (min uniform 2^-33 -> 6.4 sigma).
 _REACH_SIGMAS = 8.3
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
