@@ -1,0 +1,130 @@
+"""CPU throughput of tinit per transform mode, side by side with torch's fills, in one process.
+
+    python bench/bench_cpu_modes.py                         # this checkout, 64 M elements, 2 threads
+    PYTHONPATH=/path/to/v0.1.0 python bench/bench_cpu_modes.py --label v0.1.0   # an older release
+
+Every case fills one preallocated tensor in place: one untimed call whose
+output is checked (finite, inside the window), then the median of --repeats
+timed calls. tinit cases call the public ``tinit.trunc_normal_at_`` (an
+explicit seed, so torch's RNG is not part of the time) or ``tinit.fill_``
+for the uniform schemes; the baselines are torch's own ``Tensor.normal_``,
+``Tensor.uniform_`` and ``torch.nn.init.trunc_normal_`` on the same tensor.
+Prints a markdown table (G elements/s and the ratios, measured in this one
+run) and writes JSON with the machine, versions and commit beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import tinit
+
+# (case, dtype, mean, std, a, b): absolute bounds.
+CASES = [
+    ("+-2 sigma", torch.float32, 0.0, 0.02, -0.04, 0.04),
+    ("default window (std 0.02, a=-2, b=2)", torch.float32, 0.0, 0.02, -2.0, 2.0),
+    ("untruncated", torch.float32, 0.0, 1.0, -math.inf, math.inf),
+    ("+-2 sigma", torch.bfloat16, 0.0, 0.02, -0.04, 0.04),
+    ("default window (std 0.02, a=-2, b=2)", torch.bfloat16, 0.0, 0.02, -2.0, 2.0),
+]
+UNIFORM_BOUND = 0.1
+
+
+def _median_s(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _check(x: torch.Tensor, a: float, b: float, what: str) -> None:
+    v = x.float()
+    if not bool(torch.isfinite(v).all()):
+        raise AssertionError(f"{what}: non-finite values")
+    if float(v.min()) < a or float(v.max()) > b:
+        raise AssertionError(f"{what}: values outside [{a}, {b}]")
+
+
+def run(numel: int, repeats: int, torch_trunc: bool) -> list[dict]:
+    rows = []
+    for name, dtype, mean, std, a, b in CASES:
+        x = torch.empty(numel, dtype=dtype)
+        tinit.trunc_normal_at_(x, mean, std, a, b, seed=1)
+        _check(x, a, b, f"tinit {name}")
+        t_tinit = _median_s(lambda: tinit.trunc_normal_at_(x, mean, std, a, b, seed=1), repeats)
+        x.normal_(mean, std)
+        t_normal = _median_s(lambda: x.normal_(mean, std), repeats)
+        row = {"case": name, "dtype": str(dtype).replace("torch.", ""), "numel": numel,
+               "tinit_g_per_s": numel / t_tinit / 1e9, "normal_g_per_s": numel / t_normal / 1e9}
+        if torch_trunc and dtype == torch.float32 and math.isfinite(a) and b - a < 1.0:
+            torch.nn.init.trunc_normal_(x, mean, std, a, b)
+            row["torch_trunc_g_per_s"] = numel / _median_s(
+                lambda: torch.nn.init.trunc_normal_(x, mean, std, a, b), max(1, repeats // 2)) / 1e9
+        rows.append(row)
+    for dtype in (torch.float32, torch.bfloat16):
+        w = torch.nn.Parameter(torch.empty(numel // 4096, 4096, dtype=dtype))
+        fill = lambda: tinit.fill_(w, "xavier_uniform", seed=1)  # noqa: E731
+        fill()
+        bound = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
+        _check(w.data, -bound, bound, "tinit xavier_uniform")
+        t_tinit = _median_s(fill, repeats)
+        t_uniform = _median_s(lambda: w.data.uniform_(-bound, bound), repeats)
+        rows.append({"case": "xavier_uniform (fill_) vs uniform_", "dtype": str(dtype).replace("torch.", ""),
+                     "numel": w.numel(), "tinit_g_per_s": w.numel() / t_tinit / 1e9,
+                     "uniform_g_per_s": w.numel() / t_uniform / 1e9})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| case | dtype | tinit | `normal_` / `uniform_` | `nn.init.trunc_normal_` | tinit / baseline | "
+             "tinit / `trunc_normal_` |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        rate = r["tinit_g_per_s"]
+        base = r.get("normal_g_per_s", r.get("uniform_g_per_s"))
+        trunc = r.get("torch_trunc_g_per_s")
+        trunc_cell = "" if trunc is None else f"{trunc:.4f}"
+        trunc_ratio = "" if trunc is None else f"{rate / trunc:.0f}x"
+        lines.append(f"| {r['case']} | {r['dtype']} | {rate:.3f} | {base:.3f} | {trunc_cell} | "
+                     f"{rate / base:.2f}x | {trunc_ratio} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--numel", type=int, default=64 << 20, help="elements per tensor (default 64 M)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per case (median)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-torch-trunc", action="store_true", help="skip torch.nn.init.trunc_normal_ (slow)")
+    parser.add_argument("--label", default=None, help="name of the tinit under test (default: its version)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    rows = run(args.numel, args.repeats, not args.no_torch_trunc)
+    from _env import environment  # bench/_env.py, beside this file
+
+    env = environment()
+    label = args.label or f"tinit {tinit.__version__}"
+    stream = getattr(tinit, "STREAM_VERSION", 1)
+    header = (f"{label} (stream version {stream}, {tinit.__file__}), {args.threads} threads, "
+              f"{args.numel} elements, median of {args.repeats}; torch {torch.__version__}; {env}")
+    md = f"{header}\n\n{table(rows)}\n"
+    print(md)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"cpu_modes_{time.strftime('%Y-%m-%d')}_{label.replace(' ', '_')}"
+    (args.out / f"{stem}.json").write_text(json.dumps({"label": label, "stream_version": stream,
+                                                      "env": env, "rows": rows}, indent=1, default=str))
+    (args.out / f"{stem}.md").write_text(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
