@@ -204,12 +204,28 @@ TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, const PhiloxKeys& keys,
   return sink;
 }
 
-// The raw words of units g, g + step, ... below `end`, as fill_blocks.
+// The raw words of units g, g + step, ... below `end`, as fill_blocks (the
+// interior of an aligned output with one unconditional vector store).
 TINIT_HD void philox_fill_blocks(uint32_t* out, int64_t numel, const PhiloxKeys& keys,
                                  uint64_t stream, uint64_t offset, bool vec_ok,
                                  int64_t g, int64_t end, int64_t step) {
   const int64_t skip = static_cast<int64_t>(offset & 3u);
   const uint64_t blk0 = offset >> 2;
+  const int64_t interior_begin = skip > 0 ? 1 : 0;
+  const int64_t interior_end = (numel + skip) >> 2;
+  for (; g < end && g < interior_begin; g += step) {
+    uint32_t w[4];
+    philox_block(keys, stream, blk0 + static_cast<uint64_t>(g), w);
+    store_words(out, numel, 4 * g - skip, false, w);
+  }
+  if (vec_ok) {
+    const int64_t stop = end < interior_end ? end : interior_end;
+    for (; g < stop; g += step) {
+      uint32_t w[4];
+      philox_block(keys, stream, blk0 + static_cast<uint64_t>(g), w);
+      *reinterpret_cast<uint4*>(out + (4 * g - skip)) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
   for (; g < end; g += step) {
     uint32_t w[4];
     philox_block(keys, stream, blk0 + static_cast<uint64_t>(g), w);
