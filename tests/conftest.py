@@ -1,5 +1,8 @@
 """Shared helpers for the tinit tests: dtype tables, ulp distances, the fp64
-oracle of the transform, and stream positions holding chosen words."""
+oracle of the transform, and stream positions holding chosen words.
+
+scipy is imported by the helpers that use it (``oracle``, ``exact_moments``),
+not here: the GPU suite (tests/test_gpu.py) collects on machines without it."""
 
 from __future__ import annotations
 
@@ -11,7 +14,6 @@ import os
 import numpy as np
 import numpy_philox
 import pytest
-import scipy.stats
 import torch
 
 import tinit
@@ -121,6 +123,8 @@ def oracle(words, mean: float, std: float, a: float, b: float) -> np.ndarray:
     digits; against an 80-digit mpmath inversion this is within ~4 fp64 ulp
     of max(|z|, 1) for every window in these tests (test_accuracy checks it).
     """
+    import scipy.stats
+
     alpha, beta, sign = window_frame(mean, std, a, b)
     z = scipy.stats.truncnorm.ppf(frame_uniforms_of(words, sign), alpha, beta)
     return mean + std * (sign * z)
@@ -155,6 +159,8 @@ def place_words(words, seed: int = 1) -> list[tuple[int, int, int, list[int]]]:
 
 def exact_moments(mean: float, std: float, a: float, b: float) -> tuple[float, float]:
     """Mean and standard deviation of N(mean, std^2) truncated to [a, b] (scipy)."""
+    import scipy.stats
+
     alpha, beta = (a - mean) / std, (b - mean) / std
     m, v = scipy.stats.truncnorm.stats(alpha, beta, loc=mean, scale=std, moments="mv")
     return float(m), math.sqrt(float(v))
