@@ -1,0 +1,115 @@
+"""bench/bench_gpu.py on tiny CPU tensors, and what the GPU check needs of its modules (no GPU needed).
+
+- every window's rows are validated and timed, and the report is written;
+- the SASS estimate is matched by backend kernel, dtype and transform mode;
+- the benchmark's exact moments and test_gpu's closed form agree with scipy's;
+- bench_gpu, bench_gpu_grouped and tests/test_gpu.py import without scipy, matplotlib and transformers
+  (the GPU machine has none of them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import exact_moments
+
+import tinit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import bench_gpu
+import test_gpu
+
+SASS = {"cases": [
+    {"backend": "cuda", "kernel": "trunc_normal_kernel", "dtype": "fp32", "mode": 1, "mode_name": "two_sided",
+     "est_gelem_s": 600.0, "bound": "issue", "sass_per_elem": 50.0},
+    {"backend": "cuda", "kernel": "grouped_kernel", "dtype": "fp32", "mode": 1, "mode_name": "two_sided",
+     "est_gelem_s": 1.0},
+    {"backend": "cuda", "kernel": "trunc_normal_kernel", "dtype": "bf16", "mode": 3, "mode_name": "excursion",
+     "est_gelem_s": 250.0},
+    {"backend": "cuda", "kernel": "philox_kernel", "dtype": "words", "mode": None, "est_gelem_s": 1200.0},
+]}
+
+
+def test_cpu_rehearsal_writes_validated_rows(tmp_path, monkeypatch):
+    monkeypatch.delenv("OUT", raising=False)
+    sass = tmp_path / "sass.json"
+    sass.write_text(json.dumps(SASS))
+    assert bench_gpu.main(["--device", "cpu", "--sizes", "4K", "--sass-json", str(sass),
+                           "--out-dir", str(tmp_path / "out")]) == 0
+    found = sorted((tmp_path / "out").glob("gpu_dryrun_*.json"))
+    assert len(found) == 1 and found[0].with_suffix(".md").exists(), found
+    report = json.loads(found[0].read_text())
+    assert report["complete"] and not report["failed"]
+    timed = {(r["dtype"], r["window"], r["method"]) for r in report["results"] if "median_s" in r}
+    for dtype in ("f32", "bf16"):
+        assert (dtype, "-", "fill") in timed
+        for window in bench_gpu.WINDOWS:
+            assert (dtype, window, "tinit_cpu") in timed and (dtype, window, "torch") in timed, (dtype, window)
+    cpu = next(r for r in report["results"] if r["method"] == "tinit_cpu" and r["window"] == "tail")
+    assert cpu["mode"] == "TAIL" and set(cpu["validation"]["cpu_check"].values()) == {"equal to the cpu backend's"}
+    assert "- f32 pm2sigma [TWO_SIDED]: cuda 600.0, triton - G elem/s" in report["environment"]["planned_estimates"]
+    assert "estimate (SASS)" in found[0].with_suffix(".md").read_text()
+
+
+def test_estimates_match_backend_kernel_dtype_and_mode(tmp_path):
+    sass = tmp_path / "sass.json"
+    sass.write_text(json.dumps(SASS))
+    estimates, note = bench_gpu.load_estimates(sass)
+    assert note is None
+    constants = bench_gpu.WINDOWS["pm2sigma"].constants(torch.float32)
+    mode = int(constants.mode)
+    assert mode == tinit.params.Mode.TWO_SIDED
+    assert bench_gpu._estimate(estimates, "tinit_cuda", "f32", mode)["est_gelem_s"] == 600.0
+    assert bench_gpu._estimate(estimates, "tinit_triton", "f32", mode) == {}
+    assert bench_gpu._estimate(estimates, "torch", "f32", mode) == {}
+    renamed = bench_gpu._estimate(estimates, "tinit_cuda", "bf16", int(tinit.params.Mode.TAIL))
+    assert renamed["est_gelem_s"] == 250.0 and renamed["est_mode_name"] == "excursion"
+    assert bench_gpu.load_estimates(None)[0] == {} and bench_gpu.load_estimates(tmp_path / "none.json")[1]
+
+
+@pytest.mark.parametrize("name", list(bench_gpu.WINDOWS))
+def test_window_moments_equal_scipy(name):
+    window = bench_gpu.WINDOWS[name]
+    if window.uniform:
+        lo, hi = window.args
+        want = ((lo + hi) / 2, (hi - lo) / math.sqrt(12))
+    else:
+        want = exact_moments(*window.args)
+    got = window.moments()
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-12), f"{name}: {got} vs scipy {want}"
+
+
+@pytest.mark.parametrize("name", ["central_2sigma", "gpt2", "shifted"])
+def test_gpu_suite_closed_form_moments_equal_scipy(name):
+    window = test_gpu.WINDOWS[name]
+    assert test_gpu.two_sided_moments(*window) == pytest.approx(exact_moments(*window), rel=1e-12)
+
+
+BLOCK_MODULES = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("scipy", "matplotlib", "transformers"):
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked)")
+sys.meta_path.insert(0, Block())
+sys.path[:0] = ["bench", "tests"]
+"""
+
+
+def test_gpu_check_modules_import_without_scipy():
+    code = BLOCK_MODULES + """
+import bench_gpu, bench_gpu_grouped
+import pytest
+sys.exit(pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", "tests/test_gpu.py"]))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert " collected in " in proc.stdout.splitlines()[-1], proc.stdout[-3000:]
