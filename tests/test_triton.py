@@ -119,8 +119,15 @@ _restore_interpret_env()
 @pytest.fixture(scope="module", autouse=True)
 def _interpreter():
     """TRITON_INTERPRET=1 while this module's tests run; afterwards the previous
-    value and, unless the interpreter was on before, compiled kernels again."""
+    value and, unless the interpreter was on before, compiled kernels again.
+
+    The module is reloaded first: since this file was collected, a copy of it
+    imported in this process under another name (bench/sass_budget.py compiles
+    one) may have registered torch.ops.tinit.trunc_normal_triton_ again with
+    compiled kernels.
+    """
     os.environ["TRITON_INTERPRET"] = "1"
+    importlib.reload(tk)
     yield
     _restore_interpret_env()
     if _PREVIOUS_INTERPRET != "1":
