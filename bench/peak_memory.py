@@ -20,12 +20,14 @@ import subprocess
 import sys
 
 STD, A, B = 0.02, -0.04, 0.04
-METHODS = ("alloc", "tinit", "torch_trunc", "normal")
+METHODS = ("alloc", "tinit", "torch_trunc", "normal", "tinit_xavier_uniform", "uniform")
 LABELS = {
     "alloc": "allocate + zero_ only",
     "tinit": "tinit.trunc_normal_",
     "torch_trunc": "torch.nn.init.trunc_normal_",
     "normal": "torch.Tensor.normal_",
+    "tinit_xavier_uniform": "tinit.fill_(w, \"xavier_uniform\")",
+    "uniform": "torch.nn.init.xavier_uniform_",
 }
 
 
@@ -41,6 +43,8 @@ def _child(method: str, numel: int) -> dict:
         "tinit": lambda x: tinit.trunc_normal_(x, 0.0, STD, A, B),
         "torch_trunc": lambda x: torch.nn.init.trunc_normal_(x, 0.0, STD, A, B),
         "normal": lambda x: torch.Tensor.normal_(x, 0.0, STD),
+        "tinit_xavier_uniform": lambda x: tinit.fill_(x.view(-1, 4096), "xavier_uniform", seed=0),
+        "uniform": lambda x: torch.nn.init.xavier_uniform_(x.view(-1, 4096)),
     }
     for fill in fills.values():
         fill(torch.empty(4096))
