@@ -54,39 +54,47 @@ def _check(x: torch.Tensor, a: float, b: float, what: str) -> None:
         raise AssertionError(f"{what}: values outside [{a}, {b}]")
 
 
+def _window_row(name: str, dtype: torch.dtype, mean: float, std: float, a: float, b: float, numel: int,
+                repeats: int, torch_trunc: bool) -> dict:
+    x = torch.empty(numel, dtype=dtype)
+    tinit.trunc_normal_at_(x, mean, std, a, b, seed=1)
+    _check(x, a, b, f"tinit {name}")
+    t_tinit = _median_s(lambda: tinit.trunc_normal_at_(x, mean, std, a, b, seed=1), repeats)
+    x.normal_(mean, std)
+    t_normal = _median_s(lambda: x.normal_(mean, std), repeats)
+    row = {"case": name, "dtype": str(dtype).replace("torch.", ""), "numel": numel,
+           "tinit_g_per_s": numel / t_tinit / 1e9, "normal_g_per_s": numel / t_normal / 1e9}
+    if torch_trunc and dtype == torch.float32 and math.isfinite(a) and b - a < 1.0:
+        torch.nn.init.trunc_normal_(x, mean, std, a, b)
+        row["torch_trunc_g_per_s"] = numel / _median_s(
+            lambda: torch.nn.init.trunc_normal_(x, mean, std, a, b), max(1, repeats // 2)) / 1e9
+    return row
+
+
+def _uniform_row(dtype: torch.dtype, numel: int, repeats: int) -> dict:
+    w = torch.nn.Parameter(torch.empty(numel // 4096, 4096, dtype=dtype))
+
+    def fill():
+        tinit.fill_(w, "xavier_uniform", seed=1)
+
+    fill()
+    bound = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
+    _check(w.data, -bound, bound, "tinit xavier_uniform")
+    t_tinit = _median_s(fill, repeats)
+    t_uniform = _median_s(lambda: w.data.uniform_(-bound, bound), repeats)
+    return {"case": "xavier_uniform (fill_) vs uniform_", "dtype": str(dtype).replace("torch.", ""),
+            "numel": w.numel(), "tinit_g_per_s": w.numel() / t_tinit / 1e9,
+            "uniform_g_per_s": w.numel() / t_uniform / 1e9}
+
+
 def run(numel: int, repeats: int, torch_trunc: bool) -> list[dict]:
-    rows = []
-    for name, dtype, mean, std, a, b in CASES:
-        x = torch.empty(numel, dtype=dtype)
-        tinit.trunc_normal_at_(x, mean, std, a, b, seed=1)
-        _check(x, a, b, f"tinit {name}")
-        t_tinit = _median_s(lambda: tinit.trunc_normal_at_(x, mean, std, a, b, seed=1), repeats)
-        x.normal_(mean, std)
-        t_normal = _median_s(lambda: x.normal_(mean, std), repeats)
-        row = {"case": name, "dtype": str(dtype).replace("torch.", ""), "numel": numel,
-               "tinit_g_per_s": numel / t_tinit / 1e9, "normal_g_per_s": numel / t_normal / 1e9}
-        if torch_trunc and dtype == torch.float32 and math.isfinite(a) and b - a < 1.0:
-            torch.nn.init.trunc_normal_(x, mean, std, a, b)
-            row["torch_trunc_g_per_s"] = numel / _median_s(
-                lambda: torch.nn.init.trunc_normal_(x, mean, std, a, b), max(1, repeats // 2)) / 1e9
-        rows.append(row)
-    for dtype in (torch.float32, torch.bfloat16):
-        w = torch.nn.Parameter(torch.empty(numel // 4096, 4096, dtype=dtype))
-        fill = lambda: tinit.fill_(w, "xavier_uniform", seed=1)  # noqa: E731
-        fill()
-        bound = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
-        _check(w.data, -bound, bound, "tinit xavier_uniform")
-        t_tinit = _median_s(fill, repeats)
-        t_uniform = _median_s(lambda: w.data.uniform_(-bound, bound), repeats)
-        rows.append({"case": "xavier_uniform (fill_) vs uniform_", "dtype": str(dtype).replace("torch.", ""),
-                     "numel": w.numel(), "tinit_g_per_s": w.numel() / t_tinit / 1e9,
-                     "uniform_g_per_s": w.numel() / t_uniform / 1e9})
-    return rows
+    rows = [_window_row(*case, numel, repeats, torch_trunc) for case in CASES]
+    return rows + [_uniform_row(dtype, numel, repeats) for dtype in (torch.float32, torch.bfloat16)]
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| case | dtype | tinit | `normal_` / `uniform_` | `nn.init.trunc_normal_` | tinit / baseline | "
-             "tinit / `trunc_normal_` |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [("| case | dtype | tinit | `normal_` / `uniform_` | `nn.init.trunc_normal_` | tinit / baseline | "
+              "tinit / `trunc_normal_` |"), "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         rate = r["tinit_g_per_s"]
         base = r.get("normal_g_per_s", r.get("uniform_g_per_s"))

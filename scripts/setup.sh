@@ -22,7 +22,9 @@ PIP=("$PY" -m pip --disable-pip-version-check)
 # Repeating the pin keeps any dependency from moving torch.
 # triton: the Triton kernel runs in its interpreter on CPU-only machines (tests).
 # matplotlib: the PNG of `tinit report`.
-"${PIP[@]}" install "torch==$TORCH_VERSION" numpy scipy pytest hypothesis pytest-benchmark tqdm ninja transformers triton matplotlib
+# ruff: the lint of scripts/test.sh, pinned so that its default rules do not move.
+"${PIP[@]}" install "torch==$TORCH_VERSION" numpy scipy pytest hypothesis pytest-benchmark tqdm ninja transformers triton matplotlib \
+  "ruff==0.17.6"
 
 installed="$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')"
 if [[ "$installed" != "$TORCH_VERSION" ]]; then

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 import tinit
-
 from tinit.cli import build_model, main, materialise_, truncated_std
 from tinit.models import GPT, GPTConfig
 

@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tinit.params import PARAM_COUNT, Mode, TruncNormalParams, transform_constants, uniform_constants
+from tinit.params import (
+    PARAM_COUNT,
+    Mode,
+    TruncNormalParams,
+    transform_constants,
+    uniform_constants,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CXX = shutil.which("g++") or shutil.which("c++")

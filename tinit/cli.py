@@ -25,8 +25,8 @@ from tqdm import tqdm
 import tinit
 from tinit import dispatch, schemes
 from tinit.model_init import materialise_, tied_groups
-from tinit.params import STREAM_VERSION
 from tinit.models import GPT, GPTConfig
+from tinit.params import STREAM_VERSION
 from tinit.report import add_parser as _add_report_parser
 
 MODELS = ("gpt2-small", "hf-gpt2")

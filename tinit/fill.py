@@ -13,8 +13,13 @@ import math
 
 import torch
 
-from tinit import dispatch, ops, reference, schemes
-from tinit.params import TruncNormalParams, check_dtype, transform_constants, uniform_constants
+from tinit import dispatch, schemes
+from tinit.params import (
+    TruncNormalParams,
+    check_dtype,
+    transform_constants,
+    uniform_constants,
+)
 from tinit.sharding import ShardLayout, StreamRuns, is_dtensor
 
 
