@@ -36,35 +36,6 @@ constexpr uint32_t kPhiloxM1 = 0xCD9E8D57u;
 constexpr uint32_t kPhiloxW0 = 0x9E3779B9u;
 constexpr uint32_t kPhiloxW1 = 0xBB67AE85u;
 
-// Ten rounds in place on the counter words; the result replaces them.
-TINIT_HD void philox4x32_10(uint32_t& c0, uint32_t& c1, uint32_t& c2,
-                            uint32_t& c3, uint32_t k0, uint32_t k1) {
-#if defined(__CUDACC__)
-#pragma unroll
-#endif
-  for (int round = 0; round < 10; ++round) {
-#if defined(__CUDA_ARCH__)
-    // 32x32 -> hi and lo words: the 64-bit product form compiles to a wide
-    // multiply plus an add of the (zero) upper operand halves.
-    const uint32_t hi0 = __umulhi(kPhiloxM0, c0), lo0 = kPhiloxM0 * c0;
-    const uint32_t hi1 = __umulhi(kPhiloxM1, c2), lo1 = kPhiloxM1 * c2;
-#else
-    const uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * c0;
-    const uint64_t p1 = static_cast<uint64_t>(kPhiloxM1) * c2;
-    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-#endif
-    const uint32_t n0 = hi1 ^ c1 ^ k0;
-    const uint32_t n2 = hi0 ^ c3 ^ k1;
-    c1 = lo1;
-    c3 = lo0;
-    c0 = n0;
-    c2 = n2;
-    k0 += kPhiloxW0;
-    k1 += kPhiloxW1;
-  }
-}
-
 // The ten round keys of `seed`, computed once per thread by the GPU kernels
 // (in the loop, the key schedule would cost two adds a round).
 struct PhiloxKeys {
@@ -86,7 +57,8 @@ TINIT_HD PhiloxKeys philox_keys(uint64_t seed) {
   return keys;
 }
 
-// philox4x32_10 with the round keys precomputed: the same words.
+// Ten rounds in place on the counter words, with the round keys
+// precomputed; the result replaces them.
 TINIT_HD void philox4x32_10(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3,
                             const PhiloxKeys& keys) {
 #if defined(__CUDACC__)
@@ -94,6 +66,8 @@ TINIT_HD void philox4x32_10(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& 
 #endif
   for (int round = 0; round < 10; ++round) {
 #if defined(__CUDA_ARCH__)
+    // 32x32 -> hi and lo words: the 64-bit product form compiles to a wide
+    // multiply plus an add of the (zero) upper operand halves.
     const uint32_t hi0 = __umulhi(kPhiloxM0, c0), lo0 = kPhiloxM0 * c0;
     const uint32_t hi1 = __umulhi(kPhiloxM1, c2), lo1 = kPhiloxM1 * c2;
 #else
@@ -124,19 +98,15 @@ TINIT_HD void philox_block(const PhiloxKeys& keys, uint64_t stream, uint64_t blk
   out[3] = c3;
 }
 
+// Ten rounds under the key (k0, k1) = (seed mod 2^32, seed >> 32).
+TINIT_HD void philox4x32_10(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0,
+                            uint32_t k1) {
+  philox4x32_10(c0, c1, c2, c3, philox_keys((static_cast<uint64_t>(k1) << 32) | k0));
+}
+
 // The four words of counter block `blk` of `stream` under key `seed`.
-TINIT_HD void philox_block(uint64_t seed, uint64_t stream, uint64_t blk,
-                           uint32_t out[4]) {
-  uint32_t c0 = static_cast<uint32_t>(blk);
-  uint32_t c1 = static_cast<uint32_t>(blk >> 32);
-  uint32_t c2 = static_cast<uint32_t>(stream);
-  uint32_t c3 = static_cast<uint32_t>(stream >> 32);
-  philox4x32_10(c0, c1, c2, c3, static_cast<uint32_t>(seed),
-                static_cast<uint32_t>(seed >> 32));
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
+TINIT_HD void philox_block(uint64_t seed, uint64_t stream, uint64_t blk, uint32_t out[4]) {
+  philox_block(philox_keys(seed), stream, blk, out);
 }
 
 }  // namespace tinit
