@@ -28,6 +28,8 @@ raises ImportError.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -546,9 +548,12 @@ if triton is not None:
         kernel = wrap(_trunc_normal_kernel)
         if table is None:
             table = _ndtri_table_on(tensor.device)
-        kernel[_grid(tensor.numel(), offset, block)](
-            tensor, table, tensor.numel(), **_stream_args(seed, stream, offset), **args, BLOCK=block,
-            **LAUNCH_OPTIONS)
+        # Triton launches on the current device: make it the tensor's (cuda:1 on a cuda:0 thread).
+        guard = torch.cuda.device(tensor.device) if tensor.device.type == "cuda" else contextlib.nullcontext()
+        with guard:
+            kernel[_grid(tensor.numel(), offset, block)](
+                tensor, table, tensor.numel(), **_stream_args(seed, stream, offset), **args, BLOCK=block,
+                **LAUNCH_OPTIONS)
 
     def _is_fake(tensor: torch.Tensor) -> bool:
         from torch._subclasses.fake_tensor import is_fake
