@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from scipy.special import ndtr, ndtri
 
 from tinit.ops import philox_words
-from tinit.params import Mode, transform_constants
+from tinit.params import Mode, transform_constants, uniform_constants
 
 INF = math.inf
 WORDS = 2**32
@@ -490,3 +490,81 @@ def test_random_windows(window, seed):
     assert_within_ulp(values[:32], mp_quantile(words, *window), scale=value_scale(window, torch.float32),
                       dtype=torch.float32, max_ulp=F32_MAX_ULP, what=f"fp32 {window} seed {seed}",
                       words=words)
+
+
+# ------------------------- regressions found by trying to break stream v2
+
+def test_uniform_window_wider_than_f32_max():
+    """std 1e45 on [-3e38, 3e38]: the uniform mode's width exceeds fp32's maximum (carried
+    halved, scale 2); the values span the whole window and match the reference."""
+    window = (0.0, 1e45, -3e38, 3e38)
+    assert transform_constants(*window, torch.float32).scale == 2.0
+    values = fill_at(100_000, torch.float32, *window, seed=1)
+    assert_in_window(values, -3e38, 3e38, "std1e45 [-3e38, 3e38]")
+    assert float(values.min()) < -2.9e38 and float(values.max()) > 2.9e38
+    assert uniform_ks_pvalue(values, -3e38, 3e38) > 1e-3
+    check_oracle(window, torch.float32, seed=1, numel=1024, max_ulp=F32_MAX_ULP, what="std1e45 [-3e38, 3e38]")
+    assert_reference_agrees(window, torch.float32, seed=1, numel=1024, what="std1e45 [-3e38, 3e38]")
+
+
+@pytest.mark.parametrize("low,high,dtype", [(-1e39, 1e39, torch.float32), (0.0, 1e39, torch.float32),
+                                            (-1e5, 1e5, torch.float16)])
+def test_uniform_beyond_the_dtype_range_is_refused(low, high, dtype):
+    with pytest.raises(ValueError, match="overflow"):
+        uniform_constants(low, high, dtype)
+
+
+@pytest.mark.parametrize("window", [(0.0, 1e39, -1e38, 1e38), (0.0, 3.5e38, -1e38, 1e38)],
+                         ids=["std1e39", "std3.5e38"])
+def test_std_above_2_to_128_keeps_its_spread(window):
+    """The scale of std >= 2^128 is capped at 2^127 (2^floor(log2 std) is not an fp32 value)."""
+    values = fill_at(100_000, torch.float32, *window, seed=1)
+    assert_in_window(values, window[2], window[3], f"{window}")
+    at_bounds = float(((values == window[2]) | (values == window[3])).double().mean())
+    assert at_bounds < 1e-3, f"{at_bounds:.3f} of the values sit on a bound"
+    check_oracle(window, torch.float32, seed=1, numel=1024, max_ulp=F32_MAX_ULP, what=f"{window}")
+    assert_reference_agrees(window, torch.float32, seed=1, numel=1024, what=f"{window}")
+
+
+def test_std_below_the_smallest_subnormal_rounds_each_value():
+    """std 1e-45 < 2^-149 untruncated: each value is the fp32 rounding of the exact one
+    (scale capped at 2^-149), and a negative value that rounds to zero is written +0."""
+    window = (0.0, 1e-45, -INF, INF)
+    values = fill_at(2**16, torch.float32, *window, seed=5)
+    zeros = values[values == 0]
+    assert zeros.numel() > 0 and not torch.signbit(zeros).any(), "a -0.0 was written"
+    assert (values != 0).any(), "every value collapsed to 0"
+    check_oracle(window, torch.float32, seed=5, numel=1024, max_ulp=1.0, what="std 1e-45")
+
+
+FAR_NARROW_F64 = {
+    "N(1000,1)_+-5e-6": (1000.0, 1.0, -5e-6, 5e-6),
+    "N(1e4,1)_+-5e-6": (1e4, 1.0, -5e-6, 5e-6),
+    "N(1e5,1)_+-5e-6": (1e5, 1.0, -5e-6, 5e-6),
+    "N(100,1)_[-1,1]": (100.0, 1.0, -1.0, 1.0),
+    "N(1000,0.02)_+-0.04": (1000.0, 0.02, -0.04, 0.04),
+}
+
+
+@pytest.mark.parametrize("window", FAR_NARROW_F64.values(), ids=FAR_NARROW_F64.keys())
+@pytest.mark.parametrize("backend", ["cpu", "torch"])
+def test_f64_tail_window_far_from_the_mean(window, backend):
+    """A tail window many std from the mean: the ratio Q(a0)/Q(b0) from the window's width
+    (not a difference of two log Phi), and the reference's Mills ratio from its continued
+    fraction (log_ndtr(-y) + y^2/2 cancels)."""
+    assert Mode(int(transform_constants(*window, torch.float64).mode)) == Mode.TAIL
+    words, values, expected = words_and_values(window, torch.float64, seed=3, numel=512, backend=backend)
+    assert_in_window(values, window[2], window[3], f"{backend} {window}")
+    assert_within_ulp(values, expected, scale=window[1], dtype=torch.float64, max_ulp=F64_MAX_ULP,
+                      what=f"{backend} fp64 {window}", words=words)
+
+
+def test_f64_window_at_the_1e6_sigma_limit_has_the_right_quantiles():
+    """N(6e5, 1) on +-5e-10 (fp64): the density falls by e^-0.6 across the window; the
+    quantiles of the values' positions in it match the oracle's (a ratio from two
+    log Phi of -6e5 put the median at 0.54)."""
+    window = (6e5, 1.0, -5e-10, 5e-10)
+    _, values, expected = words_and_values(window, torch.float64, seed=3, numel=4096)
+    got = np.quantile((values - window[2]) / (window[3] - window[2]), [0.1, 0.25, 0.5, 0.75, 0.9])
+    want = np.quantile((expected - window[2]) / (window[3] - window[2]), [0.1, 0.25, 0.5, 0.75, 0.9])
+    np.testing.assert_allclose(got, want, atol=1e-6)

@@ -209,8 +209,9 @@ def uniform_constants(low, high, dtype: torch.dtype) -> TruncNormalParams:
 
     Raises:
         TypeError: a non-real argument or an unsupported dtype.
-        ValueError: NaN or infinite bounds, low >= high, or no value of
-            ``dtype`` inside [low, high].
+        ValueError: NaN or infinite bounds, low >= high, bounds beyond the
+            largest finite value of ``dtype`` (the values would overflow), or
+            no value of ``dtype`` inside [low, high].
     """
     low, high = _real("low", low), _real("high", high)
     if dtype not in SUPPORTED_DTYPES:
@@ -224,6 +225,9 @@ def _uniform_constants(low: float, high: float, dtype: torch.dtype) -> TruncNorm
         raise ValueError(f"uniform bounds must be finite, got low={low}, high={high}")
     if not low < high:
         raise ValueError(f"need low < high, got low={low}, high={high}")
+    fmax = torch.finfo(dtype).max
+    if max(abs(low), abs(high)) > fmax:
+        raise ValueError(f"values of U({low}, {high}) overflow {dtype} (max {fmax:g})")
     return _linear_params(low, high, 0.0, dtype)
 
 
@@ -324,13 +328,14 @@ def _to_f32(value: float) -> float:
 def _scale_for(std: float, anchors: tuple[float, ...], cdt: torch.dtype) -> float:
     """1, or the power of two near std when std lies outside [2^-100, 2^100].
 
-    Not when an anchor (mean, bound) divided by it would leave that range:
-    then the spread is far below the anchor's ulp and plain arithmetic is
-    already within an ulp.
+    The power stays inside fp32's range, [2^-149, 2^127] (std 1e39 is carried
+    as 6 x 2^127, std 1e-46 as 0.07 x 2^-149). Not when an anchor (mean,
+    bound) divided by it would leave [2^-100, 2^100]: then the spread is far
+    below the anchor's ulp and plain arithmetic is already within an ulp.
     """
     if _SCALE_RANGE**-1 <= std <= _SCALE_RANGE:
         return 1.0
-    scale = 2.0 ** math.floor(math.log2(std))
+    scale = 2.0 ** min(127, max(-149, math.floor(math.log2(std))))
     if any(abs(v) / scale > _SCALE_RANGE for v in anchors):
         return 1.0
     return scale
@@ -372,17 +377,26 @@ def _linear_window(mean: float, std: float, a: float, b: float, lo: float, hi: f
 
 
 def _log_mills(y: float) -> float:
-    """log R(y), R(y) = Q(y) / phi(y), for y >= 8 in fp64."""
-    if y < 37.5:
-        return math.log(0.5 * math.erfc(y / math.sqrt(2.0))) + 0.5 * y * y + _HALF_LOG_2PI
-    return math.log(_mills_series(y) / y)
+    """log R(y), R(y) = Q(y) / phi(y), for y >= 8 in fp64: Laplace's continued
+    fraction (transform.h mills_ratio, to 40 terms here), no cancellation."""
+    t = 0.0
+    for k in range(40, 0, -1):
+        t = k / (y + t)
+    return -math.log(y + t)
 
 
 def _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt) -> TruncNormalParams:
     """The tail-mode record (transform.h tail_value) of the mirrored window [alpha, beta]."""
     b0 = -beta
     edge = b if sign > 0 else a
-    ratio = math.exp(log_ndtr(alpha) - log_ndtr(beta)) if alpha > -math.inf else 0.0
+    # r = Q(a0) / Q(b0) = exp(-(a0 - b0)(a0 + b0) / 2) R(a0) / R(b0): the width a0 - b0
+    # from the tensor-unit window, so a narrow window far out keeps its digits
+    # (a difference of two log Phi of -5e5 would not).
+    if alpha == -math.inf:
+        ratio = 0.0
+    else:
+        a0, width = -alpha, (b - a) / std
+        ratio = math.exp(-0.5 * width * (a0 + b0) + _log_mills(a0) - _log_mills(b0))
     scale = _scale_for(std, (edge,), cdt)
     sd_hi, sd_lo = _split(sign * std / scale, cdt)
     coefs = _tail_poly(b0, -alpha) if cdt == torch.float32 else (0.0,) * 5

@@ -401,11 +401,16 @@ if triton is not None:
         return s, q, lower
 
     @triton.jit
-    def _uniform_value(w, lo, hi, edge, width, slope):
-        """uniform_value: edge + width (u + slope u (u - 1)), clamped."""
+    def _rescale(x, scale):
+        """rescale: x scale + 0 (an underflowed -0 becomes +0)."""
+        return x * scale + 0.0
+
+    @triton.jit
+    def _uniform_value(w, lo, hi, edge, width, slope, scale):
+        """uniform_value: (edge + width (u + slope u (u - 1))) scale, clamped."""
         u = _uniform_open(w)
         g = tl.fma(slope * u, u - 1.0, u)
-        return _clamp_to(tl.fma(width, g, edge), lo, hi)
+        return _clamp_to(_rescale(tl.fma(width, g, edge), scale), lo, hi)
 
     @triton.jit
     def _two_sided_value(w, table_ptr, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, lo, hi):
@@ -425,7 +430,7 @@ if triton is not None:
         z_lo = tl.where(lower, zl_lo, -zl_lo)
         main = tl.fma(sd_hi, z_hi, mean)
         small = tl.fma(sd_hi, z_lo, sd_lo * z_hi)
-        return _clamp_to((main + small) * scale, lo, hi)
+        return _clamp_to(_rescale(main + small, scale), lo, hi)
 
     @triton.jit
     def _tail_value(w, sd_hi, sd_lo, scale, lo, hi, edge, b0, ratio, l1, l2, l3, l4, l5):
@@ -442,7 +447,7 @@ if triton is not None:
             f = tl.fma(e, tl.fma(0.5, e, b0), corr - big_l)
             e = e - tl.div_rn(f, b0 + e + dl)
         e = tl.where(e > 0.0, e, 0.0)
-        return _clamp_to(tl.fma(-sd_hi, e, tl.fma(-sd_lo, e, edge)) * scale, lo, hi)
+        return _clamp_to(_rescale(tl.fma(-sd_hi, e, tl.fma(-sd_lo, e, edge)), scale), lo, hi)
 
     @triton.jit
     def _trunc_normal_value(word, table_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi, sd_lo,
@@ -458,7 +463,7 @@ if triton is not None:
         hi = tl.cast(hi, tl.float32)
         if MODE == _UNIFORM:
             x = _uniform_value(word, lo, hi, tl.cast(edge, tl.float32), tl.cast(width, tl.float32),
-                               tl.cast(slope, tl.float32))
+                               tl.cast(slope, tl.float32), tl.cast(scale, tl.float32))
         elif MODE == _TAIL:
             x = _tail_value(word ^ _u32(flip), tl.cast(sd_hi, tl.float32), tl.cast(sd_lo, tl.float32),
                             tl.cast(scale, tl.float32), lo, hi, tl.cast(edge, tl.float32),

@@ -114,7 +114,8 @@ TINIT_AVX512 inline __m512 two_sided16(__m512i w, const TruncNormalParams<float>
     const __m512 sd_hi = _mm512_set1_ps(P.sd_hi);
     const __m512 main = fma(sd_hi, z_hi, _mm512_set1_ps(P.mean));
     const __m512 small = fma(sd_hi, z_lo, _mm512_mul_ps(_mm512_set1_ps(P.sd_lo), z_hi));
-    x = _mm512_mul_ps(_mm512_add_ps(main, small), _mm512_set1_ps(P.scale));
+    // rescale: x scale + 0 (an underflowed -0 becomes +0)
+    x = _mm512_add_ps(_mm512_mul_ps(_mm512_add_ps(main, small), _mm512_set1_ps(P.scale)), _mm512_setzero_ps());
   }
   return clamp16(x, P);
 }

@@ -337,9 +337,10 @@ TINIT_HD double ndtri_lower_f64(double q, double log_s) {
 
 // ------------------------------------------------------------------ modes
 
-// x is never NaN nor -0 (the host writes +0 for every zero constant, and
-// no step of the transform turns +0 operands into -0), so the compare form
-// and the GPU's min/max instructions agree bit for bit.
+// x is never NaN nor -0 (the host writes +0 for every zero constant, no
+// step of the unscaled modes turns +0 operands into -0, and rescale writes
+// an underflowed -0 as +0), so the compare form and the GPU's min/max
+// instructions agree bit for bit.
 template <typename T>
 TINIT_HD T clamp_to(T x, const TruncNormalParams<T>& P) {
 #if defined(__CUDA_ARCH__)
@@ -350,13 +351,21 @@ TINIT_HD T clamp_to(T x, const TruncNormalParams<T>& P) {
 #endif
 }
 
-// kUniform: x = edge + width g(u), g(u) = u + slope u (u - 1), the inverse of
-// the CDF t + slope' (t^2 - t) / 2 of a linear density to first order.
+// The scaled modes' last step: x scale, with a negative value that
+// underflows to -0 written as +0 (so that every backend's clamp agrees).
+template <typename T>
+TINIT_HD T rescale(T x, T scale) {
+  return x * scale + T(0);
+}
+
+// kUniform: x = (edge + width g(u)) scale, g(u) = u + slope u (u - 1), the
+// inverse of the CDF t + slope' (t^2 - t) / 2 of a linear density to first
+// order (scale 2 only for windows wider than the fp32 maximum).
 template <typename T>
 TINIT_HD T uniform_value(uint32_t w, const TruncNormalParams<T>& P) {
   const T u = uniform_open<T>(w);
   const T g = fma_rn(P.slope * u, u - T(1), u);
-  return clamp_to<T>(fma_rn(P.width, g, P.edge), P);
+  return clamp_to<T>(rescale<T>(fma_rn(P.width, g, P.edge), P.scale), P);
 }
 
 // The probability s <= 1/2 inverted for word w (flipped) in the two-sided
@@ -395,7 +404,7 @@ TINIT_HD float two_sided_precise_value(uint32_t w, const TruncNormalParams<float
   const float z_lo = lower ? zl_lo : -zl_lo;
   const float main = fma_rn(P.sd_hi, z_hi, P.mean);
   const float small = fma_rn(P.sd_hi, z_lo, P.sd_lo * z_hi);
-  return clamp_to<float>((main + small) * P.scale, P);
+  return clamp_to<float>(rescale<float>(main + small, P.scale), P);
 }
 
 // The two-sided modes in double (fp64 tensors): AS 241 and libm log.
@@ -405,7 +414,7 @@ TINIT_HD double two_sided_value(uint32_t w, const TruncNormalParams<double>& P) 
   const double s = two_sided_s(w ^ P.flip, P, lower, q);
   const double zl = ndtri_lower_f64(q, log_pos(s));
   const double z = lower ? zl : -zl;
-  return clamp_to<double>(fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean)) * P.scale, P);
+  return clamp_to<double>(rescale<double>(fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean)), P.scale), P);
 }
 
 // Mills ratio R(y) = Q(y) / phi(y) for y >= 8, double only: Laplace's
@@ -455,7 +464,7 @@ TINIT_HD T tail_value(uint32_t w, const TruncNormalParams<T>& P) {
     e = e - f / (P.b0 + e + dl);
   }
   e = e > T(0) ? e : T(0);
-  return clamp_to<T>(fma_rn(-P.sd_hi, e, fma_rn(-P.sd_lo, e, P.edge)) * P.scale, P);
+  return clamp_to<T>(rescale<T>(fma_rn(-P.sd_hi, e, fma_rn(-P.sd_lo, e, P.edge)), P.scale), P);
 }
 
 // The value of word w in the tensor's compute type, inside [lo, hi].
