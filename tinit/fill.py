@@ -116,7 +116,10 @@ def trunc_normal_at_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
     All checks happen before anything is written.
 
     Formula: inversion sampling, Phi^-1(Phi(alpha) + u (Phi(beta) - Phi(alpha))),
-    with AS 241 (Wichura 1988) as Phi^-1; csrc/include/tinit/transform.h.
+    stream version 2 (docs/stream.md): a table of polynomials as Phi^-1 in
+    fp32 (AS 241, Wichura 1988, for fp64 tensors), the uniform mode for
+    windows narrow against std, the excursion from the bound beyond 8 std;
+    csrc/include/tinit/transform.h.
     """
     check_dtype(tensor)
     constants = transform_constants(mean, std, a, b, tensor.dtype)
