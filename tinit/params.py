@@ -104,25 +104,6 @@ def _pdf(x: float) -> float:
     return math.exp(-0.5 * x * x - _HALF_LOG_2PI)
 
 
-def _mills_series(y: float) -> float:
-    """y Q(y) / phi(y) for large y (Abramowitz & Stegun 26.2.12)."""
-    t = 1.0 / (y * y)
-    m = 10395.0
-    for c in (-945.0, 105.0, -15.0, 3.0, -1.0, 1.0):
-        m = m * t + c
-    return m
-
-
-def log_ndtr(x: float) -> float:
-    """log Phi(x) in fp64 for any x, including far below the underflow of Phi."""
-    if x == -math.inf:
-        return -math.inf
-    if x > -30.0:
-        return math.log(ndtr(x)) if x < 5.0 else math.log1p(-ndtr(-x))
-    y = -x
-    return -0.5 * y * y - math.log(y) - _HALF_LOG_2PI + math.log(_mills_series(y))
-
-
 def _real(name: str, value) -> float:
     if type(value) is float:  # the common case, without the ABC checks below
         return value
@@ -433,6 +414,23 @@ def _tail_poly(b0: float, a0: float) -> tuple[float, ...]:
     for r in range(n - 1, -1, -1):
         coefs[r] = (rows[r][n] - sum(rows[r][j] * coefs[j] for j in range(r + 1, n))) / rows[r][r]
     return tuple(coefs)
+
+
+def valid_params(p: TruncNormalParams) -> bool:
+    """``valid_params`` of transform.h: what the kernels need for memory safety.
+
+    A known mode and, in the two-sided modes, s = s0 + step w inside [0, 1.75]
+    for every word (so ndtri_segment's row is in the table); the upper side's
+    s0 counts only when a word can take it (split < 2^32 - 1). NaN fails.
+    Every op checks it (the C++ ops in C++, the Triton launcher here) before
+    writing.
+    """
+    if p.mode not in tuple(float(m) for m in Mode):
+        return False
+    if p.mode not in (Mode.TWO_SIDED, Mode.TWO_SIDED_PRECISE):
+        return True
+    upper_ok = p.split == 2**32 - 1 or 0.0 <= p.b_sf <= 0.75
+    return upper_ok and 0.0 <= p.a_cdf <= 0.75 and 0.0 <= p.step <= 2.0**-32
 
 
 def _lower_side_split(a_cdf: float, b_sf: float, mass: float) -> int:

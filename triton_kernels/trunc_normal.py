@@ -36,7 +36,7 @@ import torch
 from tinit._ndtri_table import COEFFICIENTS as _NDTRI_COEFFICIENTS
 from tinit._ndtri_table import ROW as _ROW
 from tinit.ops import as_int64
-from tinit.params import PARAM_COUNT, Mode, TruncNormalParams
+from tinit.params import PARAM_COUNT, Mode, TruncNormalParams, valid_params
 
 try:
     import triton
@@ -160,11 +160,7 @@ def _kernel_constants(constants) -> dict:
     if not (0 <= p.split < 2**32 and p.split == int(p.split)):
         raise ValueError(f"split word {p.split!r} is not a uint32")
     split = int(p.split)
-    # valid_params (transform.h): s = s0 + step w stays in [0, 1.75], so ndtri_segment's row is
-    # in the table; the upper side's s0 counts only when a word can take it.
-    upper_ok = split == 2**32 - 1 or 0.0 <= p.b_sf <= 0.75
-    if mode in (Mode.TWO_SIDED, Mode.TWO_SIDED_PRECISE) and not (
-            upper_ok and 0.0 <= p.a_cdf <= 0.75 and 0.0 <= p.step <= 2.0**-32):
+    if not valid_params(p):
         raise ValueError("two-sided constants outside their range (tinit.params.transform_constants): "
                          f"a_cdf={p.a_cdf!r}, b_sf={p.b_sf!r}, step={p.step!r}")
     return {
