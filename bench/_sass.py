@@ -18,7 +18,9 @@ Definitions (the ones bench/sass_budget.py reports):
   of its header (the union over its latches). The hot loop is an innermost
   loop holding a global store (STG, or a generic ST: the grouped kernels
   write through pointers read from a table), preferring the widest store,
-  then the most store bits in its body (an unrolled loop, not its remainder).
+  then the fewest stores narrower than it (the interior loop, not the loop
+  of the edge units that also stores element by element), then the most
+  store bits in its body (an unrolled loop, not its remainder).
 - Fast path: with back edges removed the loop is a DAG; the fast path is the
   path from the header to a latch that passes through a block holding the
   widest store, stores the most bits (predicated stores count) and, among
@@ -313,16 +315,36 @@ class Analyzer:
 
     def hot_loops(self) -> list[tuple[int, set[int]]]:
         """Innermost loops holding a global store: (header, blocks), the widest store first, then
-        the most store bits in the body (an unrolled main loop before its remainder loop)."""
+        the fewest narrower stores (an interior loop with only its vector store before the loop
+        of the tensor's edge units, which also holds their scalar stores), then the most store
+        bits in the body (an unrolled main loop before its remainder loop)."""
         with_stores = [(h, body) for h, body in loops(self.fn).items() if self.store_blocks(body)]
         inner = [(h, body) for h, body in with_stores
                  if not any(other < body for _, other in with_stores)]
 
         def key(item):
-            header, body = item
-            bits = [store_bits(i) for b in body for i in self.fn.blocks[b].insts if i.base in STORES]
-            return -max(bits), -sum(bits), header
+            bits = self.store_widths(item[1])
+            return -max(bits), sum(b < max(bits) for b in bits), -sum(bits), item[0]
         return sorted(inner, key=key)
+
+    def store_widths(self, body) -> list[int]:
+        """The width (bits) of every global store in the blocks of body."""
+        return [store_bits(i) for b in body for i in self.fn.blocks[b].insts if i.base in STORES]
+
+    def shifted_loops(self) -> list[int]:
+        """Headers of the loops that realign units straddling vector boundaries: more stores of
+        the widest width in one iteration than the hot loop has, next to narrower ones (a run's
+        first and last elements), in a kernel whose hot loop has only the widest."""
+        loops = self.hot_loops()
+        if not loops:
+            return []
+        hot = self.store_widths(loops[0][1])
+        widest = max(hot)
+        if any(b < widest for b in hot):
+            return []
+        return [h for h, body in loops[1:]
+                if (w := self.store_widths(body)).count(widest) > hot.count(widest) and max(w) == widest
+                and any(b < widest for b in w)]
 
     def fast_path(self, header: int | None = None, through: int | None = None) -> Path | None:
         """The fast path of the loop at header (None: of the whole function, entry to EXIT).
@@ -398,8 +420,12 @@ def paths_of(an: Analyzer, per_mode: bool) -> list[Path]:
     without a loop, the entry-to-EXIT path, or (per_mode) the path through each block in turn."""
     loops = an.hot_loops()
     if loops:
-        widest = max(an.store_blocks(loops[0][1]).values())
-        heads = [h for h, body in loops if max(an.store_blocks(body).values()) == widest]
+        # The interior loops: the widest store and, like the hottest loop, as few narrower ones
+        # (not the edge-unit loops, nor the shifted-run loops of misaligned tensors).
+        def profile(body):
+            w = an.store_widths(body)
+            return max(w), sum(b < max(w) for b in w)
+        heads = [h for h, body in loops if profile(body) == profile(loops[0][1])]
         paths = [an.fast_path(h) for h in (heads if per_mode else heads[:1])]
     else:
         first = an.fast_path()

@@ -241,6 +241,11 @@ def cases_of(functions, usage, ptxas, names, backend, elems_of, refs) -> list[di
         for path, m, dist in chosen:
             others = set().union(*(set(q.blocks) for q, *_ in chosen if q is not path))
             row = {**common, "mode": m, **_sass.metrics(an, path, elems_of(symbol, path, dtype), others)}
+            if not runtime_mode:
+                # Misaligned tensors: the costliest of the shifted-run loops (one per shift).
+                shifted = [q for q in map(an.fast_path, an.shifted_loops()) if q is not None]
+                row["shifted_per_elem"] = max((len(q.insts) / elems_of(symbol, q, dtype) for q in shifted),
+                                              default=None)
             if dist is not None:
                 row["match_d"] = round(dist, 3)
             elif m is not None:
@@ -324,7 +329,8 @@ def _fmt(value, digits=1) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-COLUMNS = ["backend", "kernel", "dtype", "mode", "SASS/elem", "slow/elem", "FP64/elem", "MUFU/elem", "cvt/elem",
+COLUMNS = ["backend", "kernel", "dtype", "mode", "SASS/elem", "slow/elem", "shifted/elem", "FP64/elem", "MUFU/elem",
+           "cvt/elem",
            "regs", "spill st/ld B", "stack B", "LDL+STL", "store", "elems/iter", "est G elem/s"]
 
 
@@ -348,6 +354,7 @@ def markdown(report: dict) -> str:
         if c.get("p_diverge"):
             est += f"; P={c['p_diverge']}: {c['weighted_est_gelem_s']:.0f}"
         cells = [c["backend"], c["kernel"], c["dtype"], mode, _fmt(c["sass_per_elem"], 2), _fmt(c["slow_per_elem"]),
+                 _fmt(c.get("shifted_per_elem"), 2),
                  _fmt(c["fp64_per_elem"]), _fmt(c["mufu_per_elem"]), _fmt(c["cvt_per_elem"]), _fmt(c["regs"]),
                  f"{_fmt(c['spill_stores'])}/{_fmt(c['spill_loads'])}", _fmt(c["stack"]),
                  _fmt(c["local_ops_fast"]), c["store"], _fmt(c["elems"], 0), est]

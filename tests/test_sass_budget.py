@@ -4,7 +4,8 @@
   store-only loop costs a few instructions per element, stores 128 bits,
   4 elements per trip and no FP64; a double multiply shows as FP64; a rare
   branch is a slow path off the fast one; an unrolled loop is measured on its
-  main loop (16 elements a trip), not its remainder.
+  main loop (16 elements a trip), not its remainder; a loop of interior
+  vector stores is hot, not the loop of edge units beside it.
 - The enum of transform modes is read from the header, new modes included.
 - trunc_normal_kernel<float, first mode> (and, where triton can compile for
   sm_90, _trunc_normal_kernel fp32) gives positive, finite figures in every
@@ -60,6 +61,25 @@ extern "C" __global__ void rare_branch(float4* __restrict__ out, int64_t n4, flo
 extern "C" __global__ void unrolled(float4* __restrict__ out, int64_t n4) {
   LOOP out[i] = make_float4(1.f, 2.f, 3.f, 4.f);
 }
+// An interior loop of vector stores, then a loop of edge units that stores a
+// vector or, past the end, element by element (the shape of fill_blocks).
+extern "C" __global__ void interior_then_edges(float* __restrict__ out, int64_t n4, int64_t n,
+                                               float x) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+#pragma unroll 1
+  for (; i < n4 - 1; i += step)
+    reinterpret_cast<float4*>(out)[i] = make_float4(x * i, x + i, x - i, x / i);
+#pragma unroll 1
+  for (; i < n4; i += step) {
+    if (4 * i + 4 <= n) {
+      reinterpret_cast<float4*>(out)[i] = make_float4(x * i, x + i, x - i, x / i);
+    } else {
+      for (int k = 0; k < 4; ++k)
+        if (4 * i + k < n) out[4 * i + k] = x * k;
+    }
+  }
+}
 """
 
 
@@ -110,6 +130,12 @@ def test_unrolled_loop_is_measured_on_its_main_loop(oracle):
     assert m["sass_per_elem"] <= oracle["store_only"]["sass_per_elem"], (m, oracle["store_only"])
 
 
+def test_interior_loop_is_hot_not_edge_loop(oracle):
+    m = oracle["interior_then_edges"]
+    assert m["store"] == "STG.E.128" and m["stored_bits"] == 128 and m["elems"] == 4, m
+    assert m["histogram"].get("STG", 0) == 1, m  # the edge loop's scalar stores are not on it
+
+
 def test_modes_read_from_header(tmp_path):
     header = tmp_path / "transform.h"
     header.write_text("enum TransformMode : int {\n  kTwoSided = 0,  // a comment, kNot = 9\n"
@@ -151,6 +177,10 @@ def test_real_cuda_kernel_first_mode(tmp_path):
     case.update(sb.throughput(case["sass_per_elem"], case["dtype"]))
     _assert_case(case, "cuda")
     assert case["mode"] == first and case["elems"] == 4, case  # one Philox block of four fp32 values a trip
+    assert case["store"] == "STG.E.128" and case["histogram"].get("STG") == 1, case  # the interior loop
+    # Misaligned tensors: runs of fill_runs_shifted, several vectors a trip, about as cheap.
+    assert case["shifted_per_elem"] is not None, case
+    assert case["shifted_per_elem"] <= case["sass_per_elem"] + 4, case
 
 
 def test_real_triton_kernel_first_mode(tmp_path):
