@@ -33,7 +33,7 @@ void run_values(unsigned char* out, int64_t numel, uint64_t seed, uint64_t strea
   const auto P = tinit::TruncNormalParams<T>::from_packed(packed);
   for (int64_t t = threads - 1; t >= 0; --t) {  // any thread order gives the same result
     fill_blocks<out_t, Mode>(typed, numel, tinit::philox_keys(seed), stream, offset, P, vector_ok(typed, offset),
-                             compute_only, t, block_count(numel, offset), threads);
+                             compute_only, 0, block_count(numel, offset), t, threads);
   }
 }
 
@@ -85,8 +85,8 @@ int main(int argc, char** argv) {
     auto* words = reinterpret_cast<uint32_t*>(out);
     for (int64_t t = 0; t < threads; ++t) {
       tinit::cuda::philox_fill_blocks(words, numel, tinit::philox_keys(seed), stream, offset,
-                                      tinit::cuda::vector_ok(words, offset), t,
-                                      tinit::cuda::block_count(numel, offset), threads);
+                                      tinit::cuda::vector_ok(words, offset), 0,
+                                      tinit::cuda::block_count(numel, offset), t, threads);
     }
   } else {
     const bool compute_only = kind == "compute";

@@ -134,6 +134,10 @@ CASES = [
     pytest.param("two_sided", torch.float32, 517, 2**40 + 2, 0, id="f32-two-sided-offset2^40+2"),
     pytest.param("far", torch.float32, 257, 7, 2, id="f32-far-offset7"),
     pytest.param("tail", torch.float32, 129, 0, 0, id="f32-tail"),
+    # Units straddling vectors by 3 and 1 elements (fill_runs_shifted's A = 1 and A = 3).
+    pytest.param("central", torch.float32, 1000, 3, 0, id="f32-central-units-shifted-by-1"),
+    pytest.param("tail", torch.float32, 1001, 1, 2, id="f32-tail-units-shifted-by-1"),
+    pytest.param("two_sided", torch.float32, 997, 0, 2, id="f32-two-sided-units-shifted-by-2"),
     pytest.param("gpt2", torch.bfloat16, 1000, 0, 0, id="bf16-gpt2-aligned"),
     pytest.param("gpt2", torch.bfloat16, 1001, 2, 0, id="bf16-gpt2-offset2"),
     pytest.param("gpt2", torch.bfloat16, 1003, 3, 1, id="bf16-gpt2-offset3-shift1"),

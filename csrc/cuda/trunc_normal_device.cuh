@@ -7,9 +7,11 @@
 // whose four words are the stream indices 4 blk .. 4 blk + 3, i.e. the tensor
 // elements 4 g - offset % 4 .. + 3 (the stream itself: tinit/philox.h). A
 // unit's four values are written with one vector store when its elements are
-// aligned (always for offset % 4 == 0 and a 16-byte aligned tensor), else
-// element by element; units that straddle the tensor's start or end store
-// only their elements inside it. Free of torch headers; 64-bit indices.
+// aligned (always for offset % 4 == 0 and a 16-byte aligned tensor); when
+// every unit straddles two vectors (a view or shard starting mid-vector),
+// runs of consecutive units are realigned in registers (fill_runs_shifted);
+// units that straddle the tensor's start or end store only their elements
+// inside it. Free of torch headers; 64-bit indices.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -154,23 +156,84 @@ TINIT_HD void store_words(uint32_t* out, int64_t numel, int64_t first, bool vec_
   }
 }
 
-// One thread's share of a strided walk over the tensor's units: g, g + step,
-// ... below `end` (block_count(numel, offset) for the whole tensor; a grouped
-// kernel's chunk ends earlier). Returns the fold of the values it computed
-// when compute_only (nothing is stored then), else 0. Interior units (all
-// four elements inside the tensor) of a vector-aligned tensor take a loop
-// with one unconditional vector store; the at most two edge units and
-// misaligned tensors take store_values.
+// Elements from the start of every unit to the next vector-store boundary
+// when units are not aligned themselves (vec_ok false): 1..3 for 2- and 4-byte
+// types, whose four-element vector (Out<out_t>::store4) the units straddle
+// at a fixed shift; 0 where no shifted store applies (fp64, whose 16-byte
+// store holds two elements, or a pointer that is not element-aligned).
+template <typename out_t>
+TINIT_HD int unit_shift(const out_t* out, uint64_t offset) {
+  if (sizeof(out_t) > 4) return 0;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(out) - (offset & 3u) * sizeof(out_t);
+  if (first % sizeof(out_t) != 0) return 0;
+  const int mis = static_cast<int>((first % (4 * sizeof(out_t))) / sizeof(out_t));
+  return mis == 0 ? 0 : 4 - mis;
+}
+
+// Units per run of the shifted path: a run of kRunUnits consecutive units
+// is one thread's, so kRunUnits - 1 of its vectors straddle two of its own
+// units; only the first A and last 4 - A elements of a run are stored one
+// by one (kRunUnits + 3 stores per 4 kRunUnits elements instead of
+// 4 kRunUnits).
+constexpr int64_t kRunUnits = 4;
+
+// Runs r, r + step, ... below r_end of units u0 + kRunUnits r ..., all
+// interior, when every unit starts A elements before a vector boundary: a
+// vector takes the last 4 - A values of one unit and the first A of the next.
+template <typename out_t, int Mode, int A>
+TINIT_HD void fill_runs_shifted(out_t* out, const PhiloxKeys& keys, uint64_t stream,
+                                uint64_t blk0, int64_t skip,
+                                const TruncNormalParams<typename Out<out_t>::T>& P,
+                                int64_t u0, int64_t r, int64_t r_end, int64_t step) {
+  using T = typename Out<out_t>::T;
+  for (; r < r_end; r += step) {
+    const int64_t g = u0 + kRunUnits * r;
+    out_t* run = out + (4 * g - skip);
+    T v[4];
+    block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
+#pragma unroll
+    for (int k = 0; k < A; ++k) run[k] = Out<out_t>::cvt(v[k]);
+    T carry[4 - A];
+#pragma unroll
+    for (int k = 0; k < 4 - A; ++k) carry[k] = v[A + k];
+#pragma unroll
+    for (int64_t m = 1; m < kRunUnits; ++m) {
+      block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g + m), P, v);
+      T joined[4];
+#pragma unroll
+      for (int k = 0; k < 4 - A; ++k) joined[k] = carry[k];
+#pragma unroll
+      for (int k = 0; k < A; ++k) joined[4 - A + k] = v[k];
+      Out<out_t>::store4(run + A + 4 * (m - 1), joined);
+#pragma unroll
+      for (int k = 0; k < 4 - A; ++k) carry[k] = v[A + k];
+    }
+#pragma unroll
+    for (int k = 0; k < 4 - A; ++k) run[A + 4 * (kRunUnits - 1) + k] = Out<out_t>::cvt(carry[k]);
+  }
+}
+
+// One thread's share of units [begin, end) of a tensor: begin + lane,
+// begin + lane + step, ... (the whole tensor is [0, block_count(numel,
+// offset)); a grouped kernel's chunk is a part of it). Returns the fold of
+// the values it computed when compute_only (nothing is stored then), else 0.
+// Interior units (all four elements inside the tensor) of a vector-aligned
+// tensor take a loop with one unconditional vector store. Interior units of
+// a tensor whose units straddle vector boundaries (unit_shift > 0) are taken
+// in runs of kRunUnits by fill_runs_shifted. The at most two edge units, the
+// units left over from whole runs, and fp64 tensors that are not aligned
+// take store_values.
 template <typename out_t, int Mode>
 TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, const PhiloxKeys& keys, uint64_t stream,
                               uint64_t offset,
                               const TruncNormalParams<typename Out<out_t>::T>& P,
-                              bool vec_ok, bool compute_only, int64_t g, int64_t end,
-                              int64_t step) {
+                              bool vec_ok, bool compute_only, int64_t begin, int64_t end,
+                              int64_t lane, int64_t step) {
   using T = typename Out<out_t>::T;
   const int64_t skip = static_cast<int64_t>(offset & 3u);
   const uint64_t blk0 = offset >> 2;
   uint32_t sink = 0;
+  int64_t g = begin + lane;
   if (compute_only) {
     for (; g < end; g += step) {
       T v[4];
@@ -183,6 +246,31 @@ TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, const PhiloxKeys& keys,
   // Units [skip > 0, (numel + skip) / 4) hold four elements of the tensor.
   const int64_t interior_begin = skip > 0 ? 1 : 0;
   const int64_t interior_end = (numel + skip) >> 2;
+  const int shift = vec_ok ? 0 : unit_shift(out, offset);
+  if (!vec_ok && shift > 0) {
+    // Runs cover [lo, lo + kRunUnits runs) of the interior part of this range;
+    // the units before and after it take store_values below.
+    const int64_t lo = begin > interior_begin ? begin : interior_begin;
+    const int64_t hi = end < interior_end ? end : interior_end;
+    const int64_t runs = hi > lo ? (hi - lo) / kRunUnits : 0;
+    if (runs > 0) {
+      if (shift == 1) {
+        fill_runs_shifted<out_t, Mode, 1>(out, keys, stream, blk0, skip, P, lo, lane, runs, step);
+      } else if (shift == 2) {
+        fill_runs_shifted<out_t, Mode, 2>(out, keys, stream, blk0, skip, P, lo, lane, runs, step);
+      } else {
+        fill_runs_shifted<out_t, Mode, 3>(out, keys, stream, blk0, skip, P, lo, lane, runs, step);
+      }
+      const int64_t covered = lo + kRunUnits * runs;
+      for (; g < lo; g += step) {
+        T v[4];
+        block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
+        store_values<out_t>(out, numel, 4 * g - skip, false, v);
+      }
+      // This thread's first unit at or after `covered`.
+      g += (covered - g + step - 1) / step * step;
+    }
+  }
   for (; g < end && g < interior_begin; g += step) {
     T v[4];
     block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
@@ -204,11 +292,13 @@ TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, const PhiloxKeys& keys,
   return sink;
 }
 
-// The raw words of units g, g + step, ... below `end`, as fill_blocks (the
-// interior of an aligned output with one unconditional vector store).
+// The raw words of this thread's units of [begin, end), as fill_blocks (the
+// interior of an aligned output with one unconditional vector store; no
+// shifted runs: the words are for tests and benchmarks).
 TINIT_HD void philox_fill_blocks(uint32_t* out, int64_t numel, const PhiloxKeys& keys,
                                  uint64_t stream, uint64_t offset, bool vec_ok,
-                                 int64_t g, int64_t end, int64_t step) {
+                                 int64_t begin, int64_t end, int64_t lane, int64_t step) {
+  int64_t g = begin + lane;
   const int64_t skip = static_cast<int64_t>(offset & 3u);
   const uint64_t blk0 = offset >> 2;
   const int64_t interior_begin = skip > 0 ? 1 : 0;

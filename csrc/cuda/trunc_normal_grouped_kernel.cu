@@ -130,19 +130,19 @@ TINIT_HD void values_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c
   switch (P.mode) {
     case kUniform:
       fill_blocks<out_t, kUniform>(out, e.numel, keys, e.stream, e.offset, P, vec, false,
-                                   g0 + lane, g1, kLanes);
+                                   g0, g1, lane, kLanes);
       break;
     case kTwoSided:
       fill_blocks<out_t, kTwoSided>(out, e.numel, keys, e.stream, e.offset, P, vec, false,
-                                    g0 + lane, g1, kLanes);
+                                    g0, g1, lane, kLanes);
       break;
     case kTwoSidedPrecise:
       fill_blocks<out_t, kTwoSidedPrecise>(out, e.numel, keys, e.stream, e.offset, P, vec,
-                                           false, g0 + lane, g1, kLanes);
+                                           false, g0, g1, lane, kLanes);
       break;
     default:  // kTail: the pack refuses any other mode
       fill_blocks<out_t, kTail>(out, e.numel, keys, e.stream, e.offset, P, vec, false,
-                                g0 + lane, g1, kLanes);
+                                g0, g1, lane, kLanes);
       break;
   }
 }
@@ -151,7 +151,7 @@ TINIT_HD void words_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c,
   int64_t g0, g1;
   const GroupEntry& e = chunk_span(t, c, &g0, &g1);
   philox_fill_blocks(static_cast<uint32_t*>(e.out), e.numel, keys, e.stream, e.offset,
-                     e.vec_ok != 0, g0 + lane, g1, kLanes);
+                     e.vec_ok != 0, g0, g1, lane, kLanes);
 }
 
 // What thread `thread` of CUDA block `block` in a grid of `grid` blocks
@@ -171,7 +171,7 @@ TINIT_HD void grouped_thread(const GroupView& t, const PhiloxKeys& keys, int64_t
 }
 
 template <typename out_t>
-__global__ void __launch_bounds__(kThreads) grouped_kernel(const GroupView t, const PhiloxKeys keys) {
+__global__ void __maxnreg__(128) grouped_kernel(const GroupView t, const PhiloxKeys keys) {
   grouped_thread<out_t>(t, keys, blockIdx.x, threadIdx.x, gridDim.x);
 }
 

@@ -31,8 +31,8 @@ trunc_normal_kernel(out_t* __restrict__ out, int64_t numel, const PhiloxKeys key
                     bool vec_ok, bool compute_only) {
   using T = typename Out<out_t>::T;
   const uint32_t sink = fill_blocks<out_t, Mode>(
-      out, numel, keys, stream, offset, P, vec_ok, compute_only,
-      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, block_count(numel, offset),
+      out, numel, keys, stream, offset, P, vec_ok, compute_only, 0, block_count(numel, offset),
+      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
       static_cast<int64_t>(gridDim.x) * blockDim.x);
   // Compute-only runs keep every value alive through this (practically never
   // taken) store, so the compiler cannot drop the arithmetic feeding it.
@@ -42,9 +42,8 @@ trunc_normal_kernel(out_t* __restrict__ out, int64_t numel, const PhiloxKeys key
 __global__ void __launch_bounds__(kThreads)
 philox_kernel(uint32_t* __restrict__ out, int64_t numel, const PhiloxKeys keys,
               uint64_t stream, uint64_t offset, bool vec_ok) {
-  philox_fill_blocks(out, numel, keys, stream, offset, vec_ok,
+  philox_fill_blocks(out, numel, keys, stream, offset, vec_ok, 0, block_count(numel, offset),
                      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-                     block_count(numel, offset),
                      static_cast<int64_t>(gridDim.x) * blockDim.x);
 }
 
