@@ -357,11 +357,12 @@ def test_gpu_code_compiles_without_inexact_math():
             sys.exit(3)  # a triton without its NVIDIA backend: nothing to compile with
         sig = {"table_ptr": "*i32", "ndtri_ptr": "*fp32", "n_entries": "i32", "entry_base": "i64",
                "const_base": "i64", "seed_lo": "i32", "seed_hi": "i32", "DTYPE": "constexpr", "LOG": "constexpr",
-               "BLOCK": "constexpr"}
+               "REPS": "constexpr", "BLOCK": "constexpr"}
         assert list(sig) == tg._grouped_kernel.arg_names, tg._grouped_kernel.arg_names
         found = {}
         for dtype in range(3):
-            src = ASTSource(tg._grouped_kernel, sig, constexprs={"DTYPE": dtype, "LOG": 8, "BLOCK": tk.DEFAULT_BLOCK},
+            src = ASTSource(tg._grouped_kernel, sig, constexprs={"DTYPE": dtype, "LOG": 8, "REPS": tg._REPS,
+                                                                   "BLOCK": tk.DEFAULT_BLOCK},
                             attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
             ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=tk.LAUNCH_OPTIONS).asm["ptx"]
             body = ptx[ptx.index(".entry"):]

@@ -24,9 +24,11 @@ O(elements):
 
 Program p finds its entry by a binary search of ``first`` (LOG fixed steps,
 LOG = ceil(log2 E) rounded up to a multiple of 4 so that few variants
-compile), casts the address to a pointer of the launch's dtype and fills
-program p - first[e] of that entry. The transform mode is a per-entry run-time
-value; a program holds one entry, so its branch is uniform.
+compile), casts the address to a pointer of the launch's dtype and fills, in
+a loop, the sub-blocks REPS (p - first[e]) + [0, REPS) of BLOCK counter blocks
+of that entry (fewer in its last program), so the search and the constants
+are loaded once per REPS sub-blocks. The transform mode is a per-entry
+run-time value; a program holds one entry, so its branch is uniform.
 
 The fills are registered as the ops ``torch.ops.tinit.trunc_normal_grouped_triton_``
 and ``torch.ops.tinit.trunc_normal_runs_triton_`` (``torch.library.custom_op``
@@ -81,6 +83,9 @@ assert ROW_FIELDS == ("a_cdf", "b_sf", "a_half", "b_half", "step", "mean", "sd_h
 # Smallest program: a shard's rows may be a few elements long, and one
 # program per row of 4 * BLOCK elements would mostly compute values it masks.
 _MIN_BLOCK = 16
+# Sub-blocks of BLOCK counter blocks per program (a loop in the kernel): the
+# entry search and the 24 constants are loaded once per REPS sub-blocks.
+_REPS = 8
 _MAX_GRID = 2**31 - 1  # CUDA grid x-dimension limit
 _U64 = 2**64 - 1
 
@@ -129,9 +134,23 @@ if triton is not None:
         """The fp32 whose bit pattern is the int32 at position ``index``."""
         return tl.load(table_ptr + index).to(tl.float32, bitcast=True)
 
+    @triton.jit
+    def _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, flip, split, a_cdf,
+                   b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi, edge, width, slope, b0, ratio,
+                   l1, l2, l3, l4, l5, MODE: tl.constexpr, REPS: tl.constexpr, BLOCK: tl.constexpr):
+        """Sub-blocks REPS program + [0, subs) of one entry: words, the MODE transform, the store."""
+        seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi = words_args
+        for r in range(subs):
+            sub = program * REPS + r
+            words, local, start = _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
+                                                   sub, BLOCK)
+            x = _trunc_normal_value(words, ndtri_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
+                                    sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5, MODE)
+            _store_block(out_ptr, vec_ptr, sub * (4 * BLOCK), aligned, start, local, numel, x)
+
     @triton.jit(do_not_specialize=["n_entries", "entry_base", "const_base", "seed_lo", "seed_hi"])
     def _grouped_kernel(table_ptr, ndtri_ptr, n_entries, entry_base, const_base, seed_lo, seed_hi,
-                        DTYPE: tl.constexpr, LOG: tl.constexpr, BLOCK: tl.constexpr):
+                        DTYPE: tl.constexpr, LOG: tl.constexpr, REPS: tl.constexpr, BLOCK: tl.constexpr):
         """Fill program p - first[e] of entry e, the entry whose programs hold grid index p.
 
         Args (device): table_ptr: int32 view of the table (module docstring).
@@ -184,23 +203,6 @@ if triton is not None:
         flip = tl.load(table_ptr + c + 22)
         split = tl.load(table_ptr + c + 23)
 
-        words, local, start = _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
-                                               pid - first, BLOCK)
-        # Every mode is compiled; the branch taken is uniform over the program.
-        if mode == _TAIL:
-            x = _trunc_normal_value(words, ndtri_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
-                                    sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5, _TAIL)
-        elif mode == _TWO_SIDED_PRECISE:
-            x = _trunc_normal_value(words, ndtri_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
-                                    sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5,
-                                    _TWO_SIDED_PRECISE)
-        elif mode == _UNIFORM:
-            x = _trunc_normal_value(words, ndtri_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
-                                    sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5, _UNIFORM)
-        else:
-            x = _trunc_normal_value(words, ndtri_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
-                                    sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5,
-                                    _TWO_SIDED)
         # The vector path of _store_block: the entry's address and offset aligned for 4-element
         # stores (16 bytes of fp32, 8 of bf16/fp16). vec_ptr is the address rounded down to that
         # alignment, which it always has (the hint is true), and equals out_ptr when aligned.
@@ -214,7 +216,32 @@ if triton is not None:
             elem: tl.constexpr = tl.float16
         out_ptr = addr.to(tl.pointer_type(elem))
         vec_ptr = tl.multiple_of((addr & -align).to(tl.pointer_type(elem)), align)
-        _store_block(out_ptr, vec_ptr, (pid - first) * (4 * BLOCK), aligned, start, local, numel, x)
+        # Program p - first of the entry holds its sub-blocks REPS (p - first) + [0, REPS) of
+        # BLOCK counter blocks, the last program fewer: the search and the constants above are
+        # paid once per REPS sub-blocks.
+        program = pid - first
+        off = ((offset_hi.to(tl.uint32, bitcast=True).to(tl.int64) << 32)
+               | offset_lo.to(tl.uint32, bitcast=True).to(tl.int64))
+        units = ((off & 3) + numel + 3) >> 2
+        subs = tl.minimum((units + BLOCK - 1) // BLOCK - program * REPS, REPS).to(tl.int32)
+        words_args = (seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi)
+        # Every mode is compiled; the branch taken is uniform over the program.
+        if mode == _TAIL:
+            _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, flip, split, a_cdf,
+                       b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi, edge, width, slope, b0, ratio,
+                       l1, l2, l3, l4, l5, _TAIL, REPS, BLOCK)
+        elif mode == _TWO_SIDED_PRECISE:
+            _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, flip, split, a_cdf,
+                       b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi, edge, width, slope, b0, ratio,
+                       l1, l2, l3, l4, l5, _TWO_SIDED_PRECISE, REPS, BLOCK)
+        elif mode == _UNIFORM:
+            _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, flip, split, a_cdf,
+                       b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi, edge, width, slope, b0, ratio,
+                       l1, l2, l3, l4, l5, _UNIFORM, REPS, BLOCK)
+        else:
+            _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, flip, split, a_cdf,
+                       b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi, edge, width, slope, b0, ratio,
+                       l1, l2, l3, l4, l5, _TWO_SIDED, REPS, BLOCK)
 
 
 # ------------------------------------------------------------------ host side
@@ -299,7 +326,7 @@ def _plan(addresses: np.ndarray, numels: np.ndarray, streams: np.ndarray, offset
     nblk = ((offsets & 3) + numels + 3) >> 2
     if block is None:
         block = _auto_block(int(nblk.max()))
-    programs = -(-nblk // block)
+    programs = -(-nblk // (block * _REPS))
     first = np.zeros(n_entries, dtype=np.int64)
     np.cumsum(programs[:-1], out=first[1:])
     n_programs = int(first[-1] + programs[-1])
@@ -317,7 +344,8 @@ def _launch(plan: tuple[np.ndarray, int, int, int], dtype: torch.dtype, device: 
     seed_bits = seed & _U64
     args = (table_dev.view(torch.int32), _ndtri_table_on(device), n_entries, n_entries, n_entries * (1 + _ENTRY_WORDS),
             _i32_bits(seed_bits & 0xFFFFFFFF), _i32_bits(seed_bits >> 32))
-    meta = {"DTYPE": _DTYPE_CODES[dtype], "LOG": _search_steps(n_entries), "BLOCK": block, **LAUNCH_OPTIONS}
+    meta = {"DTYPE": _DTYPE_CODES[dtype], "LOG": _search_steps(n_entries), "REPS": _REPS, "BLOCK": block,
+            **LAUNCH_OPTIONS}
     if device.type == "cuda":
         with torch.cuda.device(device):
             _grouped_kernel[(n_programs,)](*args, **meta)
