@@ -1,9 +1,10 @@
 // Stream words for consecutive counter blocks on x86 with AVX-512 / AVX2.
 //
 // Compilers vectorise the 32x32->64 Philox multiply poorly (vpmullq and
-// permutes), so these kernels use the even/odd vpmuludq pattern by hand. They
-// compute exactly tinit::philox4x32_10 (tinit/philox.h) for 16 (AVX-512) or 8
-// (AVX2) blocks at a time and store the words interleaved in element order
+// permutes), so these kernels use vpmuludq by hand (AVX-512: on counters kept
+// in 64-bit lanes; AVX2: the even/odd pattern). They compute exactly
+// tinit::philox4x32_10 (tinit/philox.h) for 8 blocks at a time and store
+// the words interleaved in element order
 // (block b's four words at 4b .. 4b+3). Callers pick one at run time with
 // __builtin_cpu_supports; tinit::philox4x32_10 handles any remainder.
 #pragma once
@@ -21,66 +22,52 @@ namespace x86 {
 #define TINIT_AVX512 __attribute__((target("avx512f")))
 #define TINIT_AVX2 __attribute__((target("avx2")))
 
-TINIT_AVX512 inline void mulhilo16(__m512i a, __m512i m, __m512i& hi,
-                                   __m512i& lo) {
-  const __m512i pe = _mm512_mul_epu32(a, m);
-  const __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
-  lo = _mm512_mask_blend_epi32(0xAAAA, pe, _mm512_slli_epi64(po, 32));
-}
-
-// Counter words of 16 lanes; after ten rounds, their four output words.
-struct Lanes16 {
+// AVX-512 keeps each counter in a 64-bit lane, its word in the low half:
+// vpmuludq reads only the low halves, so the product's low half is the next
+// lo word as it stands and one shift gives the hi word. A high half is never
+// read as a word (it holds bits of a product or of an xor with one), so a
+// round is two multiplies, two shifts and two three-way xors for 8 counters,
+// with no blends to pack words into 32-bit lanes.
+struct Lanes8 {
   __m512i c0, c1, c2, c3;
 };
 
-// Stores the 16 blocks of `x` in element order at out[0, 64).
-TINIT_AVX512 inline void store_blocks16(uint32_t* out, const Lanes16& x) {
-  // 4x16 -> element order: unpack within 128-bit lanes, then move lanes.
-  const __m512i t0 = _mm512_unpacklo_epi32(x.c0, x.c1), t1 = _mm512_unpackhi_epi32(x.c0, x.c1);
-  const __m512i t2 = _mm512_unpacklo_epi32(x.c2, x.c3), t3 = _mm512_unpackhi_epi32(x.c2, x.c3);
-  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
-  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
-  const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u0, u1, 0xEE);
-  const __m512i v2 = _mm512_shuffle_i32x4(u2, u3, 0x44), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
-  _mm512_storeu_si512(out, _mm512_shuffle_i32x4(v0, v2, 0x88));
-  _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(v0, v2, 0xDD));
-  _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(v1, v3, 0x88));
-  _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(v1, v3, 0xDD));
+// Counters of group g: blocks blk0 + 8 g + lane (low word), fixed words.
+TINIT_AVX512 inline Lanes8 counters8(uint64_t blk0, int64_t g, __m512i iota, __m512i hi_word, __m512i s0,
+                                     __m512i s1) {
+  const uint32_t lo = static_cast<uint32_t>(blk0) + static_cast<uint32_t>(8 * g);
+  return Lanes8{_mm512_add_epi64(_mm512_set1_epi64(lo), iota), hi_word, s0, s1};
 }
 
-// Counters of group g: blocks blk0 + 16 g + lane (low word), fixed words.
-TINIT_AVX512 inline Lanes16 counters16(uint64_t blk0, int64_t g, __m512i iota,
-                                       __m512i hi_word, __m512i s0, __m512i s1) {
-  const uint32_t lo = static_cast<uint32_t>(blk0) + static_cast<uint32_t>(16 * g);
-  return Lanes16{_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(lo)), iota),
-                 hi_word, s0, s1};
+TINIT_AVX512 inline void round8(Lanes8& x, __m512i m0, __m512i m1, __m512i k0, __m512i k1) {
+  const __m512i p0 = _mm512_mul_epu32(x.c0, m0);
+  const __m512i p2 = _mm512_mul_epu32(x.c2, m1);
+  x.c0 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(p2, 32), x.c1, k0, 0x96);
+  x.c2 = _mm512_ternarylogic_epi32(_mm512_srli_epi64(p0, 32), x.c3, k1, 0x96);
+  x.c1 = p2;
+  x.c3 = p0;
 }
 
-TINIT_AVX512 inline void round16(Lanes16& x, __m512i m0, __m512i m1, __m512i k0,
-                                 __m512i k1) {
-  __m512i hi0, lo0, hi1, lo1;
-  mulhilo16(x.c0, m0, hi0, lo0);
-  mulhilo16(x.c2, m1, hi1, lo1);
-  x.c0 = _mm512_ternarylogic_epi32(hi1, x.c1, k0, 0x96);
-  x.c2 = _mm512_ternarylogic_epi32(hi0, x.c3, k1, 0x96);
-  x.c1 = lo1;
-  x.c3 = lo0;
+// The 8 blocks of `x` in element order at out[0, 32): the low halves of the
+// four words' lanes, interleaved by two permutes per 16 words.
+TINIT_AVX512 inline void store_blocks8(uint32_t* out, const Lanes8& x) {
+  const __m512i pairs = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+  const __m512i t01 = _mm512_permutex2var_epi32(x.c0, pairs, x.c1);  // (w0, w1) of blocks 0..7
+  const __m512i t23 = _mm512_permutex2var_epi32(x.c2, pairs, x.c3);  // (w2, w3)
+  _mm512_storeu_si512(out, _mm512_permutex2var_epi64(t01, _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), t23));
+  _mm512_storeu_si512(out + 16,
+                      _mm512_permutex2var_epi64(t01, _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15), t23));
 }
 
-// Blocks blk0 .. blk0 + 16*groups - 1; (uint32)blk0 + 16*groups must not wrap.
-// Two groups are in flight per iteration: one Philox evaluation is a long
-// chain of dependent multiplies, and interleaving two hides their latency.
-TINIT_AVX512 inline void philox_blocks_avx512(uint32_t* out, uint64_t blk0,
-                                              int64_t groups, uint64_t seed,
-                                              uint64_t stream) {
-  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kPhiloxM0));
-  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(kPhiloxM1));
-  const __m512i iota =
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i hi_word = _mm512_set1_epi32(static_cast<int>(blk0 >> 32));
-  const __m512i s0 = _mm512_set1_epi32(static_cast<int>(stream));
-  const __m512i s1 = _mm512_set1_epi32(static_cast<int>(stream >> 32));
+// Blocks blk0 .. blk0 + 8*groups - 1; (uint32)blk0 + 8*groups must not wrap.
+// Four groups are in flight per iteration: one Philox evaluation is a chain
+// of ten dependent multiplies, and interleaving four hides their latency
+// (measured: 0.31 ns a word on Zen 4, against 0.50 with two groups of 16
+// counters in 32-bit lanes).
+TINIT_AVX512 inline void philox_blocks_avx512(uint32_t* out, uint64_t blk0, int64_t groups,
+                                              uint64_t seed, uint64_t stream) {
+  constexpr int kInFlight = 4;
+  const __m512i m0 = _mm512_set1_epi64(kPhiloxM0), m1 = _mm512_set1_epi64(kPhiloxM1);
   __m512i keys0[10], keys1[10];
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int r = 0; r < 10; ++r) {
@@ -89,21 +76,27 @@ TINIT_AVX512 inline void philox_blocks_avx512(uint32_t* out, uint64_t blk0,
     k0 += kPhiloxW0;
     k1 += kPhiloxW1;
   }
+  const __m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i hi_word = _mm512_set1_epi64(static_cast<uint32_t>(blk0 >> 32));
+  const __m512i s0 = _mm512_set1_epi64(static_cast<uint32_t>(stream));
+  const __m512i s1 = _mm512_set1_epi64(static_cast<uint32_t>(stream >> 32));
   int64_t g = 0;
-  for (; g + 2 <= groups; g += 2) {
-    Lanes16 a = counters16(blk0, g, iota, hi_word, s0, s1);
-    Lanes16 b = counters16(blk0, g + 1, iota, hi_word, s0, s1);
+  for (; g + kInFlight <= groups; g += kInFlight) {
+    Lanes8 x[kInFlight];
+#pragma GCC unroll 4
+    for (int j = 0; j < kInFlight; ++j) x[j] = counters8(blk0, g + j, iota, hi_word, s0, s1);
+#pragma GCC unroll 10
     for (int r = 0; r < 10; ++r) {
-      round16(a, m0, m1, keys0[r], keys1[r]);
-      round16(b, m0, m1, keys0[r], keys1[r]);
+#pragma GCC unroll 4
+      for (int j = 0; j < kInFlight; ++j) round8(x[j], m0, m1, keys0[r], keys1[r]);
     }
-    store_blocks16(out + 64 * g, a);
-    store_blocks16(out + 64 * (g + 1), b);
+#pragma GCC unroll 4
+    for (int j = 0; j < kInFlight; ++j) store_blocks8(out + 32 * (g + j), x[j]);
   }
-  if (g < groups) {
-    Lanes16 a = counters16(blk0, g, iota, hi_word, s0, s1);
-    for (int r = 0; r < 10; ++r) round16(a, m0, m1, keys0[r], keys1[r]);
-    store_blocks16(out + 64 * g, a);
+  for (; g < groups; ++g) {
+    Lanes8 x = counters8(blk0, g, iota, hi_word, s0, s1);
+    for (int r = 0; r < 10; ++r) round8(x, m0, m1, keys0[r], keys1[r]);
+    store_blocks8(out + 32 * g, x);
   }
 }
 

@@ -40,7 +40,7 @@ BlocksFn pick_blocks_fn() {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) {
-    return &philox_blocks_simd<16, x86::philox_blocks_avx512>;
+    return &philox_blocks_simd<8, x86::philox_blocks_avx512>;
   }
   if (__builtin_cpu_supports("avx2")) {
     return &philox_blocks_simd<8, x86::philox_blocks_avx2>;
