@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 import tinit
 from tinit import dispatch, schemes
+from tinit.grouped import GPU_TABLE_MAX_NUMEL
 from tinit.model_init import materialise_, tied_groups
 from tinit.models import GPT, GPTConfig
 from tinit.params import STREAM_VERSION
@@ -393,8 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "(trunc_normal_ with the same std and bounds, uniform_ with the same bounds, constant_)")
     init.add_argument("--no-progress", action="store_true",
                       help="no progress bars on stderr. Measuring the stds and --compare's torch pass advance "
-                           "per tensor; the fill's bar advances once, when the grouped fill returns (it is one "
-                           "native call on the CPU, one launch per dtype on a GPU)")
+                           "per tensor; the fill's bar advances once, when the grouped fill returns (one native "
+                           f"call on the CPU; on a GPU one launch per dtype, plus one per tensor over "
+                           f"{GPU_TABLE_MAX_NUMEL:,} elements)")
     _add_report_parser(sub)
     return parser
 
