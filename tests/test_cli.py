@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 import tinit
+from tinit import schemes
 from tinit.cli import build_model, main, materialise_, truncated_std
 from tinit.models import GPT, GPTConfig
 
@@ -231,3 +233,82 @@ def test_init_depth_rows(capsys):
 def test_init_refused_scheme_exits_2(capsys):
     assert main(["init", *SMALL, "--scheme", "rezero"]) == 2
     assert "residual_gate" in capsys.readouterr().err
+
+
+def _cli(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m tinit`` in a fresh process, so that stderr is exactly what a user sees."""
+    return subprocess.run([sys.executable, "-m", "tinit", *argv], check=False, cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+def _one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tinit init: error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA device")
+@pytest.mark.parametrize("backend", ["auto", "cuda", "triton"])
+def test_device_cuda_without_gpu_is_one_line(backend):
+    _one_line_error(_cli("init", *SMALL, "--device", "cuda", "--backend", backend), "--device cuda",
+                    "no CUDA device")
+
+
+def test_backend_cuda_on_the_cpu_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["init", *SMALL, "--backend", "cuda"])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip().splitlines() == [
+        "tinit init: error: --backend cuda fills CUDA tensors only; add --device cuda"]
+
+
+def test_backend_triton_on_the_cpu_needs_the_interpreter():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    _one_line_error(_cli("init", *SMALL, "--backend", "triton", env=env), "TRITON_INTERPRET=1", "--device cuda")
+
+
+def test_device_cpu_is_the_default(capsys):
+    assert main(["init", *SMALL, "--device", "cpu"]) == 0
+    assert "materialised on cpu" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", [[], ["--no-progress"]], ids=["bar", "no-bar"])
+def test_progress_bars_on_stderr(flag, capsys):
+    argv = ["init", "--layers", "1", "--d-model", "64", "--compare", *flag]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    bars = ("tinit fill (gpt2): 100%", "measuring stds: 100%", "torch.nn.init.trunc_normal_: 100%",
+            "tinit fill again (gpt2): 100%")
+    n = len(list(_meta_gpt(1, 64).parameters()))
+    if flag:
+        assert captured.err == ""
+    else:
+        for bar in bars:
+            assert f"{bar}|" in captured.err and f"{n}/{n}" in captured.err, (bar, captured.err)
+    assert "100%" not in captured.out
+
+
+def test_compare_names_the_torch_call(capsys):
+    assert main(["init", *SMALL, "--scheme", "xavier_uniform", "--compare"]) == 0
+    out = capsys.readouterr().out
+    assert "trunc_normal_" not in out
+    assert any(line.startswith("torch.nn.init.uniform_: ") and "same bounds" in line for line in out.splitlines())
+    assert "x over torch.nn.init.uniform_ (" in out
+    assert main(["init", *SMALL, "--compare"]) == 0
+    out = capsys.readouterr().out
+    assert "x over torch.nn.init.trunc_normal_ (" in out and "uniform_" not in out
+
+
+def test_torch_calls_of_specs():
+    from tinit.cli import _torch_calls
+
+    normal = schemes.InitSpec(std=0.02, trunc=2.0)
+    uniform = schemes.InitSpec(std=0.02, trunc=math.sqrt(3.0), distribution="uniform")
+    assert _torch_calls(normal) == ("trunc_normal_",)
+    assert _torch_calls(uniform) == ("uniform_",)
+    assert _torch_calls(schemes.InitSpec(constant=1.0)) == ("constant_",)
+    assert _torch_calls(schemes.InitSpec(parts=(uniform, normal, uniform))) == ("uniform_", "trunc_normal_")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ import torch
 
 import tinit
 from tinit import schemes
-from tinit.cli import main
+from tinit.cli import build_parser, main
 from tinit.report import report
 from tinit.report_models import NORMS, Block, Stack, StackConfig, deepnorm_alpha
 from tinit.roles import infer_layer, infer_role
@@ -256,5 +257,61 @@ def test_cli(tmp_path, capsys):
     assert (tmp_path / "report.md").is_file() and (tmp_path / "report.json").is_file()
     assert main([*argv, "--no-backward"]) == 0
     assert "| normal |" in capsys.readouterr().out
-    assert main([*argv[:-4], "--schemes", "nope", "--out", str(tmp_path)]) == 2
-    assert "unknown tinit scheme" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv[:-4], "--schemes", "nope", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "unknown tinit scheme 'nope'" in capsys.readouterr().err
+
+
+TINY = ["report", "--layers", "1", "--d-model", "64", "--batch", "1", "--seq", "4"]
+
+
+@pytest.mark.parametrize("argv", [["normal", "gpt2"], ["normal,gpt2"], ["normal,", "gpt2"], ["normal", "gpt2,normal"]],
+                         ids=["spaces", "commas", "both", "repeated"])
+def test_cli_scheme_lists(argv):
+    """The README's space-separated form and the comma form parse to the same schemes."""
+    assert build_parser().parse_args(["report", "--schemes", *argv]).schemes == ["normal", "gpt2"]
+
+
+def test_cli_space_separated_schemes_run(tmp_path, capsys):
+    assert main([*TINY, "--schemes", "normal", "gpt2", "--out", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "| normal |" in out and "| gpt2 |" in out
+    assert list(json.loads((tmp_path / "report.json").read_text())["results"]) == ["normal", "gpt2"]
+
+
+@pytest.mark.parametrize("schemes", [",", "normal,nope"])
+def test_cli_bad_scheme_list_is_a_usage_error(schemes, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*TINY, "--schemes", schemes])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "tinit report: error: --schemes:" in err and "Traceback" not in err
+
+
+def test_cli_without_matplotlib_writes_markdown_and_json(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
+    assert main([*TINY, "--schemes", "normal", "--out", str(tmp_path), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    markdown, data = (tmp_path / "report.md").read_text(), json.loads((tmp_path / "report.json").read_text())
+    assert "| normal |" in markdown and len(data["results"]["normal"]["sublayers"]) == 2
+    assert not (tmp_path / "report.png").exists() and data["files"]["png"] is None
+    assert "`report` extra" in captured.err and "pip install 'tinit[report]'" in captured.err
+    assert "report.png" not in captured.out.splitlines()[-1] and "report.json" in captured.out
+
+
+def test_report_without_matplotlib_warns(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.warns(RuntimeWarning, match=r"tinit\[report\]"):
+        r = report(schemes=["normal"], out=tmp_path, **SMALL)
+    assert r.png is None and "matplotlib" in r.png_skipped
+    assert r.markdown_path.read_text() == r.markdown() and r.json_path.is_file()
+
+
+@pytest.mark.parametrize("flag", [[], ["--no-progress"]], ids=["bar", "no-bar"])
+def test_cli_progress_bar(flag, tmp_path, capsys):
+    assert main([*TINY, "--schemes", "normal", "gpt2", "--out", str(tmp_path), *flag]) == 0
+    err = capsys.readouterr().err
+    assert "normal: Var(x_2L)" in err and "gpt2: Var(x_2L)" in err  # the per-scheme lines either way
+    bar = "tinit report: 100%" in err and "2/2" in err
+    assert bar == (not flag), err

@@ -4,11 +4,13 @@
     tinit init --model hf-gpt2 --compare    # transformers.GPT2LMHeadModel(GPT2Config())
     tinit init --hf llama --scheme modern   # a reduced LlamaForCausalLM, no download
     python -m tinit init --layers 2 --d-model 64 --scheme deepnorm
+    tinit init --device cuda --backend triton   # on a GPU
 
 The model is built on the meta device (no memory, no init), materialised on
-the CPU with ``to_empty`` (ties restored), then every parameter is written
-once by ``tinit.init_model_``. The report gives the parameter count, wall time,
-G elements/s and, per role, the intended and the measured std.
+``--device`` (the CPU by default) with ``to_empty`` (ties restored), then
+every parameter is written once by ``tinit.init_model_``. The report gives
+the parameter count, wall time, G elements/s and, per role, the intended and
+the measured std.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from tqdm import tqdm
 
 import tinit
 from tinit import dispatch, schemes
+from tinit.grouped import GPU_TABLE_MAX_NUMEL
 from tinit.model_init import materialise_, tied_groups
 from tinit.models import GPT, GPTConfig
 from tinit.params import STREAM_VERSION
 from tinit.report import add_parser as _add_report_parser
 
 MODELS = ("gpt2-small", "hf-gpt2")
+DEVICES = ("cpu", "cuda")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16,
           "float16": torch.float16, "float64": torch.float64}
 _CHUNK = 1 << 22  # elements per fp64 chunk when measuring moments
@@ -230,20 +234,45 @@ class Moments:
         return math.sqrt(max(self.squares - self.total * self.mean, 0.0) / (self.n - 1))
 
 
-def measure(summary, params: dict) -> dict[tuple, Moments]:
+def measure(summary, params: dict, progress=None) -> dict[tuple, Moments]:
     """Pooled moments of the written values per (role, spec).
 
     Args:
         summary: ``init_model_``'s list of ``ParamInit``.
         params: name -> tensor.
+        progress: optional callable wrapping ``summary`` as it is read (``tqdm``).
 
     Returns:
         (role, InitSpec) -> moments over every element of those tensors.
     """
     groups: dict[tuple, Moments] = {}
-    for entry in summary:
+    for entry in (summary if progress is None else progress(summary)):
         groups.setdefault((entry.role, entry.spec), Moments()).add(params[entry.name])
     return groups
+
+
+def _torch_calls(spec: schemes.InitSpec) -> tuple[str, ...]:
+    """The ``torch.nn.init`` functions that write the same distribution as ``spec``.
+
+    Args:
+        spec: an ``InitSpec``.
+
+    Returns:
+        Function names, e.g. ("trunc_normal_",), ("uniform_",), ("constant_",),
+        or one per distinct slice of a fused spec, in slice order.
+    """
+    if spec.constant is not None:
+        return ("constant_",)
+    if spec.parts is not None:
+        return tuple(dict.fromkeys(name for part in spec.parts for name in _torch_calls(part)))
+    return ("uniform_",) if spec.distribution == "uniform" else ("trunc_normal_",)
+
+
+def _torch_label(summary) -> str:
+    """What ``--compare`` timed: the torch.nn.init calls of the random specs (constants when all are)."""
+    names = dict.fromkeys(name for entry in summary for name in _torch_calls(entry.spec))
+    random = [name for name in names if name != "constant_"] or list(names)
+    return "torch.nn.init." + "/".join(random)
 
 
 def _torch_spec_(param: torch.Tensor, spec: schemes.InitSpec) -> None:
@@ -258,10 +287,10 @@ def _torch_spec_(param: torch.Tensor, spec: schemes.InitSpec) -> None:
         torch.nn.init.trunc_normal_(param, spec.mean, spec.std, *spec.bounds)
 
 
-def _torch_init_(summary, params: dict) -> None:
+def _torch_init_(summary, params: dict, progress=None) -> None:
     """The same per-parameter distribution through ``torch.nn.init``."""
     with torch.no_grad():
-        for entry in summary:
+        for entry in (summary if progress is None else progress(summary)):
             _torch_spec_(params[entry.name], entry.spec)
 
 
@@ -354,44 +383,84 @@ def build_parser() -> argparse.ArgumentParser:
                       help="truncation in units of std (default: the scheme's, +-2 unless the recipe fixes it)")
     init.add_argument("--variance-preserving", action="store_true",
                       help="scale each std so the realised (truncated) std equals the recipe's")
-    init.add_argument("--backend", choices=["auto", *dispatch.BACKENDS], default="auto")
+    init.add_argument("--device", choices=DEVICES, default="cpu",
+                      help="where the model is materialised and filled (default cpu); cuda needs a visible GPU")
+    init.add_argument("--backend", choices=["auto", *dispatch.BACKENDS], default="auto",
+                      help="auto: the fastest that fills --device (default); cuda needs --device cuda; "
+                           "triton needs --device cuda, or TRITON_INTERPRET=1 on the CPU (its interpreter, slow)")
     init.add_argument("--dtype", choices=list(DTYPES), default="float32")
     init.add_argument("--compare", action="store_true",
-                      help="also time torch.nn.init.trunc_normal_ with the same std and bounds per parameter")
-    init.add_argument("--no-progress", action="store_true", help="no progress bar")
+                      help="also time the scheme's torch.nn.init calls with the same distribution per parameter "
+                           "(trunc_normal_ with the same std and bounds, uniform_ with the same bounds, constant_)")
+    init.add_argument("--no-progress", action="store_true",
+                      help="no progress bars on stderr. Measuring the stds and --compare's torch pass advance "
+                           "per tensor; the fill's bar advances once, when the grouped fill returns (one native "
+                           f"call on the CPU; on a GPU one launch per dtype, plus one per tensor over "
+                           f"{GPU_TABLE_MAX_NUMEL:,} elements)")
     _add_report_parser(sub)
     return parser
 
 
-def _timed_init(model, args, n_layers: int, progress: bool = True) -> tuple[list, float]:
-    scratch = torch.empty(4096, dtype=DTYPES[args.dtype])
+def _sync(device: str) -> None:
+    if device == "cuda":  # kernels run asynchronously: time them, not their launches
+        torch.cuda.synchronize()
+
+
+def _bar(args, desc: str, total: int | None = None, items=None):
+    return tqdm(items, desc=desc, total=total, unit="tensor", file=sys.stderr, disable=args.no_progress)
+
+
+def _timed_init(model, args, n_layers: int, desc: str) -> tuple[list, float]:
+    scratch = torch.empty(4096, dtype=DTYPES[args.dtype], device=args.device)
     tinit.trunc_normal_at_(scratch, 0.0, 0.02, -0.04, 0.04, seed=args.seed, backend=args.backend)  # warm-up
-
-    def bar(items):
-        return tqdm(items, desc=f"tinit {args.scheme}", unit="tensor", file=sys.stderr,
-                    disable=args.no_progress or not progress)
-
+    _sync(args.device)
     options = {"variance_preserving": True} if args.variance_preserving else {}
     if args.trunc is not None:
         options["trunc"] = args.trunc
-    start = time.perf_counter()
-    summary = tinit.init_model_(model, args.scheme, seed=args.seed, n_layers=n_layers, d_model=args.d_model,
-                                backend=args.backend, progress=bar, **options)
-    return summary, time.perf_counter() - start
+    # The grouped fill reports no progress of its own (one native call), so
+    # the bar is told the tensors at once when it returns.
+    with _bar(args, desc, total=len(list(model.parameters()))) as bar:
+        start = time.perf_counter()
+        summary = tinit.init_model_(model, args.scheme, seed=args.seed, n_layers=n_layers, d_model=args.d_model,
+                                    backend=args.backend, **options)
+        _sync(args.device)
+        seconds = time.perf_counter() - start
+        bar.update(len(summary))
+    return summary, seconds
+
+
+def _device_error(args) -> str | None:
+    """Why ``args.device`` and ``args.backend`` cannot fill ``args.dtype``, in one line; None when they can."""
+    if args.device == "cuda" and not torch.cuda.is_available():
+        build = ("is a CPU-only build" if torch.version.cuda is None
+                 else f"(CUDA {torch.version.cuda}) sees no GPU")
+        return f"--device cuda: no CUDA device is available (torch {torch.__version__} {build})"
+    if args.device == "cpu" and args.backend == "cuda":
+        return "--backend cuda fills CUDA tensors only; add --device cuda"
+    probe = torch.empty(1, dtype=DTYPES[args.dtype], device=args.device)
+    try:
+        dispatch.select(probe, args.backend)
+    except (RuntimeError, ValueError) as err:
+        if args.device == "cpu" and args.backend == "triton" and "TRITON_INTERPRET" in str(err):
+            return ("--backend triton runs on the CPU only in the Triton interpreter: set TRITON_INTERPRET=1 "
+                    "(slow; a test tool), or use --device cuda")
+        return f"--backend {args.backend} --device {args.device} --dtype {args.dtype}: {err}"
+    return None
 
 
 def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
-    dtype = DTYPES[args.dtype]
+    dtype, device = DTYPES[args.dtype], args.device
     model.to(dtype=dtype)
     start = time.perf_counter()
-    materialise_(model, "cpu")
+    materialise_(model, device)
+    _sync(device)
     materialise_s = time.perf_counter() - start
     params = dict(model.named_parameters())
     count = sum(p.numel() for p in params.values())
-    backend = dispatch.select(torch.empty(1, dtype=dtype), args.backend).name
+    backend = dispatch.select(torch.empty(1, dtype=dtype, device=device), args.backend).name
 
     try:
-        summary, seconds = _timed_init(model, args, n_layers)
+        summary, seconds = _timed_init(model, args, n_layers, f"tinit fill ({args.scheme})")
     except (KeyError, TypeError, ValueError) as err:
         print(f"tinit init: error: {err}", file=sys.stderr)
         return 2
@@ -402,7 +471,7 @@ def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
     print(f"stream version {STREAM_VERSION} (tinit {tinit.__version__}; docs/stream.md)")
     print(f"scheme {args.scheme}, seed {args.seed}, dtype {args.dtype}, backend {backend}, "
           f"{torch.get_num_threads()} threads")
-    print(f"materialised on cpu with to_empty in {materialise_s:.3f} s")
+    print(f"materialised on {device} with to_empty in {materialise_s:.3f} s")
     print(f"parameters: {count:,} in {len(params)} unique tensors (tied counted once)")
     for group in tied_groups(model):
         ptr = model.get_parameter(group[0]).data_ptr()
@@ -411,26 +480,33 @@ def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
     print(f"tensors written: {len(summary)}, distinct data_ptr: {len(set(written))}")
     print(f"tinit:                       {seconds:8.3f} s  {count / seconds / 1e9:8.3f} G elements/s"
           "  (includes the first touch of the memory to_empty allocated)")
-    tinit_moments = measure(summary, params)
+    def moments(desc: str) -> dict[tuple, Moments]:
+        return measure(summary, params, progress=lambda items: _bar(args, desc, items=items))
+
+    tinit_moments = moments("measuring stds")
     torch_moments = None
     if args.compare:
-        probe = torch.empty(4096, dtype=dtype)
+        label = _torch_label(summary)
+        probe = torch.empty(4096, dtype=dtype, device=device)
         torch.nn.init.trunc_normal_(probe, 0.0, 0.02, -0.04, 0.04)  # warm-up
         torch.manual_seed(args.seed)
+        _sync(device)
         start = time.perf_counter()
-        _torch_init_(summary, params)
+        _torch_init_(summary, params, progress=lambda items: _bar(args, label, items=items))
+        _sync(device)
         torch_s = time.perf_counter() - start
-        torch_moments = measure(summary, params)
-        _, warm_s = _timed_init(model, args, n_layers, progress=False)
-        same = {k: (m.total, m.squares) for k, m in measure(summary, params).items()} == {
+        torch_moments = moments(f"measuring {label}")
+        _, warm_s = _timed_init(model, args, n_layers, f"tinit fill again ({args.scheme})")
+        same = {k: (m.total, m.squares) for k, m in moments("measuring again").items()} == {
             k: (m.total, m.squares) for k, m in tinit_moments.items()}
         ok = ok and same
-        print(f"torch.nn.init.trunc_normal_: {torch_s:8.3f} s  {count / torch_s / 1e9:8.3f} G elements/s"
-              f"  (same std and bounds per parameter; torch {torch.__version__})")
+        what = "same bounds" if label.endswith(".uniform_") else "same std and bounds"
+        print(f"{label + ':':<29}{torch_s:8.3f} s  {count / torch_s / 1e9:8.3f} G elements/s"
+              f"  ({what} per parameter, constants by constant_; torch {torch.__version__})")
         print(f"tinit again:                 {warm_s:8.3f} s  {count / warm_s / 1e9:8.3f} G elements/s"
               f"  (same seed: values {'identical to' if same else 'DIFFERENT from'} the first pass;"
               " memory already touched, as for torch)")
-        print(f"speed-up: {torch_s / warm_s:.1f}x over torch.nn.init.trunc_normal_ "
+        print(f"speed-up: {torch_s / warm_s:.1f}x over {label} "
               f"({torch_s / seconds:.1f}x counting tinit's first touch)")
     print()
     print(_table(_role_rows(summary, tinit_moments, torch_moments)))
@@ -459,8 +535,10 @@ def main(argv: list[str] | None = None) -> int:
         once, the element counts disagree or (``--compare``) the second tinit
         pass with the same seed wrote different values, 2 on bad usage (argparse's
         convention, also for ``--model hf-gpt2``/``--hf`` without transformers
-        and for a scheme that cannot initialise the model, e.g. ``rezero``
-        without residual gates).
+        for a scheme that cannot initialise the model, e.g. ``rezero``
+        without residual gates, and for ``--device``/``--backend`` that this
+        machine cannot run: no GPU for ``--device cuda``, ``--backend
+        triton`` on the CPU without ``TRITON_INTERPRET=1``).
         ``tinit report``: see ``tinit.report.run``.
     """
     parser = build_parser()
@@ -474,4 +552,7 @@ def main(argv: list[str] | None = None) -> int:
             built = build_model(args.model, layers=args.layers, d_model=args.d_model, heads=args.heads)
     except (ImportError, ValueError) as err:
         parser.exit(2, f"tinit {args.command}: error: {err}\n")
+    problem = _device_error(args)
+    if problem is not None:  # one line, no usage: the arguments are well formed, the machine lacks something
+        parser.exit(2, f"tinit {args.command}: error: {problem}\n")
     return _init(args, *built)

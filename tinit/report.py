@@ -1,8 +1,8 @@
 """``tinit report``: what an initialisation scheme does to the signal at step zero.
 
     tinit report                                       # every scheme, 80-layer pre-LN, d 128
-    tinit report --schemes normal,gpt2 --layers 80 --d-model 256 --out report/
-    tinit report --norm deepnorm --schemes deepnorm,normal
+    tinit report --schemes normal gpt2 --layers 80 --d-model 256 --out report/
+    tinit report --norm deepnorm --schemes deepnorm,normal   # comma lists work too
     tinit report --d-model 1024 --no-backward          # forward only: variances, no gradients
 
 Each scheme initialises the same ``tinit.report_models.Stack`` through
@@ -24,9 +24,10 @@ pre-LN stack whose sublayers each add sigma_F^2, Var(x_l) = 1 + l sigma_F^2;
 GPT-2's 1/sqrt(2L) output projections make it 1 + sigma_F^2 at l = 2L
 (Radford et al. 2019; the seed document ``../shared/seeds/003_*``).
 
-Outputs: a PNG (matplotlib, Agg) of variance and gradients against depth
-with one line per scheme, a markdown table per scheme (one row per sublayer),
-a JSON file of the same numbers, and the ``Report`` returned.
+Outputs: a markdown table per scheme (one row per sublayer), a JSON file of
+the same numbers, a PNG (matplotlib, Agg; the ``report`` extra) of variance
+and gradients against depth with one line per scheme, and the ``Report``
+returned. Without matplotlib the markdown and JSON are still written.
 
 Note: ``tinit.report`` (the package attribute) is the function ``report``;
 import this module's other names with ``from tinit.report import ...``.
@@ -40,11 +41,13 @@ import math
 import re
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from torch.nn import functional as F
+from tqdm import tqdm
 
 from tinit import schemes as _schemes
 from tinit.model_init import init_model_
@@ -56,6 +59,8 @@ _LOG_SPAN = 30.0  # a plot panel whose values span more than this factor gets a 
 _PARAM_PATTERN = re.compile(r"^layers\.(\d+)\.(attn|mlp)(?:\.|_norm\.|_gate$)")
 # multipliers that describe the init (DeepNorm's beta, muP's width ratio): nothing to apply
 _INIT_ONLY = ("beta", "width_mult")
+PNG_NEEDS = ("the PNG needs matplotlib, which tinit's `report` extra installs: pip install 'tinit[report]' "
+             "(or pip install matplotlib)")
 
 
 @dataclass(frozen=True)
@@ -141,7 +146,10 @@ class Report:
         inputs: "embeds" (x_0 ~ N(0, 1)) or "tokens" (random ids through ``embed_tokens``).
         results: per scheme that ran, in the order asked.
         skipped: scheme name -> why it did not run on this architecture.
-        png, markdown_path, json_path: files written (None without ``out``).
+        png, markdown_path, json_path: files written (None without ``out``;
+            ``png`` also None when matplotlib is missing).
+        png_skipped: why no PNG was written although ``out`` was given
+            (matplotlib is not installed), else None.
     """
 
     config: StackConfig
@@ -154,6 +162,7 @@ class Report:
     png: Path | None = None
     markdown_path: Path | None = None
     json_path: Path | None = None
+    png_skipped: str | None = None
 
     def markdown(self) -> str:
         """The report as markdown: a summary row per scheme, then a table per
@@ -327,8 +336,10 @@ def report(model: Stack | None = None, schemes=None, *, n_layers: int = 80, d_mo
             ``embed_tokens`` (Var(x_0) = the embedding's std^2).
         backward: False skips the backward pass (gradient fields NaN, their
             plot panels empty): a third of the time and far less memory.
-        out: folder for ``report.png``, ``report.md`` and ``report.json``
-            (created); None writes nothing.
+        out: folder for ``report.md``, ``report.json`` and ``report.png``
+            (created); None writes nothing. Without matplotlib the PNG is
+            skipped with a RuntimeWarning (``Report.png_skipped`` says why)
+            and the markdown and JSON are written all the same.
         progress: optional callable taking a line of text (e.g. ``print``),
             told as each scheme finishes.
 
@@ -340,7 +351,6 @@ def report(model: Stack | None = None, schemes=None, *, n_layers: int = 80, d_mo
         ValueError: bad shape or option (``StackConfig``), inputs not in
             ("embeds", "tokens"), batch or seq < 1, no scheme ran.
         KeyError: a scheme name that is not registered.
-        ImportError: ``out`` given and matplotlib is not installed.
     """
     if model is not None and not isinstance(model, Stack):
         raise TypeError(f"report: model must be a tinit.report_models.Stack, got {type(model).__name__} "
@@ -380,7 +390,12 @@ def report(model: Stack | None = None, schemes=None, *, n_layers: int = 80, d_mo
     if out is not None:
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
-        result.png = plot(result, folder / "report.png")
+        try:
+            result.png = plot(result, folder / "report.png")
+        except ImportError as err:
+            # The numbers are the point of the report; the plot is optional.
+            result.png_skipped = str(err)
+            warnings.warn(result.png_skipped, RuntimeWarning, stacklevel=2)
         result.markdown_path = folder / "report.md"
         result.markdown_path.write_text(to_markdown(result))
         result.json_path = folder / "report.json"
@@ -457,7 +472,7 @@ def to_dict(r: Report) -> dict:
             "batch": r.batch, "seq": r.seq, "inputs": r.inputs,
             "results": {name: {**asdict(s), "sublayers": [asdict(x) for x in s.sublayers]}
                         for name, s in r.results.items()},
-            "skipped": r.skipped,
+            "skipped": r.skipped, "png_skipped": r.png_skipped,
             "files": {k: None if v is None else str(v)
                       for k, v in (("png", r.png), ("markdown", r.markdown_path), ("json", r.json_path))}}
 
@@ -481,7 +496,8 @@ def plot(r: Report, path: str | Path) -> Path:
         ``path`` as a ``Path``.
 
     Raises:
-        ImportError: matplotlib is not installed (``pip install matplotlib``).
+        ImportError: matplotlib is not installed (the ``report`` extra:
+            ``pip install 'tinit[report]'``).
     """
     try:
         import matplotlib
@@ -490,7 +506,7 @@ def plot(r: Report, path: str | Path) -> Path:
         from matplotlib.lines import Line2D
         from matplotlib.ticker import ScalarFormatter
     except ImportError as err:
-        raise ImportError("tinit report: the PNG needs matplotlib (pip install matplotlib)") from err
+        raise ImportError(f"tinit report: {PNG_NEEDS}; {type(err).__name__}: {err}") from err
     path = Path(path)
     fig, axes = plt.subplots(2, 2, figsize=(15, 9), sharex=True, layout="constrained")
     pre = r.config.norm == "pre"
@@ -542,6 +558,41 @@ def plot(r: Report, path: str | Path) -> Path:
     return path
 
 
+class SchemeList(argparse.Action):
+    """``--schemes``: names separated by spaces, commas or both, checked as they are parsed.
+
+    ``--schemes normal gpt2``, ``--schemes normal,gpt2`` and ``--schemes
+    normal, gpt2`` all give ["normal", "gpt2"]; repeating the option extends
+    the list; a name given twice runs once. An unknown name or an empty list
+    is a usage error (``parser.error``, exit status 2).
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        """Split ``values`` on commas and append the new names to ``namespace``.
+
+        Args:
+            parser: the parser, for its ``error``.
+            namespace: the namespace being filled.
+            values: the strings after the option (``nargs="+"``).
+            option_string: the option as typed.
+
+        Raises:
+            SystemExit: (through ``parser.error``) an unknown scheme or no name.
+        """
+        names = list(getattr(namespace, self.dest, None) or [])
+        for value in values:
+            for name in (part.strip() for part in value.split(",")):
+                if not name:
+                    continue
+                if name not in _schemes.SCHEMES:
+                    parser.error(f"{option_string}: unknown tinit scheme {name!r}; known: {sorted(_schemes.SCHEMES)}")
+                if name not in names:
+                    names.append(name)
+        if not names:
+            parser.error(f"{option_string}: no scheme name given")
+        setattr(namespace, self.dest, names)
+
+
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``report`` sub-command to ``tinit``'s sub-parsers.
 
@@ -559,7 +610,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--heads", type=int, help="attention heads (default d_model // 64)")
     parser.add_argument("--norm", choices=NORMS, default="pre",
                         help="pre: x + F(LN(x)); post: LN(x + F(x)); deepnorm: LN(alpha x + F(x))")
-    parser.add_argument("--schemes", help="comma-separated scheme names (default: all registered)")
+    parser.add_argument("--schemes", nargs="+", action=SchemeList, metavar="NAME",
+                        help="scheme names, space- or comma-separated (normal gpt2, or normal,gpt2); "
+                             "default: every registered scheme")
     parser.add_argument("--seed", type=int, default=0, help="weights and input seed (default 0)")
     parser.add_argument("--batch", type=int, default=4, help="batch (default 4)")
     parser.add_argument("--seq", type=int, default=128, help="sequence length (default 128)")
@@ -567,7 +620,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         help="embeds: x_0 ~ N(0, 1) (default); tokens: random ids through the embedding")
     parser.add_argument("--no-backward", action="store_true",
                         help="forward pass only (no gradient panels): a third of the time, far less memory")
-    parser.add_argument("--out", default="tinit-report", help="output folder (default ./tinit-report)")
+    parser.add_argument("--out", default="tinit-report",
+                        help="output folder for report.md, report.json and report.png (default ./tinit-report); "
+                             "the PNG needs matplotlib (the `report` extra), the others do not")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar on stderr (the bar advances once per scheme; the one-line "
+                             "result per scheme is printed either way)")
     parser.set_defaults(func=run)
     return parser
 
@@ -575,23 +633,41 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run ``tinit report`` from parsed arguments; prints the summary and the files written.
 
+    Progress (a bar over the schemes unless ``args.no_progress``, and one
+    line per scheme) goes to stderr, the summary table to stdout.
+
     Args:
         args: the ``report`` sub-command's namespace.
 
     Returns:
-        0 on success, 2 on bad usage (unknown scheme, bad shape, no scheme
-        ran, matplotlib missing).
+        0 on success (also when matplotlib is missing: the markdown and JSON
+        are written and stderr says the PNG needs the ``report`` extra), 2
+        on bad usage (bad shape, no scheme ran).
     """
-    names = None if args.schemes is None else [s.strip() for s in args.schemes.split(",") if s.strip()]
+    names = list(_schemes.SCHEMES) if args.schemes is None else args.schemes
+    bar = tqdm(total=len(names), desc="tinit report", unit="scheme", file=sys.stderr, disable=args.no_progress)
+
+    def progress(line: str) -> None:
+        bar.write(line, file=sys.stderr)
+        bar.update()
+
     try:
-        result = report(schemes=names, n_layers=args.layers, d_model=args.d_model, norm=args.norm,
-                        d_ff=args.d_ff, n_heads=args.heads, seed=args.seed, batch=args.batch,
-                        seq=args.seq, inputs=args.input, backward=not args.no_backward, out=args.out,
-                        progress=lambda line: print(line, file=sys.stderr))
-    except (KeyError, ValueError, ImportError) as err:
+        with warnings.catch_warnings():
+            # run reports a missing matplotlib itself, below, in its own words
+            warnings.filterwarnings("ignore", message="tinit report: the PNG", category=RuntimeWarning)
+            result = report(schemes=names, n_layers=args.layers, d_model=args.d_model, norm=args.norm,
+                            d_ff=args.d_ff, n_heads=args.heads, seed=args.seed, batch=args.batch,
+                            seq=args.seq, inputs=args.input, backward=not args.no_backward, out=args.out,
+                            progress=progress)
+    except (KeyError, ValueError) as err:
         print(f"tinit report: error: {err}", file=sys.stderr)
         return 2
+    finally:
+        bar.close()
     text = result.markdown()
     print(text[:text.index("\n## ")] if "\n## " in text else text)
-    print(f"\nwrote {result.png}, {result.markdown_path}, {result.json_path}")
+    written = [p for p in (result.markdown_path, result.json_path, result.png) if p is not None]
+    print(f"\nwrote {', '.join(str(p) for p in written)}")
+    if result.png_skipped is not None:
+        print(f"{result.png_skipped}; no report.png was written", file=sys.stderr)
     return 0
