@@ -1,10 +1,13 @@
-"""Build tinit: the Python package, tinit.triton_kernels, and the C++ extension.
+"""Build tinit's C++ extension (the metadata and packages are in pyproject.toml).
 
-    pip install --no-build-isolation -e .
+    pip install --no-build-isolation -e .     # or: pip install --no-build-isolation .
 
-torch must be installed first (it is not in install_requires, so that pip
-never resolves an unpinned, multi-GB CUDA build of it): scripts/setup.sh pins
-the CPU build; on a GPU machine use the torch already there.
+torch must be installed first and the build must see it, hence
+--no-build-isolation (it is in no requirement list, so that pip never
+resolves an unpinned, multi-GB CUDA build of it): scripts/setup.sh pins the
+CPU build; on a GPU machine use the torch already there. Without ninja on
+PATH (or beside the running Python, as a venv's `pip install ninja` puts it)
+torch falls back to compiling one file at a time.
 
 CUDA: the extension also gets the CUDA kernels (csrc/cuda/) when a CUDA toolkit
 is found ($CUDA_HOME or $CUDA_PATH, else the nvcc on PATH, else /usr/local/cuda:
@@ -26,6 +29,7 @@ per-ISA clones (GCC target_clones) chosen at load time.
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -83,9 +87,32 @@ def _cuda_build() -> bool:
     return True
 
 
+def _require_torch() -> None:
+    """Fail with the remedy: an isolated build sees none of the installed packages."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as err:
+        raise SystemExit(
+            f"tinit setup: torch is not importable in the build environment ({err}). Install torch first, "
+            "then build with `pip install --no-build-isolation -e .` (or `.`): an isolated build cannot see "
+            "the installed torch, and tinit never lets pip pick one (an unpinned torch resolves to a "
+            "multi-GB CUDA build)."
+        ) from err
+
+
+def _ninja_beside_python() -> None:
+    """Put a venv's ninja on PATH: pip runs the build with the venv's Python but not its bin/ on
+    PATH, and without ninja torch compiles the sources one at a time."""
+    beside = Path(sys.executable).parent / "ninja"
+    if shutil.which("ninja") is None and beside.exists():
+        os.environ["PATH"] = f"{beside.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 def _extensions():
     if os.environ.get("TINIT_NO_EXTENSION", "0") == "1":
         return [], {}
+    _require_torch()
+    _ninja_beside_python()
     use_cuda = _cuda_build()  # first: it may set CUDA_HOME for torch.utils.cpp_extension
     from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
@@ -135,20 +162,5 @@ def _extensions():
 
 ext_modules, cmdclass = _extensions()
 
-setup(
-    name="tinit",
-    version="0.2.0",
-    description="Fast, exact, reproducible truncated-normal weight initialisation",
-    packages=["tinit", "tinit.triton_kernels"],
-    package_dir={"tinit": "tinit", "tinit.triton_kernels": "triton_kernels"},
-    python_requires=">=3.10",
-    # torch is deliberately absent: install it first (see the docstring).
-    install_requires=["numpy", "tqdm"],
-    extras_require={
-        "test": ["pytest", "scipy", "pytest-benchmark", "transformers"],
-        "triton": ["triton"],
-    },
-    entry_points={"console_scripts": ["tinit=tinit.cli:main"]},
-    ext_modules=ext_modules,
-    cmdclass=cmdclass,
-)
+# Name, version (tinit.__version__), packages, dependencies and entry points: pyproject.toml.
+setup(ext_modules=ext_modules, cmdclass=cmdclass)

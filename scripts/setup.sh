@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Create or update ./.venv with pinned torch, the test/bench tools, and tinit
 # itself (editable, native extension built). Safe to re-run; works from any cwd.
+# The extension is rebuilt only when what it is built from changed (a stamp
+# in .venv holds the hash); TINIT_REBUILD=1 forces the build.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,13 +20,18 @@ PY="$VENV/bin/python"
 PIP=("$PY" -m pip --disable-pip-version-check)
 
 # torch first and pinned: an unpinned torch resolves to a multi-GB CUDA build.
+# The pin alone gives the CPU build only where pip finds a local CPU wheel of
+# it (as on this project's machines, for Python 3.11); elsewhere PyPI's
+# Linux x86_64 torch is the CUDA build (README, "Installing").
 "${PIP[@]}" install "torch==$TORCH_VERSION"
 # Repeating the pin keeps any dependency from moving torch.
 # triton: the Triton kernel runs in its interpreter on CPU-only machines (tests).
 # matplotlib: the PNG of `tinit report`.
 # ruff: the lint of scripts/test.sh, pinned so that its default rules do not move.
+# setuptools: the build backend (pyproject.toml), which --no-build-isolation
+# takes from the venv; Python 3.11's venv brings an older one, 3.12's none.
 "${PIP[@]}" install "torch==$TORCH_VERSION" numpy scipy pytest hypothesis pytest-benchmark tqdm ninja transformers triton matplotlib \
-  "ruff==0.17.6"
+  "ruff==0.17.6" "setuptools>=70.1"
 
 installed="$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')"
 if [[ "$installed" != "$TORCH_VERSION" ]]; then
@@ -32,12 +39,50 @@ if [[ "$installed" != "$TORCH_VERSION" ]]; then
   exit 1
 fi
 
-# ninja must be on PATH for torch's BuildExtension.
-PATH="$VENV/bin:$PATH" "${PIP[@]}" install --no-build-isolation --no-deps -e .
+# Everything the built extension depends on: its sources, the build files, the
+# interpreter and torch it links against, the toolkit and the build switches.
+build_hash() {
+  {
+    find csrc -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+    sha256sum setup.py pyproject.toml
+    "$PY" -c 'import sys, torch; print(sys.version, torch.__version__, torch.version.cuda)'
+    echo "root=$ROOT nvcc=$(command -v nvcc || true)"
+    for name in DEBUG TINIT_NO_EXTENSION TINIT_NO_CUDA TINIT_FORCE_CUDA TORCH_CUDA_ARCH_LIST CUDA_HOME CUDA_PATH; do
+      echo "$name=${!name-}"
+    done
+  } | sha256sum | cut -d' ' -f1
+}
 
-"$PY" - <<'PY'
+# Fails unless tinit imports from this checkout with its native extension.
+check_install() {
+  "$PY" - "$ROOT" <<'PY'
+import sys
+from pathlib import Path
+
 import torch
 import tinit
 from tinit import _C  # noqa: F401  fails here if the native build did not land
+
+if Path(tinit.__file__).resolve().parent != Path(sys.argv[1], "tinit").resolve():
+    sys.exit(f"setup: tinit imports from {tinit.__file__}, not from {sys.argv[1]}")
 print(f"setup: tinit {tinit.__version__} with native extension, torch {torch.__version__}")
 PY
+}
+
+# The built file itself too: a build from another venv writes the same path.
+built_hash() {
+  cat tinit/_C*.so 2>/dev/null | sha256sum | cut -d' ' -f1
+}
+
+STAMP="$VENV/.tinit-build-stamp"
+want="$(build_hash)"
+if [[ "${TINIT_REBUILD:-0}" != "1" && -f "$STAMP" && "$(cat "$STAMP")" == "$want $(built_hash)" ]] \
+  && check_install 2>/dev/null; then
+  echo "setup: extension up to date (sources unchanged since the last build; TINIT_REBUILD=1 rebuilds)"
+  exit 0
+fi
+rm -f "$STAMP"
+# .venv/bin on PATH: the venv's ninja (setup.py also finds it beside the venv's Python).
+PATH="$VENV/bin:$PATH" "${PIP[@]}" install --no-build-isolation --no-deps -e .
+check_install
+echo "$want $(built_hash)" > "$STAMP"
