@@ -365,6 +365,8 @@ TWO_SIDED_WINDOWS = {
     "N(0,1)_[-1,3]": (0.0, 1.0, -1.0, 3.0),
     "N(1,1/7)_(-inf,0]": (1.0, 1.0 / 7.0, -INF, 0.0),
     "N(3,0.5)_(-inf,1]": (3.0, 0.5, -INF, 1.0),
+    # fp32 subnormal values: the bf16/fp16 stores round subnormals too
+    "N(0,1e-39)_[-2e-39,2e-39]": (0.0, 1e-39, -2e-39, 2e-39),
 }
 LOW_DTYPES = {"f32": (torch.float32, torch.int32), "bf16": (torch.bfloat16, torch.int16),
               "f16": (torch.float16, torch.int16)}

@@ -140,6 +140,29 @@ TINIT_AVX512 inline void store16(c10::Half* out, __m512 x, __mmask16 m) {
   _mm256_mask_storeu_epi16(out, m, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+// Two full vectors at once. bf16: float_to_bf16_bits with the bf16 left in
+// the high half of each lane (u + 0x7fff, + 1 where bit 16 is set) and the
+// 32 high halves picked by one two-source permute (a pack of two vectors
+// by vpmovdw costs twice the shuffle work); the others store each vector.
+template <typename out_t>
+TINIT_AVX512 inline void store32(out_t* out, __m512 x0, __m512 x1) {
+  store16(out, x0, 0xffff);
+  store16(out + 16, x1, 0xffff);
+}
+TINIT_AVX512 inline __m512i bf16_rounded_high(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
+  const __m512i r = _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff));
+  return _mm512_mask_add_epi32(r, odd, r, _mm512_set1_epi32(1));
+}
+template <>
+TINIT_AVX512 inline void store32(c10::BFloat16* out, __m512 x0, __m512 x1) {
+  const __m512i high = _mm512_setr_epi32(0x00030001, 0x00070005, 0x000b0009, 0x000f000d, 0x00130011, 0x00170015,
+                                         0x001b0019, 0x001f001d, 0x00230021, 0x00270025, 0x002b0029, 0x002f002d,
+                                         0x00330031, 0x00370035, 0x003b0039, 0x003f003d);
+  _mm512_storeu_si512(out, _mm512_permutex2var_epi16(bf16_rounded_high(x0), high, bf16_rounded_high(x1)));
+}
+
 // V vectors of 16 words from w into out (the last vector masked by `last`).
 template <int V, typename out_t, bool Precise>
 TINIT_AVX512 inline void two_sided_step(out_t* out, const uint32_t* w, __mmask16 last, const Consts16& K,
@@ -171,9 +194,16 @@ TINIT_AVX512 inline void two_sided_step(out_t* out, const uint32_t* w, __mmask16
       p[j] = horner(c, l[j].t);
     }
   }
+  if constexpr (V % 2 == 0) {
+#pragma GCC unroll 2
+    for (int j = 0; j < V; j += 2) {
+      store32(out + 16 * j, finish<Precise>(l[j], p[j], K), finish<Precise>(l[j + 1], p[j + 1], K));
+    }
+  } else {
 #pragma GCC unroll 4
-  for (int j = 0; j < V; ++j) {
-    store16(out + 16 * j, finish<Precise>(l[j], p[j], K), j == V - 1 ? last : __mmask16(0xffff));
+    for (int j = 0; j < V; ++j) {
+      store16(out + 16 * j, finish<Precise>(l[j], p[j], K), j == V - 1 ? last : __mmask16(0xffff));
+    }
   }
 }
 
