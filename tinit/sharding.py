@@ -81,13 +81,13 @@ class StreamRuns:
 
     def stream_indices(self) -> torch.Tensor:
         """Stream index of every local element in row-major order: int64 CPU tensor of ``rows * run`` elements."""
-        starts = torch.full((), self.base, dtype=torch.int64)
+        starts = torch.full((), self.base, dtype=torch.int64, device="cpu")
         first = 0
         for size in self.outer_sizes:
-            table = torch.tensor(self.outer_starts[first:first + size], dtype=torch.int64)
+            table = torch.tensor(self.outer_starts[first:first + size], dtype=torch.int64, device="cpu")
             starts = (starts.unsqueeze(-1) + table).reshape(-1)
             first += size
-        return (starts.reshape(-1, 1) + torch.arange(self.run, dtype=torch.int64)).reshape(-1)
+        return (starts.reshape(-1, 1) + torch.arange(self.run, dtype=torch.int64, device="cpu")).reshape(-1)
 
 
 def _is_range(index: torch.Tensor) -> bool:
@@ -117,7 +117,7 @@ class ShardLayout:
     def full(cls, shape: Sequence[int]) -> ShardLayout:
         """The whole tensor: every position of every dim."""
         shape = tuple(int(s) for s in shape)
-        return cls(shape, tuple(torch.arange(s, dtype=torch.int64) for s in shape))
+        return cls(shape, tuple(torch.arange(s, dtype=torch.int64, device="cpu") for s in shape))
 
     @classmethod
     def from_offsets(cls, global_shape: Sequence[int], local_shape: Sequence[int],
@@ -138,7 +138,7 @@ class ShardLayout:
             if size < 0 or start < 0 or start + local > size:
                 raise ValueError(f"dim {dim}: a shard of {local} at offset {start} does not fit in the global "
                                  f"size {size} (global_shape {global_shape}, shard_offsets {offsets})")
-        return cls(global_shape, tuple(torch.arange(o, o + n, dtype=torch.int64)
+        return cls(global_shape, tuple(torch.arange(o, o + n, dtype=torch.int64, device="cpu")
                                        for o, n in zip(offsets, local_shape)))
 
     @classmethod
@@ -167,7 +167,7 @@ class ShardLayout:
                                  "of the logical tensor; redistribute it first")
         global_shape = tuple(tensor.shape)
         if not mesh._is_current_rank_part_of_mesh():
-            return cls(global_shape, tuple(torch.zeros(0, dtype=torch.int64) for _ in global_shape))
+            return cls(global_shape, tuple(torch.zeros(0, dtype=torch.int64, device="cpu") for _ in global_shape))
         per_dim = getattr(dtensor_utils, "_get_shard_size_and_offsets", None)
         if per_dim is None:  # older torch: only the first offset per dim is public
             if any(type(p).__name__ == "_StridedShard" for p in placements):
@@ -191,7 +191,7 @@ class ShardLayout:
                 global_shape[dim], False)
             local[dim] = size
             indices[dim] = index[:size].to(torch.int64)
-        layout = cls(global_shape, tuple(indices.get(d, torch.arange(s, dtype=torch.int64))
+        layout = cls(global_shape, tuple(indices.get(d, torch.arange(s, dtype=torch.int64, device="cpu"))
                                          for d, s in enumerate(global_shape)))
         if layout.local_shape != tuple(tensor._local_tensor.shape):
             raise ValueError(f"DTensor layout not understood: computed local shape {layout.local_shape}, "
@@ -246,7 +246,7 @@ class ShardLayout:
     def flat_index(self) -> torch.Tensor:
         """Global row-major flat index of every local element (int64, local shape); tests and the reference backend."""
         shape = self.global_shape
-        flat = torch.zeros(self.local_shape, dtype=torch.int64)
+        flat = torch.zeros(self.local_shape, dtype=torch.int64, device="cpu")
         for k, index in enumerate(self.indices):
             view = [1] * len(shape)
             view[k] = -1
