@@ -16,6 +16,7 @@ ranges (``StreamRuns``) the kernels fill.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -90,6 +91,13 @@ class StreamRuns:
         return (starts.reshape(-1, 1) + torch.arange(self.run, dtype=torch.int64, device="cpu")).reshape(-1)
 
 
+def _as_int(value):
+    """Integer scalars (numpy's) as ints; anything else unchanged, for the checks that name it."""
+    if type(value) is int or isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        return value
+    return operator.index(value)
+
+
 def _is_range(index: torch.Tensor) -> bool:
     return index.numel() <= 1 or bool((index[1:] - index[:-1] == 1).all())
 
@@ -127,8 +135,8 @@ class ShardLayout:
         Raises:
             ValueError: lengths differ, or the block is not inside ``global_shape``.
         """
-        global_shape, local_shape = tuple(global_shape), tuple(local_shape)
-        offsets = tuple(offsets)
+        global_shape, local_shape = tuple(_as_int(v) for v in global_shape), tuple(local_shape)
+        offsets = tuple(_as_int(v) for v in offsets)
         if not len(global_shape) == len(local_shape) == len(offsets):
             raise ValueError(f"global_shape {global_shape}, local shape {local_shape} and shard_offsets "
                              f"{offsets} must have one entry per dim")
@@ -287,7 +295,8 @@ def shard_shape(global_shape: Sequence[int], dim: int, rank: int, world_size: in
 
 def _chunk(global_shape, dim, rank, world_size):
     shape = tuple(int(s) for s in global_shape)
-    if not -len(shape) <= dim < len(shape):
+    dim, rank, world_size = _as_int(dim), _as_int(rank), _as_int(world_size)
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -len(shape) <= dim < len(shape):
         raise ValueError(f"dim {dim} out of range for shape {shape}")
     if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
         raise ValueError(f"need 0 <= rank < world_size, got rank {rank!r}, world_size {world_size!r}")
