@@ -53,6 +53,7 @@ class FillItem(NamedTuple):
 
 
 _PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
+_STRIDED = torch.strided
 _U64, _I63 = 2**64, 2**63
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 # What an item's spec asks for, decided once per (spec, dtype).
@@ -192,7 +193,8 @@ class _Plan:
                 tensor, spec, stream, offset = item
                 if type(tensor) in _PLAIN:
                     local, layout = tensor, None
-                    check_tensor(local)
+                    if local.is_nested or local.layout is not _STRIDED or local.is_neg() or not local.is_contiguous():
+                        check_tensor(local)  # the full check, which raises when it must
                 else:
                     local, layout = _resolve(tensor, None, None)
                 if not isinstance(spec, schemes.InitSpec):
@@ -241,7 +243,8 @@ class _Plan:
                 else:
                     later((local, layout, item))
         except (TypeError, ValueError) as exc:
-            raise _located(exc, f"parameter {names[index]}" if names is not None else f"item {index}") from exc
+            where = f"parameter {names[index]}" if names is not None else f"item {index}"
+            raise _located(exc, f"write_grouped_: {where}") from exc
 
     def _add(self, writer, device, view, stream, offset, constants) -> None:
         tensors, streams, offsets, packed = self.tables.setdefault((writer, device), ([], [], [], []))
@@ -276,7 +279,7 @@ class _Plan:
 def _located(exc: Exception, where: str) -> Exception:
     """``exc`` again, its message prefixed with the item it is about (same class, so ``except`` clauses hold)."""
     try:
-        return type(exc)(f"write_grouped_: {where}: {exc}")
+        return type(exc)(f"{where}: {exc}")
     except TypeError:  # a class whose constructor takes other arguments
         exc.add_note(f"write_grouped_: {where}")
         return exc

@@ -16,7 +16,7 @@ import torch
 
 from tinit import dispatch, schemes
 from tinit.fill import _stream_position
-from tinit.grouped import FillItem, write_grouped_
+from tinit.grouped import FillItem, _located, write_grouped_
 from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
 from tinit.roles import infer_layer, infer_role, infer_stack
 
@@ -449,10 +449,13 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         except TypeError:  # an unhashable option value: no sharing
             key, spec = None, None
         if spec is None:
-            spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=depths.get(entry.stack),
-                               shape=tuple(shape), d_model=d_model, layout=entry.layout,
-                               fan_in=override.get("fan_in"), fan_out=override.get("fan_out"), stack=entry.stack,
-                               **extra)
+            try:
+                spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=depths.get(entry.stack),
+                                   shape=tuple(shape), d_model=d_model, layout=entry.layout,
+                                   fan_in=override.get("fan_in"), fan_out=override.get("fan_out"),
+                                   stack=entry.stack, **extra)
+            except (TypeError, ValueError) as exc:
+                raise _located(exc, f"init_model_: parameter {entry.name}") from exc
             if key is not None:
                 specs[key] = spec
         # A constant draws nothing: its stream id is never read.
