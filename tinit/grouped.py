@@ -277,9 +277,9 @@ class _Plan:
 
 
 def _located(exc: Exception, where: str) -> Exception:
-    """``exc`` again, its message prefixed with the item it is about (same class, so ``except`` clauses hold)."""
+    """``exc`` again, its message followed by the item it is about (same class, so ``except`` clauses hold)."""
     try:
-        return type(exc)(f"{where}: {exc}")
+        return type(exc)(f"{exc} ({where})")
     except TypeError:  # a class whose constructor takes other arguments
         exc.add_note(f"write_grouped_: {where}")
         return exc
