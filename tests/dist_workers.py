@@ -133,7 +133,22 @@ def _check_layout(layout: Layout, mesh, reference: torch.Tensor) -> list[str]:
         _assert_bits_equal(tensor.to_local(), reference.reshape(-1)[flat.reshape(-1)].view(flat.shape),
                            "local shard vs single-process fill at the shard's global indices")
 
-    return _on_every_rank(compare)
+    def drop_in():
+        # Every rank draws the key, its shard empty or not, so the ranks' generators stay in step.
+        bounds = {k: FILL[k] for k in ("mean", "std", "a", "b")}
+        torch.manual_seed(MODEL_SEED)
+        tinit.trunc_normal_(again, **bounds)
+        state = torch.get_rng_state()
+        torch.manual_seed(MODEL_SEED)
+        key = int(torch.empty((), dtype=torch.int64).random_())
+        assert torch.equal(state, torch.get_rng_state()), \
+            f"trunc_normal_ did not draw exactly one key on a rank with a local shard of {tuple(again.to_local().shape)}"
+        tinit.trunc_normal_at_(tensor, **bounds, seed=key)
+        _assert_bits_equal(again.to_local(), tensor.to_local(), "trunc_normal_ vs trunc_normal_at_ with its key")
+
+    again = dtensor.full(layout.shape, float("nan"), dtype=DTYPES[layout.dtype], device_mesh=mesh,
+                         placements=placements)
+    return _on_every_rank(compare) + _on_every_rank(drop_in)
 
 
 def _check_partial(layout: Layout, mesh) -> list[str]:

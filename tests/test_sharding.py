@@ -313,8 +313,8 @@ def test_grouped_checks_everything_before_writing(sequential):
     with pytest.raises(ValueError, match="stream"):
         write_grouped_(items, seed=1, sequential=sequential)
     assert all(torch.equal(t, torch.full((10,), 3.0)) for t in tensors)
-    for seed in (-1, True, 2**64):
-        with pytest.raises(ValueError, match="seed"):
+    for seed, error in ((-1, ValueError), (True, TypeError), (2**64, ValueError)):
+        with pytest.raises(error, match="seed"):
             write_grouped_([], seed=seed, sequential=sequential)
 
 

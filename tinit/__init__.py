@@ -11,13 +11,14 @@ Public API:
     mup_param_groups  optimiser param groups with muP's per-parameter learning rates
     report            step-zero variance and gradients against depth, per scheme (tinit report)
     STREAM_VERSION    the version of the values a seed gives (docs/stream.md)
+    InternalOverlapError  raised for a tensor whose elements share memory (a ValueError and a RuntimeError)
 """
 
 from tinit.fill import fill_, trunc_normal_, trunc_normal_at_
 from tinit.model_init import init_model_, materialise_, mup_param_groups, stream_for
-from tinit.params import STREAM_VERSION
+from tinit.params import STREAM_VERSION, InternalOverlapError
 from tinit.report import report
 
-__all__ = ["STREAM_VERSION", "fill_", "init_model_", "materialise_", "mup_param_groups", "report", "stream_for", "trunc_normal_",
-           "trunc_normal_at_"]
+__all__ = ["STREAM_VERSION", "InternalOverlapError", "fill_", "init_model_", "materialise_", "mup_param_groups",
+           "report", "stream_for", "trunc_normal_", "trunc_normal_at_"]
 __version__ = "0.2.0"

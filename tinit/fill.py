@@ -16,7 +16,9 @@ import torch
 from tinit import dispatch, schemes
 from tinit.params import (
     TruncNormalParams,
-    check_dtype,
+    _real,
+    as_index,
+    check_tensor,
     transform_constants,
     uniform_constants,
 )
@@ -24,17 +26,38 @@ from tinit.sharding import ShardLayout, StreamRuns, is_dtensor
 
 
 def _draw_seed(generator: torch.Generator | None) -> int:
-    """One Philox key from torch's RNG: a uniform int64 on [0, 2**63)."""
-    return int(torch.empty((), dtype=torch.int64).random_(generator=generator))
+    """One Philox key from torch's RNG: a uniform int64 on [0, 2**63).
+
+    Drawn on the generator's device, and on the CPU when there is none: the
+    CPU default generator (``torch.manual_seed``), whatever the default
+    device (meta included), so a seed gives the same values everywhere.
+    """
+    device = "cpu" if generator is None else generator.device
+    return int(torch.empty((), dtype=torch.int64, device=device).random_(generator=generator))
 
 
-def _resolve(tensor: torch.Tensor, global_shape, shard_offsets) -> tuple[torch.Tensor, ShardLayout | None]:
-    """(the tensor to write, its place in the logical tensor or None when it is the whole of it)."""
+def _check_generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+
+
+def _resolve(tensor: torch.Tensor, global_shape, shard_offsets,
+             name: str = "tensor") -> tuple[torch.Tensor, ShardLayout | None]:
+    """(the tensor to write, its place in the logical tensor or None when it is the whole of it).
+
+    Raises:
+        TypeError, ValueError: as ``tinit.params.check_tensor`` for the tensor
+            written, or a bad shard description.
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
     if is_dtensor(tensor):
         if global_shape is not None or shard_offsets is not None:
             raise ValueError("a DTensor carries its own layout; do not pass global_shape/shard_offsets with it")
-        layout = ShardLayout.of_dtensor(tensor)
-        return tensor.to_local(), layout
+        local = tensor.to_local()
+        check_tensor(local, f"{name} (local shard)")
+        return local, ShardLayout.of_dtensor(tensor)
+    check_tensor(tensor, name)
     if global_shape is None and shard_offsets is None:
         return tensor, None
     if global_shape is None or shard_offsets is None:
@@ -42,15 +65,30 @@ def _resolve(tensor: torch.Tensor, global_shape, shard_offsets) -> tuple[torch.T
     return tensor, ShardLayout.from_offsets(tuple(global_shape), tuple(tensor.shape), tuple(shard_offsets))
 
 
-def _check_stream(seed: int, stream: int, offset: int, logical_numel: int) -> None:
+def _stream_position(seed, stream, offset, logical_numel: int) -> tuple[int, int, int]:
+    """(seed, stream, offset) as ints, checked.
+
+    Raises:
+        TypeError: a bool, float or other non-integer.
+        ValueError: seed or stream outside [0, 2**64), offset < 0 or offset + numel > 2**63.
+    """
     if type(seed) is int and type(stream) is int and type(offset) is int and 0 <= seed < 2**64 \
             and 0 <= stream < 2**64 and 0 <= offset and offset + logical_numel <= 2**63:
-        return  # the common case, checked without building the messages below
-    for name, value in (("seed", seed), ("stream", stream)):
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**64:
-            raise ValueError(f"{name} must be an int in [0, 2**64), got {value!r}")
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0 or offset + logical_numel > 2**63:
-        raise ValueError(f"offset must be an int >= 0 with offset + numel <= 2**63, got {offset!r}")
+        return seed, stream, offset  # the common case, checked without building the messages below
+    seed = as_index("seed", seed, 0, 2**64)
+    stream = as_index("stream", stream, 0, 2**64)
+    offset = as_index("offset", offset)
+    if offset + logical_numel > 2**63:
+        raise ValueError(f"offset must be an int >= 0 with offset + numel <= 2**63, got {offset!r} "
+                         f"for {logical_numel} elements")
+    return seed, stream, offset
+
+
+def _writes(tensor: torch.Tensor, local: torch.Tensor) -> bool:
+    """Whether filling ``tensor`` (whose local part is ``local``) writes anything, on some rank:
+    not on the meta device, nor for a tensor of no elements. A DTensor counts its logical
+    elements, so a rank whose shard is empty still draws its key, as the others do."""
+    return not local.is_meta and tensor.numel() > 0
 
 
 def _runs(local: torch.Tensor, layout: ShardLayout | None, offset: int) -> StreamRuns:
@@ -108,10 +146,16 @@ def trunc_normal_at_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
         ``tensor``.
 
     Raises:
-        TypeError: unsupported dtype or non-real arguments.
-        ValueError: invalid mean/std/bounds (see ``tinit.params.transform_constants``),
-            seed/stream out of range, negative offset, a shard outside its
-            ``global_shape``, a ``Partial`` DTensor.
+        TypeError: unsupported dtype, a sparse, nested or negative-bit
+            tensor, non-real mean/std/bounds, a seed/stream/offset that is
+            not an int (bools and floats are refused; numpy integers are ints).
+        ValueError: invalid mean/std/bounds (see ``tinit.params.transform_constants``;
+            an int too large for a float included), seed/stream out of
+            range, negative offset, a shard outside its ``global_shape``, a
+            ``Partial`` DTensor.
+        tinit.params.InternalOverlapError: a view whose elements share
+            memory (``expand``, overlapping ``as_strided``); a ValueError and
+            a RuntimeError.
         RuntimeError: no backend can fill the tensor.
     All checks happen before anything is written.
 
@@ -121,10 +165,9 @@ def trunc_normal_at_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
     windows narrow against std, the excursion from the bound beyond 8 std;
     csrc/include/tinit/transform.h.
     """
-    check_dtype(tensor)
-    constants = transform_constants(mean, std, a, b, tensor.dtype)
     local, layout = _resolve(tensor, global_shape, shard_offsets)
-    _check_stream(seed, stream, offset, _logical_numel(local, layout))
+    constants = transform_constants(mean, std, a, b, local.dtype)
+    seed, stream, offset = _stream_position(seed, stream, offset, _logical_numel(local, layout))
     _trunc_normal_local(local, layout, constants, seed, stream, offset, backend)
     return tensor
 
@@ -138,13 +181,18 @@ def trunc_normal_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
     N(mean, std^2) restricted to the absolute interval [a, b], written in place
     under ``torch.no_grad()``.
 
-    What is drawn from torch's RNG: exactly one int64, via
-    ``torch.empty((), dtype=torch.int64).random_(generator=generator)`` (a
-    uniform integer on [0, 2**63) from ``generator``, or from torch's default
-    CPU generator when it is None). It is the Philox key; the stream id is 0
-    and the offset 0. So ``torch.manual_seed`` makes calls reproducible and
-    consecutive calls give different tensors. For a fixed key use
-    ``trunc_normal_at_``.
+    What is drawn from torch's RNG: exactly one int64 when something is
+    written, via ``torch.empty((), dtype=torch.int64, device=d).random_(generator=generator)``
+    (a uniform integer on [0, 2**63) from ``generator`` on its device d, or
+    from torch's default CPU generator on the CPU when it is None, whatever
+    the default device). It is the Philox key; the stream id is 0 and the
+    offset 0. So ``torch.manual_seed`` makes calls reproducible, the same
+    seed gives the same values on every device, and consecutive calls give
+    different tensors. Nothing is drawn for a tensor of no elements or on the
+    meta device (it is returned unchanged, as by torch), nor when the
+    arguments are refused. A DTensor counts its logical elements: a rank whose
+    local shard is empty still draws, so the ranks' generators stay in step.
+    For a fixed key use ``trunc_normal_at_``.
 
     A DTensor is filled shard by shard as by ``trunc_normal_at_``: every rank
     must draw the same key, i.e. seed its generator identically
@@ -155,21 +203,28 @@ def trunc_normal_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
             any shape; views, 0-element and meta tensors accepted.
         mean, std: parent normal, tensor units; std > 0.
         a, b: absolute bounds, a < b; -inf/+inf allowed.
-        generator: a CPU ``torch.Generator`` or None.
+        generator: a ``torch.Generator`` or None.
 
     Returns:
         ``tensor``.
 
     Raises:
-        TypeError, ValueError: bad dtype or arguments, before anything is
-            written or drawn.
+        TypeError, ValueError: bad dtype, tensor kind or arguments (see
+            ``trunc_normal_at_``), before anything is written or drawn.
+        tinit.params.InternalOverlapError: an expanded or otherwise
+            self-overlapping view (a ValueError and, as torch raises for it,
+            a RuntimeError), before anything is drawn.
     """
-    check_dtype(tensor)
-    transform_constants(mean, std, a, b, tensor.dtype)
-    local, _ = _resolve(tensor, None, None)
-    if local.numel() and local.device.type != "meta":
+    local, layout = _resolve(tensor, None, None)
+    constants = transform_constants(mean, std, a, b, local.dtype)
+    _check_generator(generator)
+    if not _writes(tensor, local):
+        return tensor  # nothing to write: torch's RNG is left as it was
+    if local.numel():
         dispatch.select(local, "auto")  # a bad $TINIT_BACKEND raises before the draw
-    return trunc_normal_at_(tensor, mean, std, a, b, seed=_draw_seed(generator))
+    with torch.no_grad():
+        _trunc_normal_local(local, layout, constants, _draw_seed(generator), 0, 0, "auto")
+    return tensor
 
 
 def _check_spec(spec: schemes.InitSpec, dtype: torch.dtype) -> None:
@@ -179,8 +234,11 @@ def _check_spec(spec: schemes.InitSpec, dtype: torch.dtype) -> None:
             _check_spec(part, dtype)
     elif spec.constant is not None:
         value = spec.constant
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or abs(value) > torch.finfo(dtype).max:
+        try:
+            finite = math.isfinite(_real("constant", value))
+        except TypeError:
+            finite = False
+        if isinstance(value, bool) or not finite or abs(value) > torch.finfo(dtype).max:
             raise ValueError(f"constant {value!r} is not a finite value of {dtype}")
     else:
         leaf_constants(spec, dtype)
@@ -196,9 +254,9 @@ def leaf_constants(spec: schemes.InitSpec, dtype: torch.dtype) -> TruncNormalPar
         TypeError, ValueError: as ``transform_constants`` / ``uniform_constants``.
     """
     if spec.distribution == "uniform":
-        std = spec.std
-        if isinstance(std, (int, float)) and not isinstance(std, bool) and not (math.isfinite(std) and std > 0):
-            raise ValueError(f"std must be finite and > 0, got std={std}")
+        std = _real("std", spec.std)
+        if not (math.isfinite(std) and std > 0):
+            raise ValueError(f"std must be finite and > 0, got std={spec.std}")
         lo, hi = spec.bounds
         return uniform_constants(lo, hi, dtype)
     lo, hi = spec.bounds
@@ -247,12 +305,36 @@ def _split_checked(spec: schemes.InitSpec, shape: tuple[int, ...]) -> None:
     """Raise ValueError, before anything is written, when a fused spec does not split ``shape``."""
     if spec.parts is not None:
         count = len(spec.parts)
+        if not 0 <= spec.split_dim < len(shape):
+            raise ValueError(f"split_dim {spec.split_dim} is not a dim of shape {shape}")
         if shape[spec.split_dim] % count:
             raise ValueError(f"dim {spec.split_dim} of shape {shape} does not split into {count}")
         part = list(shape)
         part[spec.split_dim] //= count
         for sub in spec.parts:
             _split_checked(sub, tuple(part))
+
+
+def _checked_spec(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec) -> None:
+    """Check ``spec`` against the (checked) tensor it will be written to, even one of no elements."""
+    if not isinstance(spec, schemes.InitSpec):
+        raise TypeError(f"spec must be a tinit.schemes.InitSpec, got {type(spec).__name__}")
+    _check_spec(spec, local.dtype)
+    _split_checked(spec, tuple(local.shape) if layout is None else layout.global_shape)
+
+
+def _write_spec_checked(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec, *, seed: int,
+                        stream: int, offset: int, backend: str) -> None:
+    with torch.no_grad():
+        for view, sub, leaf, leaf_offset in _leaves(local, layout, spec, offset):
+            _write_leaf(view, sub, leaf, seed=seed, stream=stream, offset=leaf_offset, backend=backend)
+
+
+def _draws(spec: schemes.InitSpec) -> bool:
+    """Whether writing ``spec`` reads the stream (some piece is not a constant)."""
+    if spec.parts is not None:
+        return any(_draws(part) for part in spec.parts)
+    return spec.constant is None
 
 
 def write_spec_(param: torch.Tensor, spec: schemes.InitSpec, *, seed: int, stream: int = 0, offset: int = 0,
@@ -265,20 +347,28 @@ def write_spec_(param: torch.Tensor, spec: schemes.InitSpec, *, seed: int, strea
     tensors) are written slice by slice along ``spec.split_dim`` of the
     logical tensor, slice i starting at stream index
     ``offset + i * slice_numel``. DTensors and hand-made shards
-    (``global_shape``, ``shard_offsets``) as in ``trunc_normal_at_``.
+    (``global_shape``, ``shard_offsets``) as in ``trunc_normal_at_``;
+    0-element and meta tensors are checked and returned unchanged.
+
+    Args:
+        param: the tensor, Parameter or DTensor to write in place.
+        spec: what to write (``tinit.schemes.InitSpec``).
+        seed, stream, offset: the stream position, as for ``trunc_normal_at_``
+            (ints, numpy integers included).
+        backend: "auto" or a backend name.
+        global_shape, shard_offsets: a hand-made shard, as for ``trunc_normal_at_``.
+
+    Returns:
+        ``param``.
 
     Raises:
         TypeError, ValueError: as ``trunc_normal_at_``; checked for every part
             before anything is written.
     """
-    check_dtype(param)
-    _check_spec(spec, param.dtype)
-    local, layout = _resolve(param, global_shape, shard_offsets)
-    _split_checked(spec, tuple(param.shape) if layout is None else layout.global_shape)
-    _check_stream(seed, stream, offset, _logical_numel(local, layout))
-    with torch.no_grad():
-        for view, sub, leaf, leaf_offset in _leaves(local, layout, spec, offset):
-            _write_leaf(view, sub, leaf, seed=seed, stream=stream, offset=leaf_offset, backend=backend)
+    local, layout = _resolve(param, global_shape, shard_offsets, "param")
+    _checked_spec(local, layout, spec)
+    seed, stream, offset = _stream_position(seed, stream, offset, _logical_numel(local, layout))
+    _write_spec_checked(local, layout, spec, seed=seed, stream=stream, offset=offset, backend=backend)
     return param
 
 
@@ -293,7 +383,9 @@ def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = N
     The scheme (``tinit.schemes``) maps the parameter's role, depth, width and
     logical shape to a truncated normal (std in tensor units, bounds in units
     of std), a uniform, a constant, or one of those per slice of a fused
-    projection, which is then written from the tinit stream.
+    projection, which is then written from the tinit stream. A tensor of no
+    elements, or one on the meta device, is checked and returned unchanged,
+    for fan-based schemes too (a weight with a zero fan has no std to give).
 
     Args:
         param: the tensor or Parameter to fill in place (see ``trunc_normal_at_``).
@@ -306,11 +398,13 @@ def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = N
         name: fully qualified parameter name, e.g. "transformer.h.3.attn.c_proj.weight".
         n_layers: number of blocks L of the parameter's stack.
         d_model: residual stream width d (schemes written in d).
-        fan_in, fan_out: override the fans computed from the logical shape.
+        fan_in, fan_out: override the fans computed from the logical shape (ints >= 1).
         layout: "out_in" for ``nn.Linear`` / ``nn.Embedding`` weights,
             "in_out" for Hugging Face ``Conv1D`` (GPT-2).
         seed: Philox key in [0, 2**64); when None one is drawn from
-            ``generator`` as in ``trunc_normal_``. With a seed, torch's RNG is not touched.
+            ``generator`` as in ``trunc_normal_`` (only when something is
+            written and the spec is not a constant). With a seed, torch's RNG
+            is not touched.
         stream, offset: stream id and first stream index (see ``trunc_normal_at_``).
         generator: torch.Generator used only when ``seed`` is None.
         backend: "auto" or a backend name.
@@ -330,9 +424,11 @@ def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = N
     Raises:
         KeyError: unknown scheme or role.
         ValueError: the scheme needs a role, ``n_layers``, ``layer_idx`` or
-            ``d_model`` that is missing, or invalid options; raised before
-            anything is written.
-        TypeError: an option the scheme does not take, or an unsupported dtype.
+            ``d_model`` that is missing, or invalid options, stream position
+            or tensor (see ``trunc_normal_at_``).
+        TypeError: an option the scheme does not take, an unsupported
+            dtype or tensor kind, a non-integer seed/stream/offset.
+        All raised before anything is written or drawn.
     """
     from tinit.roles import infer_layer, infer_role
 
@@ -340,13 +436,18 @@ def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = N
         role = infer_role(name)
     if layer_idx is None and name is not None:
         layer_idx = infer_layer(name)
-    _resolve(param, global_shape, shard_offsets)  # a bad shard raises before the draw
-    shape = tuple(param.shape) if global_shape is None else tuple(global_shape)
+    local, shard = _resolve(param, global_shape, shard_offsets, "param")
+    _check_generator(generator)
+    shape = tuple(param.shape) if shard is None else shard.global_shape
     spec = schemes.get(scheme).spec(role=role, layer_idx=layer_idx, n_layers=n_layers, shape=shape,
                                     d_model=d_model, fan_in=fan_in, fan_out=fan_out, layout=layout, **options)
-    check_dtype(param)
-    _check_spec(spec, param.dtype)
-    if seed is None and spec.constant is None:
-        seed = _draw_seed(generator)
-    return write_spec_(param, spec, seed=seed if seed is not None else 0, stream=stream, offset=offset,
-                       backend=backend, global_shape=global_shape, shard_offsets=shard_offsets)
+    _checked_spec(local, shard, spec)
+    numel = _logical_numel(local, shard)
+    stream_seed = 0 if seed is None else seed
+    stream_seed, stream, offset = _stream_position(stream_seed, stream, offset, numel)
+    if seed is None and _draws(spec) and _writes(param, local):
+        if local.numel():
+            dispatch.select(local, backend)  # a bad backend raises before the draw
+        stream_seed = _draw_seed(generator)
+    _write_spec_checked(local, shard, spec, seed=stream_seed, stream=stream, offset=offset, backend=backend)
+    return param

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -24,16 +24,16 @@ import torch
 from tinit import dispatch, ops, schemes
 from tinit.fill import (
     _check_spec,
-    _check_stream,
     _leaves,
     _logical_numel,
     _resolve,
     _runs,
     _split_checked,
+    _stream_position,
     _write_leaf,
     leaf_constants,
 )
-from tinit.params import SUPPORTED_DTYPES
+from tinit.params import SUPPORTED_DTYPES, check_tensor
 
 
 class FillItem(NamedTuple):
@@ -53,6 +53,7 @@ class FillItem(NamedTuple):
 
 
 _PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
+_STRIDED = torch.strided
 _U64, _I63 = 2**64, 2**63
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 # What an item's spec asks for, decided once per (spec, dtype).
@@ -79,7 +80,7 @@ def _grouped_writer(backend: dispatch.Backend) -> tuple:
 
 
 def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto",
-                   sequential: bool = False, progress=None) -> None:
+                   sequential: bool = False, progress=None, names: Sequence[str] | None = None) -> None:
     """Write every item's spec into its tensor, batching the native calls.
 
     Equivalent to ``write_spec_(item.tensor, item.spec, seed=seed,
@@ -109,19 +110,24 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
             of them (``init_model_(grouped=False)``).
         progress: optional callable wrapping the list of items as they are
             written one by one (``tqdm``); unused by a batched write.
+        names: one label per item for the error messages (``init_model_``
+            passes the parameter names); "item i" when None.
 
     Raises:
-        TypeError, ValueError: the seed, or any item's dtype, spec (e.g. a
-            constant the dtype cannot hold), stream, offset or layout (e.g. a
-            ``Partial`` DTensor) is invalid;
+        TypeError, ValueError: the seed, or any item's tensor (dtype, a
+            sparse or nested tensor), spec (e.g. a constant the dtype cannot
+            hold), stream, offset or layout (e.g. a ``Partial`` DTensor) is
+            invalid; the message names the item.
+        tinit.params.InternalOverlapError: an item's tensor has elements that
+            share memory (an expanded view); a ValueError and a RuntimeError.
         RuntimeError: no backend fills one of the tensors, or an inference
             tensor outside ``torch.inference_mode``.
         All checked for every item before anything is written.
     """
     items = list(items)  # keeps every spec alive: the kinds below are cached by id(spec)
-    _check_stream(seed, 0, 0, 0)
+    seed = _stream_position(seed, 0, 0, 0)[0]
     plan = _Plan(backend)
-    plan.add(items, seed)
+    plan.add(items, seed, names)
     shared = _overlaps(plan.spans)
     if shared:
         warnings.warn(f"write_grouped_: {shared} of the tensors share memory with an earlier one; writing all "
@@ -172,61 +178,73 @@ class _Plan:
         self._kinds[id(spec), dtype] = found
         return found
 
-    def add(self, items: list[FillItem], seed: int) -> None:
-        """Check and file ``items``; raises (TypeError, ValueError, RuntimeError) for the first bad one."""
+    def add(self, items: list[FillItem], seed: int, names: Sequence[str] | None = None) -> None:
+        """Check and file ``items``; raises (TypeError, ValueError, RuntimeError) for the first bad one,
+        naming it (``names[i]``, or "item i")."""
         # Runs once per parameter of a model: one loop over local names, the
         # rare cases (DTensors, a spec not seen yet) in calls of their own.
         kinds, writers, tables, zeros = self._kinds, self._writers, self.tables, self.zeros
         checked, spans, later, fills = self.checked.append, self.spans.append, self.later.append, self.fills.append
-        for item in items:
-            if type(item) is not FillItem:
-                item = FillItem(*item)  # a plain (tensor, spec, stream[, offset]) tuple
-            tensor, spec, stream, offset = item
-            if type(tensor) in _PLAIN:
-                local, layout = tensor, None
-            else:
-                local, layout = _resolve(tensor, None, None)
-            if local.is_inference() and not torch.is_inference_mode_enabled():
-                raise RuntimeError("write_grouped_: an inference tensor (made under torch.inference_mode) can be "
-                                   "written only inside torch.inference_mode(); nothing was written")
-            dtype = local.dtype
-            kind, constants = kinds.get((id(spec), dtype)) or self._kind(spec, dtype)
-            if kind == _OTHER and spec.parts is not None:
-                _split_checked(spec, tuple(local.shape) if layout is None else layout.global_shape)
-            numel = local.numel()
-            if not (layout is None and type(stream) is int and type(offset) is int and 0 <= stream < _U64
-                    and 0 <= offset <= _I63 - numel):  # else the full check, which raises when it must
-                _check_stream(seed, stream, offset, numel if layout is None else _logical_numel(local, layout))
-            checked((local, layout, item))
-            if not numel or local.is_meta:
-                if kind == _OTHER:  # uniforms and parts went through their checks; nothing to write
-                    later((local, layout, item))
-                continue
-            device = local.device
-            if kind == _NORMAL or kind == _OTHER:  # constants need no backend
-                found = writers.get((device, dtype))
-                if found is None:  # also raises when no backend fills the tensor
-                    found = writers[device, dtype] = _grouped_writer(dispatch.select(local, self.backend))
-                writer, largest = found
-            start = local.data_ptr()
-            if local.is_contiguous():
-                spans((local.get_device(), start, start + numel * local.element_size()))  # device -1: CPU
-                if kind == _NORMAL and layout is None and numel <= largest:
-                    table = tables.get((writer, device)) or tables.setdefault((writer, device), ([], [], [], []))
-                    table[0].append(local)
-                    table[1].append(stream)
-                    table[2].append(offset)
-                    table[3].append(constants)
+        index = 0
+        try:
+            for index, item in enumerate(items):
+                if type(item) is not FillItem:
+                    item = FillItem(*item)  # a plain (tensor, spec, stream[, offset]) tuple
+                tensor, spec, stream, offset = item
+                if type(tensor) in _PLAIN:
+                    local, layout = tensor, None
+                    if local.is_nested or local.layout is not _STRIDED or local.is_neg() or not local.is_contiguous():
+                        check_tensor(local)  # the full check, which raises when it must
+                else:
+                    local, layout = _resolve(tensor, None, None)
+                if not isinstance(spec, schemes.InitSpec):
+                    raise TypeError(f"spec must be a tinit.schemes.InitSpec, got {type(spec).__name__}")
+                if local.is_inference() and not torch.is_inference_mode_enabled():
+                    raise RuntimeError("write_grouped_: an inference tensor (made under torch.inference_mode) can be "
+                                       "written only inside torch.inference_mode(); nothing was written")
+                dtype = local.dtype
+                kind, constants = kinds.get((id(spec), dtype)) or self._kind(spec, dtype)
+                numel = local.numel()
+                if kind == _OTHER and spec.parts is not None:
+                    _split_checked(spec, tuple(local.shape) if layout is None else layout.global_shape)
+                if not (layout is None and type(stream) is int and type(offset) is int and 0 <= stream < _U64
+                        and 0 <= offset <= _I63 - numel):  # else the full check, which raises when it must
+                    _, stream, offset = _stream_position(seed, stream, offset,
+                                                         numel if layout is None else _logical_numel(local, layout))
+                    item = FillItem(tensor, spec, stream, offset)
+                checked((local, layout, item))
+                if not numel or local.is_meta:
+                    if kind == _OTHER:  # uniforms and parts went through their checks; nothing to write
+                        later((local, layout, item))
                     continue
-            else:
-                reach = sum((n - 1) * step for n, step in zip(local.shape, local.stride()))
-                spans((local.get_device(), start, start + (reach + 1) * local.element_size()))
-            if kind == _ZERO:
-                zeros.setdefault(device, []).append(local)
-            elif kind == _CONSTANT:
-                fills((local, spec.constant))
-            else:
-                later((local, layout, item))
+                device = local.device
+                if kind == _NORMAL or kind == _OTHER:  # constants need no backend
+                    found = writers.get((device, dtype))
+                    if found is None:  # also raises when no backend fills the tensor
+                        found = writers[device, dtype] = _grouped_writer(dispatch.select(local, self.backend))
+                    writer, largest = found
+                start = local.data_ptr()
+                if local.is_contiguous():
+                    spans((local.get_device(), start, start + numel * local.element_size()))  # device -1: CPU
+                    if kind == _NORMAL and layout is None and numel <= largest:
+                        table = tables.get((writer, device)) or tables.setdefault((writer, device), ([], [], [], []))
+                        table[0].append(local)
+                        table[1].append(stream)
+                        table[2].append(offset)
+                        table[3].append(constants)
+                        continue
+                else:
+                    reach = sum((n - 1) * step for n, step in zip(local.shape, local.stride()))
+                    spans((local.get_device(), start, start + (reach + 1) * local.element_size()))
+                if kind == _ZERO:
+                    zeros.setdefault(device, []).append(local)
+                elif kind == _CONSTANT:
+                    fills((local, spec.constant))
+                else:
+                    later((local, layout, item))
+        except (TypeError, ValueError) as exc:
+            where = f"parameter {names[index]}" if names is not None else f"item {index}"
+            raise _located(exc, f"write_grouped_: {where}") from exc
 
     def _add(self, writer, device, view, stream, offset, constants) -> None:
         tensors, streams, offsets, packed = self.tables.setdefault((writer, device), ([], [], [], []))
@@ -256,6 +274,15 @@ class _Plan:
                 _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=self.backend)
         for (writer, _), (tensors, streams, offsets, packed) in self.tables.items():
             writer(tensors, seed, streams, offsets, packed)
+
+
+def _located(exc: Exception, where: str) -> Exception:
+    """``exc`` again, its message followed by the item it is about (same class, so ``except`` clauses hold)."""
+    try:
+        return type(exc)(f"{exc} ({where})")
+    except TypeError:  # a class whose constructor takes other arguments
+        exc.add_note(f"write_grouped_: {where}")
+        return exc
 
 
 def _overlaps(spans: list[tuple[int, int, int]]) -> int:

@@ -15,8 +15,8 @@ from typing import NamedTuple
 import torch
 
 from tinit import dispatch, schemes
-from tinit.fill import _check_stream
-from tinit.grouped import FillItem, write_grouped_
+from tinit.fill import _stream_position
+from tinit.grouped import FillItem, _located, write_grouped_
 from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
 from tinit.roles import infer_layer, infer_role, infer_stack
 
@@ -390,7 +390,7 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         All raised before anything is written.
     """
     chosen = schemes.get(scheme)
-    _check_stream(seed, 0, 0, 0)
+    seed = _stream_position(seed, 0, 0, 0)[0]
     compiled = _compile_overrides(overrides)
     entries = _classify(model, prefix, compiled)
     meta = next((e.name for e in entries if e.param.is_meta), None)
@@ -449,10 +449,13 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         except TypeError:  # an unhashable option value: no sharing
             key, spec = None, None
         if spec is None:
-            spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=depths.get(entry.stack),
-                               shape=tuple(shape), d_model=d_model, layout=entry.layout,
-                               fan_in=override.get("fan_in"), fan_out=override.get("fan_out"), stack=entry.stack,
-                               **extra)
+            try:
+                spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=depths.get(entry.stack),
+                                   shape=tuple(shape), d_model=d_model, layout=entry.layout,
+                                   fan_in=override.get("fan_in"), fan_out=override.get("fan_out"),
+                                   stack=entry.stack, **extra)
+            except (TypeError, ValueError) as exc:
+                raise _located(exc, f"init_model_: parameter {entry.name}") from exc
             if key is not None:
                 specs[key] = spec
         # A constant draws nothing: its stream id is never read.
@@ -466,7 +469,8 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         _check_hf_tie(model)
         fresh = {e.name: e.param for e in _classify(model, prefix, compiled)}
         items = [item._replace(tensor=fresh[entry.name]) for item, entry in zip(items, selected)]
-    write_grouped_(items, seed=seed, backend=backend, sequential=not grouped, progress=progress)
+    write_grouped_(items, seed=seed, backend=backend, sequential=not grouped, progress=progress,
+                   names=[entry.name for entry in selected])
     return summary
 
 

@@ -14,6 +14,7 @@ import enum
 import functools
 import math
 import numbers
+import operator
 from typing import NamedTuple
 
 import torch
@@ -108,12 +109,126 @@ def _real(name: str, value) -> float:
     if type(value) is float:  # the common case, without the ABC checks below
         return value
     if isinstance(value, torch.Tensor):
-        if value.numel() != 1 or value.is_complex():
-            raise TypeError(f"{name} must be a real scalar, got a tensor of shape {tuple(value.shape)}")
+        if value.numel() != 1 or value.is_complex() or value.is_meta:
+            raise TypeError(f"{name} must be a real scalar, got a tensor of shape {tuple(value.shape)} "
+                            f"on {value.device}")
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond fp64's range
+        raise ValueError(f"{name} must be a finite real number, got an int of {int(value).bit_length()} bits, "
+                         "beyond float64's range") from None
+
+
+def as_index(name: str, value, low: int = 0, high: int | None = None) -> int:
+    """``value`` as a Python int in [low, high): ints and integer scalars (numpy's included).
+
+    Args:
+        name: the argument's name, for the messages.
+        value: the value to check.
+        low: the smallest value accepted.
+        high: one past the largest value accepted; None for no upper limit.
+
+    Returns:
+        ``value`` as an ``int``.
+
+    Raises:
+        TypeError: a bool, a float or anything else without ``__index__``.
+        ValueError: outside [low, high).
+    """
+    if type(value) is not int:
+        if isinstance(value, bool) or not hasattr(type(value), "__index__") or isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        value = operator.index(value)
+    if value < low or (high is not None and value >= high):
+        bound = f"[{low}, {high})" if high is not None else f">= {low}"
+        if high is not None and high == 2**64:
+            bound = f"[{low}, 2**64)"
+        raise ValueError(f"{name} must be an int in {bound}, got {value!r}")
+    return value
+
+
+class InternalOverlapError(ValueError, RuntimeError):
+    """A tensor to be written has elements that share memory (an expanded view, a partially
+    overlapping ``as_strided`` view): the result would depend on the write order.
+
+    A ValueError like tinit's other refusals, and a RuntimeError like the
+    error torch's in-place ops raise for the same tensor, so either ``except``
+    catches it.
+    """
+
+
+# The exact overlap check of an irregular layout lists every element's offset;
+# beyond this many elements such a layout is refused instead.
+_EXACT_OVERLAP_MAX_NUMEL = 1 << 24
+
+
+def has_internal_overlap(tensor: torch.Tensor) -> bool:
+    """Whether two elements of ``tensor`` address the same memory.
+
+    Every view that slicing, narrowing, transposing and permuting a dense
+    tensor gives is decided from its strides alone (each dim's stride, in
+    increasing order, steps past everything the smaller ones reach);
+    layouts that fail that test (``as_strided``) are checked element by
+    element. Exact, unlike ``torch._debug_has_internal_overlap``, which
+    answers "too hard" for partial overlaps.
+
+    Raises:
+        InternalOverlapError: an irregular layout of more than 2**24
+            elements, which is not checked.
+    """
+    dims = sorted((stride, size) for size, stride in zip(tensor.shape, tensor.stride()) if size > 1)
+    reach = 0
+    for stride, size in dims:
+        if stride <= reach:
+            break
+        reach += (size - 1) * stride
+    else:
+        return False
+    if dims[0][0] == 0:  # an expanded dim
+        return True
+    numel = tensor.numel()
+    if numel > _EXACT_OVERLAP_MAX_NUMEL:
+        raise InternalOverlapError(f"cannot prove that the {numel} elements of a tensor of shape "
+                                   f"{tuple(tensor.shape)} and strides {tuple(tensor.stride())} do not share "
+                                   "memory; write into a contiguous tensor or a plain view")
+    offsets = torch.zeros((), dtype=torch.int64, device="cpu")
+    for stride, size in dims:
+        offsets = (offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64, device="cpu") * stride).reshape(-1)
+    return int(offsets.unique().numel()) != numel
+
+
+def check_tensor(tensor, name: str = "tensor") -> None:
+    """Raise unless tinit can write ``tensor`` in place: a dense strided tensor of a supported dtype
+    whose elements do not share memory.
+
+    Args:
+        tensor: the (local) tensor to be written.
+        name: how the messages name it, e.g. "tensor" or "parameter h.0.mlp.weight".
+
+    Raises:
+        TypeError: not a tensor; a sparse, nested or other non-strided
+            tensor; a negative-bit view (``torch._neg_view``); an
+            unsupported dtype.
+        InternalOverlapError: elements that share memory (an expanded view);
+            not checked on the meta device, where nothing is written.
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.is_nested or tensor.layout != torch.strided:
+        kind = "a nested tensor" if tensor.is_nested else f"layout {tensor.layout}"
+        raise TypeError(f"{name}: tinit writes dense strided tensors, got {kind}")
+    if tensor.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name}: tinit fills floating tensors of dtype float32, float64, bfloat16 or float16; "
+                        f"got {tensor.dtype}")
+    if tensor.is_neg():
+        raise TypeError(f"{name} is a negative-bit view (torch._neg_view); write into the tensor it views")
+    if not tensor.is_meta and not tensor.is_contiguous() and has_internal_overlap(tensor):
+        raise InternalOverlapError(
+            f"{name} (shape {tuple(tensor.shape)}, strides {tuple(tensor.stride())}) has elements that share "
+            "memory (e.g. an expanded view); write into the tensor it was made from, or clone() it")
 
 
 def check_dtype(tensor: torch.Tensor) -> None:
@@ -129,9 +244,9 @@ def _step_up(value: float, dtype: torch.dtype) -> float:
     """The next value of ``dtype`` above ``value`` (``value`` representable in dtype)."""
     int_dtype = {16: torch.int16, 32: torch.int32, 64: torch.int64}[torch.finfo(dtype).bits]
     if value == 0.0:  # +0 and -0 step to the smallest positive subnormal
-        bits = torch.ones(1, dtype=int_dtype)
+        bits = torch.ones(1, dtype=int_dtype, device="cpu")
     else:  # sign-magnitude: away from zero above it, towards zero below it
-        bits = torch.tensor([value], dtype=dtype).view(int_dtype)
+        bits = torch.tensor([value], dtype=dtype, device="cpu").view(int_dtype)
         bits += 1 if value > 0 else -1
     return float(bits.view(dtype)[0])
 
@@ -143,7 +258,7 @@ def representable_inside(a: float, b: float, dtype: torch.dtype) -> tuple[float,
     def ceil(v: float) -> float:
         if v == -math.inf or v < -fmax:
             return -fmax
-        r = float(torch.tensor(v, dtype=torch.float64).to(dtype))
+        r = float(torch.tensor(v, dtype=torch.float64, device="cpu").to(dtype))
         return _step_up(r, dtype) if r < v else r
 
     lo = ceil(a)
@@ -303,7 +418,7 @@ def _split(value: float, cdt: torch.dtype) -> tuple[float, float]:
 
 
 def _to_f32(value: float) -> float:
-    return float(torch.tensor(value, dtype=torch.float64).to(torch.float32))
+    return float(torch.tensor(value, dtype=torch.float64, device="cpu").to(torch.float32))
 
 
 def _scale_for(std: float, anchors: tuple[float, ...], cdt: torch.dtype) -> float:

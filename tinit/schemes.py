@@ -41,6 +41,7 @@ weights are 1, biases 0 and residual gates 1.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, replace
 
 ROLES = ("embedding", "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_out",
@@ -115,6 +116,12 @@ def truncation_factor(trunc: float) -> float:
     """
     if math.isinf(trunc):
         return 1.0
+    if trunc < 1e-2:
+        # The closed form below subtracts two numbers within trunc^2/3 of 1:
+        # its digits vanish as trunc -> 0 (and it divides by zero at 1e-9).
+        # Series of the variance: t^2/3 (1 - 2t^2/15 + 2t^4/315 + O(t^6)).
+        t2 = trunc * trunc
+        return trunc / math.sqrt(3.0) * math.sqrt(1.0 - 2.0 * t2 / 15.0 + 2.0 * t2 * t2 / 315.0)
     pdf = math.exp(-0.5 * trunc * trunc) / math.sqrt(2.0 * math.pi)
     mass = math.erf(trunc / math.sqrt(2.0))
     return math.sqrt(1.0 - 2.0 * trunc * pdf / mass)
@@ -148,12 +155,35 @@ def fans(shape: tuple[int, ...], layout: str = "out_in", parts: int = 1) -> tupl
         field_size = math.prod(shape[2:])
         fan_out, fan_in = shape[0] * field_size, shape[1] * field_size
     if not fan_in or not fan_out:
-        raise ValueError(f"shape {tuple(shape)} has fan_in {fan_in} and fan_out {fan_out}: a fan-based std is "
+        raise _NoFanError(f"shape {tuple(shape)} has fan_in {fan_in} and fan_out {fan_out}: a fan-based std is "
                          "undefined for a weight with no elements (pass fan_in and fan_out explicitly)")
     if fan_out % parts:
         raise ValueError(f"output dim {fan_out} of shape {tuple(shape)} does not split into {parts} equal parts "
                          "(a fused projection with unequal q/k/v widths: pass fan_out explicitly)")
     return fan_in, fan_out // parts
+
+
+class _NoFanError(ValueError):
+    """A fan of zero: the weight has no elements, so a fan-based std is undefined (and unneeded)."""
+
+
+def _count(name: str, value, low: int):
+    """``value`` with integer scalars (numpy's) as ints; anything else unchanged for the scheme's own checks."""
+    if value is None or type(value) is int or isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        return value
+    return operator.index(value)
+
+
+def _fan(name: str, value) -> int | None:
+    """An explicit fan: None, or an int >= 1 (numpy integers included)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an int >= 1 or None, got {type(value).__name__} {value!r}")
+    value = operator.index(value)
+    if value < 1:
+        raise ValueError(f"{name} must be an int >= 1 or None, got {value}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -192,9 +222,20 @@ class Context:
 
 
 def _positive(scheme: str, name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+    number = _float_or_none(value)
+    if number is None or not (math.isfinite(number) and number > 0):
         raise ValueError(f"scheme {scheme!r}: {name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    return number
+
+
+def _float_or_none(value) -> float | None:
+    """``value`` as a float when it is a real number (not a bool) a float can hold, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float's range
+        return None
 
 
 def _constants(role: str | None) -> InitSpec | None:
@@ -275,12 +316,24 @@ class Scheme:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if stack not in (None, "encoder", "decoder"):
             raise ValueError(f"stack must be None, 'encoder' or 'decoder', got {stack!r}")
-        trunc = self.default_trunc if trunc is None else trunc
-        if isinstance(trunc, bool) or not isinstance(trunc, (int, float)) or not trunc > 0:
-            raise ValueError(f"scheme {self.name!r}: trunc (bounds in units of std) must be > 0, got {trunc!r}")
-        ctx = Context(self.name, role, layer_idx, n_layers, tuple(shape), d_model, fan_in, fan_out, layout,
-                      stack, encoder_layers, decoder_layers)
-        return _finish(self.rule(ctx, **options), float(trunc), bool(variance_preserving), ctx)
+        given = self.default_trunc if trunc is None else trunc
+        trunc = _float_or_none(given)
+        if trunc is None or not trunc > 0:
+            raise ValueError(f"scheme {self.name!r}: trunc (bounds in units of std) must be a number > 0 "
+                             f"(math.inf for none), got {given!r}")
+        shape = tuple(_count("shape", size, 0) for size in shape)
+        ctx = Context(self.name, role, _count("layer_idx", layer_idx, 0), _count("n_layers", n_layers, 1), shape,
+                      _count("d_model", d_model, 1), _fan("fan_in", fan_in), _fan("fan_out", fan_out), layout,
+                      stack, _count("encoder_layers", encoder_layers, 1), _count("decoder_layers", decoder_layers, 1))
+        try:
+            spec = self.rule(ctx, **options)
+        except _NoFanError:
+            # A weight with no elements (nn.Linear(0, d)): nothing is written,
+            # as torch.nn.init does for it; its options are checked all the
+            # same, and every one of its (no) elements is 0.
+            self.rule(replace(ctx, fan_in=1, fan_out=1), **options)
+            return InitSpec(constant=0.0)
+        return _finish(spec, trunc, bool(variance_preserving), ctx)
 
     def rule(self, ctx: Context, **options) -> InitSpec:
         raise NotImplementedError

@@ -16,6 +16,7 @@ ranges (``StreamRuns``) the kernels fill.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -81,13 +82,20 @@ class StreamRuns:
 
     def stream_indices(self) -> torch.Tensor:
         """Stream index of every local element in row-major order: int64 CPU tensor of ``rows * run`` elements."""
-        starts = torch.full((), self.base, dtype=torch.int64)
+        starts = torch.full((), self.base, dtype=torch.int64, device="cpu")
         first = 0
         for size in self.outer_sizes:
-            table = torch.tensor(self.outer_starts[first:first + size], dtype=torch.int64)
+            table = torch.tensor(self.outer_starts[first:first + size], dtype=torch.int64, device="cpu")
             starts = (starts.unsqueeze(-1) + table).reshape(-1)
             first += size
-        return (starts.reshape(-1, 1) + torch.arange(self.run, dtype=torch.int64)).reshape(-1)
+        return (starts.reshape(-1, 1) + torch.arange(self.run, dtype=torch.int64, device="cpu")).reshape(-1)
+
+
+def _as_int(value):
+    """Integer scalars (numpy's) as ints; anything else unchanged, for the checks that name it."""
+    if type(value) is int or isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        return value
+    return operator.index(value)
 
 
 def _is_range(index: torch.Tensor) -> bool:
@@ -117,7 +125,7 @@ class ShardLayout:
     def full(cls, shape: Sequence[int]) -> ShardLayout:
         """The whole tensor: every position of every dim."""
         shape = tuple(int(s) for s in shape)
-        return cls(shape, tuple(torch.arange(s, dtype=torch.int64) for s in shape))
+        return cls(shape, tuple(torch.arange(s, dtype=torch.int64, device="cpu") for s in shape))
 
     @classmethod
     def from_offsets(cls, global_shape: Sequence[int], local_shape: Sequence[int],
@@ -127,8 +135,8 @@ class ShardLayout:
         Raises:
             ValueError: lengths differ, or the block is not inside ``global_shape``.
         """
-        global_shape, local_shape = tuple(global_shape), tuple(local_shape)
-        offsets = tuple(offsets)
+        global_shape, local_shape = tuple(_as_int(v) for v in global_shape), tuple(local_shape)
+        offsets = tuple(_as_int(v) for v in offsets)
         if not len(global_shape) == len(local_shape) == len(offsets):
             raise ValueError(f"global_shape {global_shape}, local shape {local_shape} and shard_offsets "
                              f"{offsets} must have one entry per dim")
@@ -138,7 +146,7 @@ class ShardLayout:
             if size < 0 or start < 0 or start + local > size:
                 raise ValueError(f"dim {dim}: a shard of {local} at offset {start} does not fit in the global "
                                  f"size {size} (global_shape {global_shape}, shard_offsets {offsets})")
-        return cls(global_shape, tuple(torch.arange(o, o + n, dtype=torch.int64)
+        return cls(global_shape, tuple(torch.arange(o, o + n, dtype=torch.int64, device="cpu")
                                        for o, n in zip(offsets, local_shape)))
 
     @classmethod
@@ -167,7 +175,7 @@ class ShardLayout:
                                  "of the logical tensor; redistribute it first")
         global_shape = tuple(tensor.shape)
         if not mesh._is_current_rank_part_of_mesh():
-            return cls(global_shape, tuple(torch.zeros(0, dtype=torch.int64) for _ in global_shape))
+            return cls(global_shape, tuple(torch.zeros(0, dtype=torch.int64, device="cpu") for _ in global_shape))
         per_dim = getattr(dtensor_utils, "_get_shard_size_and_offsets", None)
         if per_dim is None:  # older torch: only the first offset per dim is public
             if any(type(p).__name__ == "_StridedShard" for p in placements):
@@ -191,7 +199,7 @@ class ShardLayout:
                 global_shape[dim], False)
             local[dim] = size
             indices[dim] = index[:size].to(torch.int64)
-        layout = cls(global_shape, tuple(indices.get(d, torch.arange(s, dtype=torch.int64))
+        layout = cls(global_shape, tuple(indices.get(d, torch.arange(s, dtype=torch.int64, device="cpu"))
                                          for d, s in enumerate(global_shape)))
         if layout.local_shape != tuple(tensor._local_tensor.shape):
             raise ValueError(f"DTensor layout not understood: computed local shape {layout.local_shape}, "
@@ -246,7 +254,7 @@ class ShardLayout:
     def flat_index(self) -> torch.Tensor:
         """Global row-major flat index of every local element (int64, local shape); tests and the reference backend."""
         shape = self.global_shape
-        flat = torch.zeros(self.local_shape, dtype=torch.int64)
+        flat = torch.zeros(self.local_shape, dtype=torch.int64, device="cpu")
         for k, index in enumerate(self.indices):
             view = [1] * len(shape)
             view[k] = -1
@@ -287,7 +295,8 @@ def shard_shape(global_shape: Sequence[int], dim: int, rank: int, world_size: in
 
 def _chunk(global_shape, dim, rank, world_size):
     shape = tuple(int(s) for s in global_shape)
-    if not -len(shape) <= dim < len(shape):
+    dim, rank, world_size = _as_int(dim), _as_int(rank), _as_int(world_size)
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -len(shape) <= dim < len(shape):
         raise ValueError(f"dim {dim} out of range for shape {shape}")
     if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
         raise ValueError(f"need 0 <= rank < world_size, got rank {rank!r}, world_size {world_size!r}")
