@@ -127,7 +127,9 @@ def main(argv=None) -> int:
     md = f"{header}\n\n{table(rows)}\n"
     print(md)
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"cpu_modes_{time.strftime('%Y-%m-%d')}_{label.replace(' ', '_')}"
+    # The commit keeps two runs of one version on one day apart.
+    commit = str(env.get("git_commit") or "nogit")[:12]
+    stem = f"cpu_modes_{time.strftime('%Y-%m-%d')}_{label.replace(' ', '_')}_{commit}"
     (args.out / f"{stem}.json").write_text(json.dumps({"label": label, "stream_version": stream,
                                                       "env": env, "rows": rows}, indent=1, default=str))
     (args.out / f"{stem}.md").write_text(md)
