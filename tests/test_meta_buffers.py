@@ -27,6 +27,12 @@ FAMILIES = {
                                                       "d_kv": 32, "vocab_size": VOCAB}),
     "bert": ("BertConfig", "BertForMaskedLM", {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
                                                "num_attention_heads": 2, "vocab_size": VOCAB}),
+    # One rope type per layer type, and a rope type from ROPE_INIT_FUNCTIONS.
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {**DECODER, "head_dim": 16, "sliding_window": 8}),
+    "llama-llama3-rope": ("LlamaConfig", "LlamaForCausalLM", {
+        **DECODER, "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                       "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                       "original_max_position_embeddings": 64}}),
 }
 INPUT_IDS = (torch.arange(24).reshape(2, 12) * 37) % VOCAB
 
@@ -121,6 +127,14 @@ def test_unknown_rotary_layout_is_refused_before_allocating(monkeypatch):
     monkeypatch.setattr(buffers, "RECIPES", [])
     model = _build("llama", "meta")
     with pytest.raises(buffers.UninitialisedBufferError, match=r"model\.rotary_emb\.inv_freq"):
+        tinit.init_model_(model, "modern", seed=0, device="cpu")
+    assert all(p.is_meta for p in model.parameters())
+
+
+def test_rope_type_without_init_function_is_refused_before_allocating():
+    model = _build("llama", "meta")
+    model.model.rotary_emb.rope_type = "no-such-rope"
+    with pytest.raises(buffers.UninitialisedBufferError, match=r"model\.rotary_emb\.inv_freq \(LlamaRotaryEmbedding"):
         tinit.init_model_(model, "modern", seed=0, device="cpu")
     assert all(p.is_meta for p in model.parameters())
 

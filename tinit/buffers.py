@@ -125,28 +125,32 @@ class HFRotaryEmbedding(BufferRecipe):
         for layer_type in layer_types:
             prefix = "" if layer_type is None else f"{layer_type}_"
             pair = (f"{prefix}inv_freq", f"{prefix}original_inv_freq")
-            if any(module._buffers.get(name) is None for name in pair):
+            # A rope type without an init function is left unclaimed, so plan reports it before allocating.
+            if any(module._buffers.get(name) is None for name in pair) or self._function(module, layer_type) is None:
                 return ()
             names.extend(pair)
         return tuple(names)
 
-    def values(self, module):
-        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
+    @staticmethod
+    def _function(module, layer_type):
+        rope_type = module.rope_type if layer_type is None else module.rope_type[layer_type]
         functions = {"axial": getattr(module, "compute_axial_rope_parameters", None),
                      "ntk_alpha": getattr(module, "compute_ntk_alpha_rope_parameters", None),
-                     "default": getattr(module, "compute_default_rope_parameters", None),
-                     **ROPE_INIT_FUNCTIONS}
+                     "default": getattr(module, "compute_default_rope_parameters", None)}
+        if rope_type not in ("axial", "ntk_alpha", "default"):
+            try:
+                from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+            except ImportError:
+                return None
+            functions = {**functions, **ROPE_INIT_FUNCTIONS}
+        function = functions.get(rope_type)
+        return function if callable(function) else None
+
+    def values(self, module):
         found = {}
         for layer_type in self._layer_types(module):
-            if layer_type is None:
-                rope_type, prefix, kwargs = module.rope_type, "", {}
-            else:
-                rope_type, prefix, kwargs = module.rope_type[layer_type], f"{layer_type}_", {"layer_type": layer_type}
-            function = functions.get(rope_type)
-            if function is None:
-                raise ValueError(f"no rope init function for rope_type {rope_type!r}")
-            inv_freq, _ = function(module.config, **kwargs)
+            prefix, kwargs = ("", {}) if layer_type is None else (f"{layer_type}_", {"layer_type": layer_type})
+            inv_freq, _ = self._function(module, layer_type)(module.config, **kwargs)
             found[f"{prefix}inv_freq"] = inv_freq
             found[f"{prefix}original_inv_freq"] = inv_freq
         return found
