@@ -7,7 +7,7 @@ Public API:
     init_model_       every parameter of a model (roles from names, ties once, meta models, DTensor/FSDP2
                       shards, one grouped native call)
     stream_for        a parameter's stream id from its fully qualified name
-    materialise_      to_empty plus restored weight ties
+    materialise_      to_empty plus restored weight ties and recomputed buffers (tinit.buffers)
     mup_param_groups  optimiser param groups with muP's per-parameter learning rates
     report            step-zero variance and gradients against depth, per scheme (tinit report)
     STREAM_VERSION    the version of the values a seed gives (docs/stream.md)

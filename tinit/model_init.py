@@ -6,7 +6,6 @@ import functools
 import gc
 import hashlib
 import re
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import NamedTuple
 
 import torch
 
-from tinit import dispatch, schemes
+from tinit import buffers, dispatch, schemes
 from tinit.fill import _stream_position
 from tinit.grouped import FillItem, _located, write_grouped_
 from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
@@ -95,27 +94,39 @@ def tied_groups(model: torch.nn.Module) -> list[list[str]]:
     return [names for names in groups.values() if len(names) > 1]
 
 
-def materialise_(model: torch.nn.Module, device: str | torch.device = "cpu") -> torch.nn.Module:
-    """``to_empty(device=...)`` then restore every tie the model had before.
+def materialise_(model: torch.nn.Module, device: str | torch.device = "cpu", *,
+                 recompute_buffers: bool = True) -> torch.nn.Module:
+    """``to_empty(device=...)``, restore every tie the model had before, recompute the buffers.
 
     ``to_empty`` replaces each module's parameters one module at a time, so a
     Parameter shared by two modules (GPT-2's ``lm_head``/``wte``) comes back
     as two tensors. The model's own ``tie_weights()`` is called when it has
     one; any tie still broken is restored by pointing the later names at the
-    first one's Parameter.
+    first one's Parameter. ``to_empty`` also leaves every buffer
+    uninitialised: each is recomputed on ``device`` by its module type's
+    recipe (``tinit.buffers``: transformers' rotary ``inv_freq``, Gemma's
+    ``embed_scale``, BERT-style ``position_ids``/``token_type_ids``, torch's
+    BatchNorm statistics), and a buffer already off the meta device keeps
+    its values.
 
     Args:
         model: a module (typically on the meta device).
-        device: where to allocate (uninitialised) storage.
+        device: where to allocate storage.
+        recompute_buffers: False leaves the buffers uninitialised (for a
+            checkpoint that fills them next); parameters always are.
 
     Returns:
-        ``model``, with uninitialised parameters and buffers on ``device``
-        (a RuntimeWarning names the buffers: their values are lost too).
+        ``model`` on ``device``: parameters uninitialised, buffers as a model
+        built there eagerly has them.
 
     Raises:
+        tinit.buffers.UninitialisedBufferError: (a RuntimeError) a buffer on
+            the meta device that no recipe recomputes, raised before anything
+            is allocated; or a recipe that failed, raised after materialising.
         RuntimeError: a tie could not be restored.
     """
     groups = tied_groups(model)
+    buffer_plan = buffers.plan(model) if recompute_buffers else None
     model.to_empty(device=device)
     if callable(getattr(model, "tie_weights", None)):
         model.tie_weights()
@@ -128,10 +139,8 @@ def materialise_(model: torch.nn.Module, device: str | torch.device = "cpu") -> 
     lost = [g for g in groups if len({id(model.get_parameter(n)) for n in g}) != 1]
     if lost:
         raise RuntimeError(f"tied parameters could not be restored after to_empty: {lost}")
-    buffers = [name for name, _ in model.named_buffers()]
-    if buffers:
-        warnings.warn(f"to_empty left {len(buffers)} buffers uninitialised ({', '.join(buffers[:3])}, ...); "
-                      "tinit initialises parameters only", RuntimeWarning, stacklevel=2)
+    if buffer_plan is not None:
+        buffers.recompute_(buffer_plan, device)
     return model
 
 

@@ -1,0 +1,366 @@
+"""Recompute the buffers of a materialised module tree with each module's own code.
+
+``nn.Module.to_empty`` gives every buffer fresh, uninitialised storage, and a
+model built on the meta device never had values to keep: a rotary module's
+``inv_freq`` comes back as whatever the allocator held. Buffers are not
+drawn from the Philox stream; they are functions of the module's
+configuration, so each is recomputed by the recipe of its module type (the
+code the module's constructor or its library's ``_init_weights`` runs),
+on the target device, and the model matches one built there eagerly bit for
+bit.
+
+Materialising in two steps lets a buffer nothing can recompute be reported
+before anything is allocated: ``plan`` (on the meta model) assigns every
+buffer a recipe or keeps its values (a buffer already off the meta device),
+and raises ``UninitialisedBufferError`` for the rest; ``recompute_`` (after
+``to_empty``) writes them. Persistent buffers are treated like non-persistent
+ones: a checkpoint may overwrite them later, but until then they hold what
+the module's own code computes, never garbage.
+
+Recipes (``RECIPES``, the first that claims a buffer wins):
+    hf_rotary       ``inv_freq`` / ``original_inv_freq`` (and the per-layer-type
+                    ``{type}_inv_freq`` pairs) of transformers' rotary modules
+    hf_embed_scale  ``embed_scale`` of Gemma-style scaled word embeddings
+    hf_input_ids    ``position_ids`` (arange) and ``token_type_ids`` (zeros) of
+                    transformers' embedding modules (BERT and its relatives)
+    batch_norm      running statistics of torch's BatchNorm/InstanceNorm
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+class UninitialisedBufferError(RuntimeError):
+    """Buffers of a meta-built model that tinit cannot recompute (or whose recipe failed).
+
+    A RuntimeError, like the other failures of materialising: the model's
+    arguments are valid, its state cannot be produced.
+
+    Attributes:
+        names: the fully qualified buffer names.
+    """
+
+    def __init__(self, message: str, names: list[str]):
+        super().__init__(message)
+        self.names = list(names)
+
+
+class BufferRecipe:
+    """How to recompute some buffers of one kind of module; subclass and ``register`` an instance.
+
+    ``claims`` runs on the meta model (it may read attributes, shapes and
+    dtypes, never values); ``values`` runs after ``to_empty`` under
+    ``torch.device(target)``, so factory calls without a device land there,
+    as they do in a module built under that device.
+    """
+
+    name = "recipe"
+
+    def claims(self, module: torch.nn.Module) -> tuple[str, ...]:
+        """Which of ``module``'s own buffers this recipe recomputes.
+
+        Args:
+            module: a module of the model, its buffers still on the meta device.
+
+        Returns:
+            Buffer names (leaves, as in ``module._buffers``); empty when the
+            recipe does not apply.
+        """
+        raise NotImplementedError
+
+    def values(self, module: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """The values of the claimed buffers.
+
+        Args:
+            module: the materialised module.
+
+        Returns:
+            {leaf: tensor} for every name ``claims`` gave, each of the buffer's
+            shape (copied into the buffer, which keeps its own dtype).
+        """
+        raise NotImplementedError
+
+
+def _from_transformers(module: torch.nn.Module) -> bool:
+    return type(module).__module__.startswith("transformers.")
+
+
+class HFRotaryEmbedding(BufferRecipe):
+    """transformers' rotary position embeddings: ``inv_freq`` and ``original_inv_freq``.
+
+    Mirrors ``LlamaRotaryEmbedding.__init__`` (and its copies in Mistral,
+    Qwen2, Gemma and most decoders): ``rope_init_fn`` is the module's
+    ``compute_default_rope_parameters`` for ``rope_type == "default"``, else
+    ``transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS[rope_type]``, or
+    one of the module's own ``compute_axial_rope_parameters`` /
+    ``compute_ntk_alpha_rope_parameters``, as
+    ``PreTrainedModel._init_weights`` picks them; both buffers get
+    ``rope_init_fn(config)[0]``. Modules with one rope type per layer type
+    (``Gemma3RotaryEmbedding``: ``rope_type`` a dict, buffers
+    ``{layer_type}_inv_freq``) follow ``Gemma3PreTrainedModel._init_weights``,
+    calling ``rope_init_fn(config, layer_type=...)``.
+    """
+
+    name = "hf_rotary"
+
+    @staticmethod
+    def _layer_types(module) -> list[str | None] | None:
+        rope_type = getattr(module, "rope_type", None)
+        if isinstance(rope_type, str):
+            return [None]
+        if isinstance(rope_type, dict):
+            return list(rope_type)
+        return None
+
+    def claims(self, module):
+        if "RotaryEmbedding" not in type(module).__name__ or getattr(module, "config", None) is None:
+            return ()
+        layer_types = self._layer_types(module)
+        if layer_types is None:
+            return ()
+        names = []
+        for layer_type in layer_types:
+            prefix = "" if layer_type is None else f"{layer_type}_"
+            pair = (f"{prefix}inv_freq", f"{prefix}original_inv_freq")
+            # A rope type without an init function is left unclaimed, so plan reports it before allocating.
+            if any(module._buffers.get(name) is None for name in pair) or self._function(module, layer_type) is None:
+                return ()
+            names.extend(pair)
+        return tuple(names)
+
+    @staticmethod
+    def _function(module, layer_type):
+        rope_type = module.rope_type if layer_type is None else module.rope_type[layer_type]
+        functions = {"axial": getattr(module, "compute_axial_rope_parameters", None),
+                     "ntk_alpha": getattr(module, "compute_ntk_alpha_rope_parameters", None),
+                     "default": getattr(module, "compute_default_rope_parameters", None)}
+        if rope_type not in ("axial", "ntk_alpha", "default"):
+            try:
+                from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+            except ImportError:
+                return None
+            functions = {**functions, **ROPE_INIT_FUNCTIONS}
+        function = functions.get(rope_type)
+        return function if callable(function) else None
+
+    def values(self, module):
+        found = {}
+        for layer_type in self._layer_types(module):
+            prefix, kwargs = ("", {}) if layer_type is None else (f"{layer_type}_", {"layer_type": layer_type})
+            inv_freq, _ = self._function(module, layer_type)(module.config, **kwargs)
+            found[f"{prefix}inv_freq"] = inv_freq
+            found[f"{prefix}original_inv_freq"] = inv_freq
+        return found
+
+
+class HFScaledWordEmbedding(BufferRecipe):
+    """The ``embed_scale`` buffer of Gemma-style word embeddings (sqrt(hidden_size) for Gemma).
+
+    Mirrors ``GemmaTextScaledWordEmbedding.__init__``
+    (``torch.tensor(embed_scale)``) and ``GemmaPreTrainedModel._init_weights``
+    (``init.constant_(module.embed_scale, module.scalar_embed_scale)``): the
+    module keeps the float it was built with as ``scalar_embed_scale``.
+    """
+
+    name = "hf_embed_scale"
+
+    def claims(self, module):
+        ok = (module._buffers.get("embed_scale") is not None
+              and isinstance(getattr(module, "scalar_embed_scale", None), (int, float)))
+        return ("embed_scale",) if ok else ()
+
+    def values(self, module):
+        return {"embed_scale": torch.full(module.embed_scale.shape, float(module.scalar_embed_scale))}
+
+
+class HFInputIds(BufferRecipe):
+    """``position_ids`` and ``token_type_ids`` of transformers' embedding modules.
+
+    Mirrors ``BertEmbeddings.__init__``
+    (``torch.arange(max_position_embeddings).expand((1, -1))`` and
+    ``torch.zeros(position_ids.size(), dtype=torch.long)``) and
+    ``BertPreTrainedModel._init_weights`` (``init.copy_(module.position_ids,
+    torch.arange(module.position_ids.shape[-1]).expand((1, -1)))``,
+    ``init.zeros_(module.token_type_ids)``); RoBERTa, ELECTRA and the other
+    BERT relatives register the same two buffers. Only integer buffers of
+    modules defined in transformers are claimed: elsewhere a buffer of that
+    name need not be an arange.
+    """
+
+    name = "hf_input_ids"
+
+    def claims(self, module):
+        if not _from_transformers(module):
+            return ()
+        names = []
+        for name in ("position_ids", "token_type_ids"):
+            buffer = module._buffers.get(name)
+            if buffer is not None and not buffer.is_floating_point() and buffer.dim() in (1, 2):
+                if name == "position_ids" and buffer.dim() == 2 and buffer.shape[0] != 1:
+                    continue
+                names.append(name)
+        return tuple(names)
+
+    def values(self, module):
+        found = {}
+        for name in self.claims(module):
+            buffer = module._buffers[name]
+            if name == "position_ids":
+                found[name] = torch.arange(buffer.shape[-1]).expand(buffer.shape)
+            else:
+                found[name] = torch.zeros(buffer.shape, dtype=torch.long)
+        return found
+
+
+class BatchNormStats(BufferRecipe):
+    """``running_mean``, ``running_var`` and ``num_batches_tracked`` of torch's batch and instance norms.
+
+    Mirrors ``torch.nn.modules.batchnorm._NormBase.reset_running_stats``
+    (zeros, ones, zero), which the module's constructor runs; transformers'
+    ``PreTrainedModel._init_weights`` does the same.
+    """
+
+    name = "batch_norm"
+
+    def claims(self, module):
+        if not isinstance(module, torch.nn.modules.batchnorm._NormBase):
+            return ()
+        return tuple(name for name in ("running_mean", "running_var", "num_batches_tracked")
+                     if module._buffers.get(name) is not None)
+
+    def values(self, module):
+        fill = {"running_mean": 0, "running_var": 1, "num_batches_tracked": 0}
+        return {name: torch.full(module._buffers[name].shape, fill[name], dtype=module._buffers[name].dtype)
+                for name in self.claims(module)}
+
+
+RECIPES: list[BufferRecipe] = [HFRotaryEmbedding(), HFScaledWordEmbedding(), HFInputIds(), BatchNormStats()]
+
+
+def register(recipe: BufferRecipe, *, first: bool = True) -> BufferRecipe:
+    """Add a recipe to ``RECIPES``.
+
+    Args:
+        recipe: a ``BufferRecipe`` instance.
+        first: put it before the built-in recipes (it wins for the buffers
+            it claims); False appends it.
+
+    Returns:
+        ``recipe`` (so a subclass can be registered where it is defined).
+
+    Raises:
+        TypeError: ``recipe`` is not a ``BufferRecipe``.
+    """
+    if not isinstance(recipe, BufferRecipe):
+        raise TypeError(f"register: expected a tinit.buffers.BufferRecipe instance, got {type(recipe).__name__}")
+    if first:
+        RECIPES.insert(0, recipe)
+    else:
+        RECIPES.append(recipe)
+    return recipe
+
+
+@dataclass
+class BufferPlan:
+    """What ``recompute_`` does after ``to_empty``: made by ``plan`` on the meta model.
+
+    Attributes:
+        recipes: (module name, module, recipe, claimed leaves) for each module
+            with buffers to recompute, in ``named_modules`` order.
+        kept: (qualified name, module, leaf, tensor) for buffers that already
+            held values (not on the meta device); their old tensors, copied
+            back.
+    """
+
+    recipes: list[tuple[str, torch.nn.Module, BufferRecipe, tuple[str, ...]]] = field(default_factory=list)
+    kept: list[tuple[str, torch.nn.Module, str, torch.Tensor]] = field(default_factory=list)
+
+
+def _qualified(module_name: str, leaf: str) -> str:
+    return f"{module_name}.{leaf}" if module_name else leaf
+
+
+def plan(model: torch.nn.Module) -> BufferPlan:
+    """Assign every buffer of ``model`` a recipe, or keep its values; reads no buffer values.
+
+    Args:
+        model: the module tree before ``to_empty`` (typically on the meta device).
+
+    Returns:
+        A ``BufferPlan`` for ``recompute_``.
+
+    Raises:
+        UninitialisedBufferError: a buffer on the meta device that no recipe
+            claims (all such buffers are named, with module type and whether
+            they are persistent); raised before anything is allocated.
+    """
+    result, missing = BufferPlan(), []
+    for module_name, module in model.named_modules():
+        buffers = {leaf: b for leaf, b in module._buffers.items() if b is not None}
+        if not buffers:
+            continue
+        on_meta = {leaf for leaf, b in buffers.items() if b.is_meta}
+        for leaf, buffer in buffers.items():
+            if leaf not in on_meta:
+                result.kept.append((_qualified(module_name, leaf), module, leaf, buffer))
+        for recipe in RECIPES:
+            if not on_meta:
+                break
+            claimed = tuple(leaf for leaf in recipe.claims(module) if leaf in on_meta)
+            if claimed:
+                result.recipes.append((module_name, module, recipe, claimed))
+                on_meta -= set(claimed)
+        for leaf in sorted(on_meta, key=list(buffers).index):
+            kind = "non-persistent" if leaf in module._non_persistent_buffers_set else "persistent"
+            missing.append(f"{_qualified(module_name, leaf)} ({type(module).__name__}, {kind})")
+    if missing:
+        raise UninitialisedBufferError(
+            f"tinit cannot recompute {len(missing)} buffer(s) of this meta-built model, and to_empty would leave "
+            f"them uninitialised: {', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}. Register a "
+            "tinit.buffers.BufferRecipe for the module type (tinit.buffers.register), or materialise the model "
+            "yourself (tinit.materialise_(model, device, recompute_buffers=False), then fill these buffers or "
+            "load a checkpoint) and call init_model_ without device=",
+            [entry.split(" ", 1)[0] for entry in missing])
+    return result
+
+
+def recompute_(buffer_plan: BufferPlan, device: str | torch.device) -> list[str]:
+    """Write every buffer of a materialised model as ``buffer_plan`` says.
+
+    Args:
+        buffer_plan: from ``plan``, made before ``to_empty``.
+        device: the device the model was materialised on; recipes compute there.
+
+    Returns:
+        The qualified names of the buffers written (recomputed or restored).
+
+    Raises:
+        UninitialisedBufferError: a recipe failed or gave a value of the wrong
+            shape (the buffer is named; the model is materialised by then).
+    """
+    written = []
+    with torch.no_grad():
+        for name, module, leaf, old in buffer_plan.kept:
+            module._buffers[leaf].copy_(old)
+            written.append(name)
+        with torch.device(device):
+            for module_name, module, recipe, claimed in buffer_plan.recipes:
+                names = [_qualified(module_name, leaf) for leaf in claimed]
+                try:
+                    found = recipe.values(module)
+                except Exception as err:
+                    raise UninitialisedBufferError(f"buffer recipe {recipe.name!r} failed for {', '.join(names)} "
+                                                   f"({type(module).__name__}): {err}", names) from err
+                for leaf, qualified in zip(claimed, names):
+                    buffer, value = module._buffers[leaf], found.get(leaf)
+                    if value is None or tuple(value.shape) != tuple(buffer.shape):
+                        got = "nothing" if value is None else f"shape {tuple(value.shape)}"
+                        raise UninitialisedBufferError(
+                            f"buffer recipe {recipe.name!r} gave {got} for {qualified} "
+                            f"(shape {tuple(buffer.shape)})", [qualified])
+                    buffer.copy_(value)
+                    written.append(qualified)
+    return written
