@@ -365,6 +365,7 @@ TWO_SIDED_WINDOWS = {
     "N(0,1)_[-1,3]": (0.0, 1.0, -1.0, 3.0),
     "N(1,1/7)_(-inf,0]": (1.0, 1.0 / 7.0, -INF, 0.0),
     "N(3,0.5)_(-inf,1]": (3.0, 0.5, -INF, 1.0),
+    "N(-3,0.5)_[-1,inf)": (-3.0, 0.5, -1.0, INF),  # mirrored (flip) and precise
     # fp32 subnormal values: the bf16/fp16 stores round subnormals too
     "N(0,1e-39)_[-2e-39,2e-39]": (0.0, 1e-39, -2e-39, 2e-39),
 }

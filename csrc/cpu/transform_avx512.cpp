@@ -25,14 +25,19 @@ namespace tinit {
 namespace cpu {
 namespace {
 
-// Coefficient k of rows 0..31, as two 16-float halves.
+// Coefficient k of rows 0..31, as two 16-float halves, in reverse: position
+// p holds row 31 - p. A lane's row is 255 - (bits(s) >> 22), so for rows
+// below 32 its position is the low five bits of bits(s) >> 22 as they
+// stand, which is all vpermt2ps reads of an index: no subtraction.
 struct FastRows {
   alignas(64) float c[kNdtriRow][kNdtriFastSegments];
   FastRows() {
     for (int k = 0; k < kNdtriRow; ++k)
-      for (int r = 0; r < kNdtriFastSegments; ++r) c[k][r] = kNdtriHost[r * kNdtriRow + k];
+      for (int p = 0; p < kNdtriFastSegments; ++p) c[k][p] = kNdtriHost[(kNdtriFastSegments - 1 - p) * kNdtriRow + k];
   }
 };
+// Rows below kNdtriFastSegments are the lanes with bits(s) >> 22 at least this.
+constexpr int kFastExponentTop = 256 - kNdtriFastSegments;
 const FastRows kFast;
 
 TINIT_AVX512 inline __m512 fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
@@ -47,12 +52,12 @@ TINIT_AVX512 inline __m512 clamp16(__m512 x, __m512 lo, __m512 hi, bool zero_bou
 
 // The per-call constants of TruncNormalParams<float>, broadcast once.
 struct Consts16 {
-  __m512i flip, split;
+  __m512i split, split_not;
   __m512 step, a_half, b_half, a_cdf, b_sf, mean, sd_hi, sd_lo, scale, lo, hi;
   bool zero_bound;
   TINIT_AVX512 explicit Consts16(const TruncNormalParams<float>& P)
-      : flip(_mm512_set1_epi32(static_cast<int>(P.flip))),
-        split(_mm512_set1_epi32(static_cast<int>(P.split))),
+      : split(_mm512_set1_epi32(static_cast<int>(P.split))),
+        split_not(_mm512_set1_epi32(static_cast<int>(~P.split))),
         step(_mm512_set1_ps(P.step)), a_half(_mm512_set1_ps(P.a_half)), b_half(_mm512_set1_ps(P.b_half)),
         a_cdf(_mm512_set1_ps(P.a_cdf)), b_sf(_mm512_set1_ps(P.b_sf)), mean(_mm512_set1_ps(P.mean)),
         sd_hi(_mm512_set1_ps(P.sd_hi)), sd_lo(_mm512_set1_ps(P.sd_lo)), scale(_mm512_set1_ps(P.scale)),
@@ -60,24 +65,34 @@ struct Consts16 {
 };
 
 // What two_sided_s and ndtri_segment / ndtri_variable give one vector.
+// top = bits(s) >> 22: the row is 255 - top (ndtri_segment).
 struct Lanes {
   __mmask16 lower, central;
   __m512 q, t;
-  __m512i seg;
+  __m512i top;
 };
 
+// Flip: the window was mirrored (P.flip = ~0), so the frame's word is ~w.
+// Lower lanes are those with wf = w ^ flip <= split and take wf, the others
+// ~wf; with the flip known at compile time that is one compare of w and one
+// masked complement, without forming wf.
+template <bool Flip>
 TINIT_AVX512 inline Lanes two_sided_lanes(__m512i w, const Consts16& K) {
   Lanes l;
-  const __m512i wf = _mm512_xor_si512(w, K.flip);
-  l.lower = _mm512_cmple_epu32_mask(wf, K.split);
-  // The upper side takes the complement word: ~wf where not lower.
-  const __m512i wsel = _mm512_mask_ternarylogic_epi32(wf, static_cast<__mmask16>(~l.lower), wf, wf, 0x55);
+  __m512i wsel;
+  if constexpr (Flip) {  // ~w <= split  <=>  w >= ~split; lower lanes take ~w
+    l.lower = _mm512_cmpge_epu32_mask(w, K.split_not);
+    wsel = _mm512_mask_ternarylogic_epi32(w, l.lower, w, w, 0x55);
+  } else {  // upper lanes take ~w
+    l.lower = _mm512_cmple_epu32_mask(w, K.split);
+    wsel = _mm512_mask_ternarylogic_epi32(w, static_cast<__mmask16>(~l.lower), w, w, 0x55);
+  }
   const __m512 fw = _mm512_cvtepu32_ps(wsel);
   l.q = fma(fw, K.step, _mm512_mask_blend_ps(l.lower, K.b_half, K.a_half));
   const __m512 s = fma(fw, K.step, _mm512_mask_blend_ps(l.lower, K.b_sf, K.a_cdf));
   l.central = _mm512_cmp_ps_mask(s, _mm512_set1_ps(0.25f), _CMP_GE_OQ);
   const __m512i bits = _mm512_castps_si512(s);
-  l.seg = _mm512_sub_epi32(_mm512_set1_epi32(255), _mm512_srli_epi32(bits, 22));
+  l.top = _mm512_srli_epi32(bits, 22);
   // (bits & 0x003fffff) | 0x3f800000, one ternary op.
   const __m512 r = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_ternarylogic_epi32(
                                      bits, _mm512_set1_epi32(0x003fffff), _mm512_set1_epi32(0x3f800000), 0xEA)),
@@ -164,30 +179,31 @@ TINIT_AVX512 inline void store32(c10::BFloat16* out, __m512 x0, __m512 x1) {
 }
 
 // V vectors of 16 words from w into out (the last vector masked by `last`).
-template <int V, typename out_t, bool Precise>
+template <int V, typename out_t, bool Precise, bool Flip>
 TINIT_AVX512 inline void two_sided_step(out_t* out, const uint32_t* w, __mmask16 last, const Consts16& K,
                                         const __m512 lo_rows[kNdtriRow], const __m512 hi_rows[kNdtriRow]) {
   constexpr int used = Precise ? kNdtriRow : kNdtriRow - 1;  // c0_lo only in the precise mode
   Lanes l[V];
-  __m512i deepest = _mm512_setzero_si512();
+  __m512i shallowest = _mm512_set1_epi32(-1);  // the least top, i.e. the deepest row
 #pragma GCC unroll 4
   for (int j = 0; j < V; ++j) {
-    l[j] = two_sided_lanes(_mm512_maskz_loadu_epi32(j == V - 1 ? last : __mmask16(0xffff), w + 16 * j), K);
-    deepest = _mm512_max_epu32(deepest, l[j].seg);
+    l[j] = two_sided_lanes<Flip>(_mm512_maskz_loadu_epi32(j == V - 1 ? last : __mmask16(0xffff), w + 16 * j), K);
+    shallowest = _mm512_min_epu32(shallowest, l[j].top);
   }
   Poly p[V];
   __m512 c[kNdtriRow];
   c[kNdtriRow - 1] = _mm512_setzero_ps();
-  if (__builtin_expect(_mm512_cmpge_epu32_mask(deepest, _mm512_set1_epi32(kNdtriFastSegments)) == 0, 1)) {
+  if (__builtin_expect(_mm512_cmplt_epu32_mask(shallowest, _mm512_set1_epi32(kFastExponentTop)) == 0, 1)) {
 #pragma GCC unroll 4
     for (int j = 0; j < V; ++j) {
 #pragma GCC unroll 8
-      for (int k = 0; k < used; ++k) c[k] = _mm512_permutex2var_ps(lo_rows[k], l[j].seg, hi_rows[k]);
+      for (int k = 0; k < used; ++k) c[k] = _mm512_permutex2var_ps(lo_rows[k], l[j].top, hi_rows[k]);
       p[j] = horner(c, l[j].t);
     }
   } else {  // a lane below s = 2^-15 (~1e-3 of the steps): gather the rows from memory
     for (int j = 0; j < V; ++j) {
-      const __m512i base = _mm512_slli_epi32(l[j].seg, 3);  // seg in [0, 255]: valid_params
+      // ndtri_segment, in [0, 255] for s in (0, 1.75] (valid_params)
+      const __m512i base = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(255), l[j].top), 3);
       for (int k = 0; k < used; ++k) {
         c[k] = _mm512_i32gather_ps(_mm512_add_epi32(base, _mm512_set1_epi32(k)), kNdtriHost, 4);
       }
@@ -214,11 +230,9 @@ TINIT_AVX512 inline void two_sided_step(out_t* out, const uint32_t* w, __mmask16
 // 2.5x the vector-at-a-time loop).
 constexpr int kVectors = 4;
 
-template <typename out_t, bool Precise>
-TINIT_AVX512 void two_sided_range(void* out_v, const uint32_t* w, int64_t n, const void* params) {
-  const TruncNormalParams<float> P = *static_cast<const TruncNormalParams<float>*>(params);
+template <typename out_t, bool Precise, bool Flip>
+TINIT_AVX512 void two_sided_loop(out_t* out, const uint32_t* w, int64_t n, const TruncNormalParams<float>& P) {
   const Consts16 K(P);
-  auto* out = static_cast<out_t*>(out_v);
   __m512 lo_rows[kNdtriRow], hi_rows[kNdtriRow];
   for (int k = 0; k < kNdtriRow; ++k) {
     lo_rows[k] = _mm512_load_ps(kFast.c[k]);
@@ -226,11 +240,21 @@ TINIT_AVX512 void two_sided_range(void* out_v, const uint32_t* w, int64_t n, con
   }
   int64_t i = 0;
   for (; i + 16 * kVectors <= n; i += 16 * kVectors) {
-    two_sided_step<kVectors, out_t, Precise>(out + i, w + i, 0xffff, K, lo_rows, hi_rows);
+    two_sided_step<kVectors, out_t, Precise, Flip>(out + i, w + i, 0xffff, K, lo_rows, hi_rows);
   }
   for (; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1u);
-    two_sided_step<1, out_t, Precise>(out + i, w + i, m, K, lo_rows, hi_rows);
+    two_sided_step<1, out_t, Precise, Flip>(out + i, w + i, m, K, lo_rows, hi_rows);
+  }
+}
+
+template <typename out_t, bool Precise>
+TINIT_AVX512 void two_sided_range(void* out, const uint32_t* w, int64_t n, const void* params) {
+  const TruncNormalParams<float>& P = *static_cast<const TruncNormalParams<float>*>(params);
+  if (P.flip != 0) {
+    two_sided_loop<out_t, Precise, true>(static_cast<out_t*>(out), w, n, P);
+  } else {
+    two_sided_loop<out_t, Precise, false>(static_cast<out_t*>(out), w, n, P);
   }
 }
 
