@@ -70,7 +70,7 @@ def _recipes(mods: dict) -> list[tuple]:
     recipes = []
     if tn is not None:
         recipes.append(("_philox_kernel", "words", tn, lambda: tn.philox_words_triton(
-            1 << 12, 5, 3, 0, device="cpu", block=tn.DEFAULT_BLOCK)))
+            1 << 12, 5, 3, 0, device="cpu", block=getattr(tn, "WORDS_BLOCK", tn.DEFAULT_BLOCK))))
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         name = DTYPES[str(dtype).split(".")[-1]]
         if tn is not None:

@@ -61,6 +61,9 @@ FLOAT_FIELDS = ("a_cdf", "b_sf", "a_half", "b_half", "step", "mean", "sd_hi", "s
 # Counter blocks (four elements each) per program and warps per program. The
 # interpreter's cost is per program, so it takes larger programs.
 DEFAULT_BLOCK = 256
+# The words kernel has no transform to keep in registers: larger programs
+# spread its set-up over more words.
+WORDS_BLOCK = 1024
 _INTERPRETER_BLOCK = 2048
 _NUM_WARPS = 4
 # Compile options of the fill: no contraction of a*b + c into an fma beyond the
@@ -535,11 +538,37 @@ if triton is not None:
                                    "offset_hi"])
     def _philox_kernel(out_ptr, numel, seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
                        BLOCK: tl.constexpr):
-        """Raw stream words of indices offset + [0, numel) into an int32 tensor (uint32 bits)."""
-        words, local, start = _stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK)
-        base = tl.program_id(0).to(tl.int64) * (4 * BLOCK)
-        _store_block(out_ptr, out_ptr, base, (offset_lo & 3) == 0, start, local, numel,
-                     words.to(tl.int32, bitcast=True))
+        """Raw stream words of indices offset + [0, numel) into an int32 tensor (uint32 bits).
+
+        Word k of every block is stored by its own strided store (out[4 b + k]): the four
+        words never meet in one register tile, so there is no layout conversion (the fills'
+        [BLOCK, 4] tile costs one through shared memory), at four 4-byte stores a block.
+        """
+        pid = tl.program_id(0).to(tl.int64)
+        off = _join_u64(offset_lo, offset_hi).to(tl.int64)  # < 2**63
+        blk = (off >> 2) + pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+        zero = tl.full([BLOCK], 0, tl.uint32)
+        r0, r1, r2, r3 = _philox4x32_10(blk.to(tl.uint32), (blk >> 32).to(tl.uint32), zero + _u32(stream_lo),
+                                        zero + _u32(stream_hi), _u32(seed_lo), _u32(seed_hi))
+        start = pid * (4 * BLOCK) - (off & 3)  # tensor element of the program's first word
+        local = tl.arange(0, BLOCK) * 4
+        if (start >= 0) & (start + 4 * BLOCK <= numel):
+            _store_word(out_ptr + start, local, r0, None)
+            _store_word(out_ptr + start, local + 1, r1, None)
+            _store_word(out_ptr + start, local + 2, r2, None)
+            _store_word(out_ptr + start, local + 3, r3, None)
+        else:
+            first = tl.maximum(-start, 0).to(tl.int32)  # 0, or offset % 4 for program 0
+            end = tl.minimum(numel.to(tl.int64) - start, 4 * BLOCK).to(tl.int32)
+            _store_word(out_ptr + start, local, r0, (local >= first) & (local < end))
+            _store_word(out_ptr + start, local + 1, r1, (local + 1 >= first) & (local + 1 < end))
+            _store_word(out_ptr + start, local + 2, r2, (local + 2 >= first) & (local + 2 < end))
+            _store_word(out_ptr + start, local + 3, r3, (local + 3 >= first) & (local + 3 < end))
+
+    @triton.jit
+    def _store_word(ptr, local, word, mask):
+        """Store uint32 words at ptr + local (where mask) as int32 bits."""
+        tl.store(ptr + local, word.to(tl.int32, bitcast=True), mask=mask)
 
     # ---------------------------------------------------------------- the op
 
@@ -635,7 +664,7 @@ def trunc_normal_triton_(tensor: torch.Tensor, seed: int, stream: int, offset: i
 
 
 def philox_words_triton(numel: int, seed: int, stream: int, offset: int = 0,
-                        device: torch.device | str = "cuda", *, block: int = DEFAULT_BLOCK) -> torch.Tensor:
+                        device: torch.device | str = "cuda", *, block: int = WORDS_BLOCK) -> torch.Tensor:
     """The uint32 stream words for indices [offset, offset + numel), computed in Triton.
 
     Args:
