@@ -132,9 +132,10 @@ def _extensions():
         # its pragmas compile away and the op runs on one thread.
         "-fopenmp",
     ]
-    sources = ["csrc/ops.cpp"] + [f"csrc/cpu/{name}.cpp" for name in
-                                   ("stream_words", "transform_kernels", "transform_avx512", "trunc_normal",
-                                    "trunc_normal_grouped")]
+    sources = ["csrc/ops.cpp"] + [
+        f"csrc/cpu/{name}.cpp"
+        for name in ("stream_words", "transform_kernels", "transform_avx512", "trunc_normal", "trunc_normal_grouped")
+    ]
     kwargs = {
         "name": "tinit._C",
         "include_dirs": [str(ROOT / "csrc" / "include")],
@@ -149,9 +150,16 @@ def _extensions():
             "--fmad=false",
         ]
         ext = CUDAExtension(
-            sources=sources + [f"csrc/cuda/{name}" for name in (
-                "trunc_normal.cpp", "trunc_normal_kernel.cu",
-                "trunc_normal_grouped.cpp", "trunc_normal_grouped_kernel.cu")],
+            sources=sources
+            + [
+                f"csrc/cuda/{name}"
+                for name in (
+                    "trunc_normal.cpp",
+                    "trunc_normal_kernel.cu",
+                    "trunc_normal_grouped.cpp",
+                    "trunc_normal_grouped_kernel.cu",
+                )
+            ],
             extra_compile_args={"cxx": cxx, "nvcc": nvcc},
             **kwargs,
         )

@@ -25,9 +25,12 @@ def simd_summary() -> str:
 
 def git_commit() -> tuple[str, bool]:
     """(short commit id or "unknown", whether the work tree has uncommitted changes)."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     try:
         commit = git("rev-parse", "--short=12", "HEAD")
         dirty = bool(git("status", "--porcelain", "--untracked-files=no"))

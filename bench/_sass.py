@@ -53,7 +53,7 @@ _CONVERSIONS = {"F2F", "I2F", "F2I", "I2I", "F2FP", "I2FP", "F2IP"}
 class Inst:
     offset: int
     guard: str  # "" when unpredicated, else "@P0", "@!P1", ...
-    op: str     # opcode with modifiers, e.g. "STG.E.128"
+    op: str  # opcode with modifiers, e.g. "STG.E.128"
     args: str
 
     @property
@@ -121,7 +121,7 @@ def parse(text: str) -> dict[str, Function]:
             body = inst.group(2).strip().rstrip(";").strip()
             guard = _GUARD.match(body)
             if guard:
-                body = body[guard.end():]
+                body = body[guard.end() :]
             op, _, args = body.partition(" ")
             current.append(Inst(int(inst.group(1), 16), guard.group(1) if guard else "", op, args.strip()))
             continue
@@ -158,12 +158,14 @@ def _blocks(name: str, seq: list) -> Function:
         if last.base == "BRA":
             target = labels.get(last.target or "")
             block.succs = ([target] if target is not None and target < len(blocks) else []) + (
-                [i + 1] if last.conditional and falls else [])
+                [i + 1] if last.conditional and falls else []
+            )
         elif last.base in ("BRX", "JMX"):  # indirect: nvdisasm lists the jump table's targets
             listed = re.search(r"BRANCH_TARGETS\s+([^\"*]+)", last.args)
             names = [t.strip() for t in listed.group(1).split(",")] if listed else []
             block.succs = [labels[t] for t in names if labels.get(t, len(blocks)) < len(blocks)] + (
-                [i + 1] if last.conditional and falls else [])
+                [i + 1] if last.conditional and falls else []
+            )
         elif last.base in ("EXIT", "RET", "JMP"):
             block.succs = [i + 1] if last.conditional and falls else []
         elif falls:
@@ -222,10 +224,11 @@ def loops(fn: Function, entry: int = 0) -> dict[int, set[int]]:
 @dataclass
 class Path:
     """One fast path: its blocks, its instructions (callees' fast paths spliced in), and the loop it is in."""
+
     blocks: list[int]
     insts: list[Inst]
-    header: int | None   # loop header, None for a straight-line kernel
-    region: set[int]     # the loop's blocks (every reachable block without a loop)
+    header: int | None  # loop header, None for a straight-line kernel
+    region: set[int]  # the loop's blocks (every reachable block without a loop)
     nested: bool = False  # the region holds a loop without a store (counted as one trip)
 
     def stores(self) -> list[Inst]:
@@ -262,8 +265,10 @@ class Analyzer:
     def weight(self, block: int, depth: int = 0) -> tuple[int, int]:
         """(-bits stored, instructions) of a block, its callees' fast paths included."""
         insts = self.fn.blocks[block].insts
-        return (-sum(store_bits(i) for i in insts if i.base in STORES),
-                len(insts) + sum(self.callee_path(i.target, depth)[0] for i in insts if i.base == "CALL" and i.target))
+        return (
+            -sum(store_bits(i) for i in insts if i.base in STORES),
+            len(insts) + sum(self.callee_path(i.target, depth)[0] for i in insts if i.base == "CALL" and i.target),
+        )
 
     def _expand(self, blocks: list[int], depth: int = 0) -> list[Inst]:
         out: list[Inst] = []
@@ -284,7 +289,7 @@ class Analyzer:
         for k, start in enumerate(stops):
             targets = {stops[k + 1]} if k + 1 < len(stops) else set(sinks)
             dist, prev = {start: (0, 0)}, {}
-            for node in order[rank[start]:]:
+            for node in order[rank[start] :]:
                 if node not in dist:
                     continue
                 for nxt in self.fn.blocks[node].succs:
@@ -319,12 +324,12 @@ class Analyzer:
         of the tensor's edge units, which also holds their scalar stores), then the most store
         bits in the body (an unrolled main loop before its remainder loop)."""
         with_stores = [(h, body) for h, body in loops(self.fn).items() if self.store_blocks(body)]
-        inner = [(h, body) for h, body in with_stores
-                 if not any(other < body for _, other in with_stores)]
+        inner = [(h, body) for h, body in with_stores if not any(other < body for _, other in with_stores)]
 
         def key(item):
             bits = self.store_widths(item[1])
             return -max(bits), sum(b < max(bits) for b in bits), -sum(bits), item[0]
+
         return sorted(inner, key=key)
 
     def store_widths(self, body) -> list[int]:
@@ -342,9 +347,13 @@ class Analyzer:
         widest = max(hot)
         if any(b < widest for b in hot):
             return []
-        return [h for h, body in loops[1:]
-                if (w := self.store_widths(body)).count(widest) > hot.count(widest) and max(w) == widest
-                and any(b < widest for b in w)]
+        return [
+            h
+            for h, body in loops[1:]
+            if (w := self.store_widths(body)).count(widest) > hot.count(widest)
+            and max(w) == widest
+            and any(b < widest for b in w)
+        ]
 
     def fast_path(self, header: int | None = None, through: int | None = None) -> Path | None:
         """The fast path of the loop at header (None: of the whole function, entry to EXIT).
@@ -425,6 +434,7 @@ def paths_of(an: Analyzer, per_mode: bool) -> list[Path]:
         def profile(body):
             w = an.store_widths(body)
             return max(w), sum(b < max(w) for b in w)
+
         heads = [h for h, body in loops if profile(body) == profile(loops[0][1])]
         paths = [an.fast_path(h) for h in (heads if per_mode else heads[:1])]
     else:
@@ -443,13 +453,17 @@ def metrics(an: Analyzer, path: Path, elems: float, others=frozenset()) -> dict:
     stores = path.stores()
     widest = max(stores, key=store_bits)
     return {
-        "fast_insts": len(path.insts), "elems": elems, "sass_per_elem": len(path.insts) / elems,
+        "fast_insts": len(path.insts),
+        "elems": elems,
+        "sass_per_elem": len(path.insts) / elems,
         "slow_per_elem": an.slow_insts(path, others) / elems,
         "fp64_per_elem": sum(map(is_fp64, path.insts)) / elems,
         "mufu_per_elem": sum(i.base == "MUFU" for i in path.insts) / elems,
         "cvt_per_elem": sum(map(is_conversion, path.insts)) / elems,
         "local_ops_fast": sum(i.base in ("LDL", "STL") for i in path.insts),
-        "store": widest.op, "store_bits": store_bits(widest),
-        "stored_bits": sum(map(store_bits, stores)), "nested_loop": path.nested,
+        "store": widest.op,
+        "store_bits": store_bits(widest),
+        "stored_bits": sum(map(store_bits, stores)),
+        "nested_loop": path.nested,
         "histogram": dict(path.histogram().most_common()),
     }

@@ -45,8 +45,9 @@ def modules(root: Path) -> tuple[dict, dict]:
     from root unless already imported); a module that fails to import is reported, not fatal."""
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    spec = importlib.util.spec_from_file_location(_PACKAGE, root / "triton_kernels" / "__init__.py",
-                                                  submodule_search_locations=[str(root / "triton_kernels")])
+    spec = importlib.util.spec_from_file_location(
+        _PACKAGE, root / "triton_kernels" / "__init__.py", submodule_search_locations=[str(root / "triton_kernels")]
+    )
     sys.modules[_PACKAGE] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[_PACKAGE])
     mods, errors = {}, {}
@@ -69,20 +70,57 @@ def _recipes(mods: dict) -> list[tuple]:
     n = 256  # grouped: 256 tensors of 2^20 elements (LOG 8, BLOCK DEFAULT_BLOCK)
     recipes = []
     if tn is not None:
-        recipes.append(("_philox_kernel", "words", tn, lambda: tn.philox_words_triton(
-            1 << 12, 5, 3, 0, device="cpu", block=getattr(tn, "WORDS_BLOCK", tn.DEFAULT_BLOCK))))
+        recipes.append(
+            (
+                "_philox_kernel",
+                "words",
+                tn,
+                lambda: tn.philox_words_triton(
+                    1 << 12, 5, 3, 0, device="cpu", block=getattr(tn, "WORDS_BLOCK", tn.DEFAULT_BLOCK)
+                ),
+            )
+        )
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         name = DTYPES[str(dtype).split(".")[-1]]
         if tn is not None:
-            recipes.append(("_trunc_normal_kernel", name, tn, lambda dtype=dtype: tn._launch(
-                torch.empty(1 << 12, dtype=dtype), 2**63 + 5, 2**40 + 3, 4,
-                transform_constants(0.0, 1.0, -2.0, 2.0, dtype), tn.DEFAULT_BLOCK, lambda kernel: kernel)))
+            recipes.append(
+                (
+                    "_trunc_normal_kernel",
+                    name,
+                    tn,
+                    lambda dtype=dtype: tn._launch(
+                        torch.empty(1 << 12, dtype=dtype),
+                        2**63 + 5,
+                        2**40 + 3,
+                        4,
+                        transform_constants(0.0, 1.0, -2.0, 2.0, dtype),
+                        tn.DEFAULT_BLOCK,
+                        lambda kernel: kernel,
+                    ),
+                )
+            )
         if tg is not None:
-            recipes.append(("_grouped_kernel", name, tg, lambda dtype=dtype: tg._launch(tg._plan(
-                np.full(n, 1 << 20, dtype=np.int64), np.full(n, 1 << 20, dtype=np.int64),
-                np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
-                tg._const_row(transform_constants(0.0, 1.0, -2.0, 2.0, dtype))[None, :], None),
-                dtype, torch.device("cpu"), 2**63 + 5)))
+            recipes.append(
+                (
+                    "_grouped_kernel",
+                    name,
+                    tg,
+                    lambda dtype=dtype: tg._launch(
+                        tg._plan(
+                            np.full(n, 1 << 20, dtype=np.int64),
+                            np.full(n, 1 << 20, dtype=np.int64),
+                            np.arange(n, dtype=np.int64),
+                            np.zeros(n, dtype=np.int64),
+                            np.zeros(n, dtype=np.int64),
+                            tg._const_row(transform_constants(0.0, 1.0, -2.0, 2.0, dtype))[None, :],
+                            None,
+                        ),
+                        dtype,
+                        torch.device("cpu"),
+                        2**63 + 5,
+                    ),
+                )
+            )
     return recipes
 
 
@@ -113,11 +151,13 @@ def _by_names(fn, mod, dtype: str) -> tuple[dict, dict]:
     for p in fn.params:
         if p.is_constexpr:
             values[p.name] = {"BLOCK": getattr(mod, "DEFAULT_BLOCK", 256), "LOG": 8}.get(
-                p.name, getattr(mod, "_DTYPE_CODES", {}).get(_torch_dtype(dtype), 0))
+                p.name, getattr(mod, "_DTYPE_CODES", {}).get(_torch_dtype(dtype), 0)
+            )
         elif p.name.endswith("_ptr"):
             values[p.name] = pointer
-        elif p.name in ("numel", "flip", "split") or p.name.endswith(("_lo", "_hi", "_base")) or \
-                p.name.startswith("n_"):
+        elif (
+            p.name in ("numel", "flip", "split") or p.name.endswith(("_lo", "_hi", "_base")) or p.name.startswith("n_")
+        ):
             values[p.name] = "i32"
         else:
             values[p.name] = "fp32"
@@ -140,12 +180,14 @@ def compile_all(root: Path, modes: dict[int, str], work: Path, select=None) -> l
 
     mods, errors = modules(root)
     recorded = _recorded(mods)
-    out = [{"kernel": f"{name}.py", "dtype": None, "mode": None, "error": why} for name, why in errors.items()
-           if not select or select(f"{name}.py", None, None)]
+    out = [
+        {"kernel": f"{name}.py", "dtype": None, "mode": None, "error": why}
+        for name, why in errors.items()
+        if not select or select(f"{name}.py", None, None)
+    ]
     for mod in mods.values():
         for kname, fn in vars(mod).items():
-            if not (isinstance(fn, JITFunction) and kname.endswith("_kernel")
-                    and fn.fn.__module__ == mod.__name__):
+            if not (isinstance(fn, JITFunction) and kname.endswith("_kernel") and fn.fn.__module__ == mod.__name__):
                 continue
             dtypes = ["words"] if "philox" in kname else list(DTYPES.values())
             constexpr = {p.name for p in fn.params if p.is_constexpr}
@@ -160,28 +202,47 @@ def compile_all(root: Path, modes: dict[int, str], work: Path, select=None) -> l
                     values, options = _by_names(fn, mod, dtype)
                     sig = {n: "constexpr" if n in constexpr else values[n] for n in fn.arg_names}
                     typed_by = recorded.get((kname, dtype), "names (no launcher recipe)")
-                attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
-                         if sig[n].startswith("*")}
-                for mode in (sorted(modes) if "MODE" in constexpr else [None]):
+                attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if sig[n].startswith("*")}
+                for mode in sorted(modes) if "MODE" in constexpr else [None]:
                     if select and not select(kname, dtype, mode):
                         continue
                     consts = {n: values[n] for n in constexpr} | ({"MODE": mode} if mode is not None else {})
                     try:
                         with warnings.catch_warnings():  # the launcher's options, whatever triton's defaults
                             warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
-                            k = triton.compile(ASTSource(fn, sig, constexprs=consts, attrs=attrs),
-                                               target=GPUTarget("cuda", 90, 32), options=options)
+                            k = triton.compile(
+                                ASTSource(fn, sig, constexprs=consts, attrs=attrs),
+                                target=GPUTarget("cuda", 90, 32),
+                                options=options,
+                            )
                     except Exception as exc:  # noqa: BLE001 - reported as that case's error
-                        out.append({"kernel": kname, "dtype": dtype, "mode": mode, "typed_by": typed_by,
-                                    "error": f"compile: {type(exc).__name__}: {str(exc)[:300]}"})
+                        out.append(
+                            {
+                                "kernel": kname,
+                                "dtype": dtype,
+                                "mode": mode,
+                                "typed_by": typed_by,
+                                "error": f"compile: {type(exc).__name__}: {str(exc)[:300]}",
+                            }
+                        )
                         continue
                     cubin = work / f"{kname}_{dtype}_{'' if mode is None else mode}.cubin"
                     cubin.write_bytes(k.asm["cubin"])
                     cubin.with_suffix(".ptx").write_text(k.asm["ptx"])
-                    out.append({"kernel": kname, "dtype": dtype, "mode": mode, "cubin": cubin,
-                                "ptx": cubin.with_suffix(".ptx"), "name": k.metadata.name,
-                                "num_warps": k.metadata.num_warps, "block": consts.get("BLOCK"),
-                                "options": options, "typed_by": typed_by})
+                    out.append(
+                        {
+                            "kernel": kname,
+                            "dtype": dtype,
+                            "mode": mode,
+                            "cubin": cubin,
+                            "ptx": cubin.with_suffix(".ptx"),
+                            "name": k.metadata.name,
+                            "num_warps": k.metadata.num_warps,
+                            "block": consts.get("BLOCK"),
+                            "options": options,
+                            "typed_by": typed_by,
+                        }
+                    )
     return out
 
 
@@ -189,6 +250,7 @@ def ptxas_command(ptx: Path, options: dict) -> list[str]:
     """The ``ptxas -v`` that triton runs on this PTX (its own ptxas and flags, less -lineinfo)."""
     try:
         from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
         ptxas, arch = get_ptxas(90).path, sm_arch_from_capability(90)
     except ImportError:
         ptxas, arch = "ptxas", "sm_90a"

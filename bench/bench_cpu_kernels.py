@@ -25,10 +25,13 @@ import torch.utils.cpp_extension as cpp
 from tinit.params import transform_constants
 
 ROOT = Path(__file__).resolve().parent.parent
-WINDOWS = {"N(0,1) on [-2, 2]": (0.0, 1.0, -2.0, 2.0), "default window (std 0.02, a=-2, b=2)": (0.0, 0.02, -2.0, 2.0),
-           "untruncated": (0.0, 1.0, -math.inf, math.inf),
-           "precise (std 1e-35 on +-2 sigma)": (0.0, 1e-35, -2e-35, 2e-35),
-           "precise, 7 sigma below the mean: every lane's row gathered": (1.0, 1 / 7, -math.inf, 0.0)}
+WINDOWS = {
+    "N(0,1) on [-2, 2]": (0.0, 1.0, -2.0, 2.0),
+    "default window (std 0.02, a=-2, b=2)": (0.0, 0.02, -2.0, 2.0),
+    "untruncated": (0.0, 1.0, -math.inf, math.inf),
+    "precise (std 1e-35 on +-2 sigma)": (0.0, 1e-35, -2e-35, 2e-35),
+    "precise, 7 sigma below the mean: every lane's row gathered": (1.0, 1 / 7, -math.inf, 0.0),
+}
 
 
 def main() -> int:
@@ -39,10 +42,23 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         exe = Path(tmp) / "bench_cpu_kernels"
         includes = [f"-I{p}" for p in (ROOT / "csrc" / "include", ROOT / "csrc", *cpp.include_paths())]
-        subprocess.run([compiler, "-O3", "-std=c++17", "-ffp-contract=off", "-w", *includes,
-                        str(ROOT / "bench" / "bench_cpu_kernels.cpp"), "-o", str(exe)], check=True)
-        lines = "".join(" ".join(repr(float(c)) for c in transform_constants(*w, torch.float32)) + "\n"
-                        for w in WINDOWS.values())
+        subprocess.run(
+            [
+                compiler,
+                "-O3",
+                "-std=c++17",
+                "-ffp-contract=off",
+                "-w",
+                *includes,
+                str(ROOT / "bench" / "bench_cpu_kernels.cpp"),
+                "-o",
+                str(exe),
+            ],
+            check=True,
+        )
+        lines = "".join(
+            " ".join(repr(float(c)) for c in transform_constants(*w, torch.float32)) + "\n" for w in WINDOWS.values()
+        )
         result = subprocess.run([str(exe)], input=lines, capture_output=True, text=True, check=True)
     names = list(WINDOWS)
     for line in result.stdout.splitlines():

@@ -54,20 +54,35 @@ def _check(x: torch.Tensor, a: float, b: float, what: str) -> None:
         raise AssertionError(f"{what}: values outside [{a}, {b}]")
 
 
-def _window_row(name: str, dtype: torch.dtype, mean: float, std: float, a: float, b: float, numel: int,
-                repeats: int, torch_trunc: bool) -> dict:
+def _window_row(
+    name: str,
+    dtype: torch.dtype,
+    mean: float,
+    std: float,
+    a: float,
+    b: float,
+    numel: int,
+    repeats: int,
+    torch_trunc: bool,
+) -> dict:
     x = torch.empty(numel, dtype=dtype)
     tinit.trunc_normal_at_(x, mean, std, a, b, seed=1)
     _check(x, a, b, f"tinit {name}")
     t_tinit = _median_s(lambda: tinit.trunc_normal_at_(x, mean, std, a, b, seed=1), repeats)
     x.normal_(mean, std)
     t_normal = _median_s(lambda: x.normal_(mean, std), repeats)
-    row = {"case": name, "dtype": str(dtype).replace("torch.", ""), "numel": numel,
-           "tinit_g_per_s": numel / t_tinit / 1e9, "normal_g_per_s": numel / t_normal / 1e9}
+    row = {
+        "case": name,
+        "dtype": str(dtype).replace("torch.", ""),
+        "numel": numel,
+        "tinit_g_per_s": numel / t_tinit / 1e9,
+        "normal_g_per_s": numel / t_normal / 1e9,
+    }
     if torch_trunc and dtype == torch.float32 and math.isfinite(a) and b - a < 1.0:
         torch.nn.init.trunc_normal_(x, mean, std, a, b)
-        row["torch_trunc_g_per_s"] = numel / _median_s(
-            lambda: torch.nn.init.trunc_normal_(x, mean, std, a, b), max(1, repeats // 2)) / 1e9
+        row["torch_trunc_g_per_s"] = (
+            numel / _median_s(lambda: torch.nn.init.trunc_normal_(x, mean, std, a, b), max(1, repeats // 2)) / 1e9
+        )
     return row
 
 
@@ -82,9 +97,13 @@ def _uniform_row(dtype: torch.dtype, numel: int, repeats: int) -> dict:
     _check(w.data, -bound, bound, "tinit xavier_uniform")
     t_tinit = _median_s(fill, repeats)
     t_uniform = _median_s(lambda: w.data.uniform_(-bound, bound), repeats)
-    return {"case": "xavier_uniform (fill_) vs uniform_", "dtype": str(dtype).replace("torch.", ""),
-            "numel": w.numel(), "tinit_g_per_s": w.numel() / t_tinit / 1e9,
-            "uniform_g_per_s": w.numel() / t_uniform / 1e9}
+    return {
+        "case": "xavier_uniform (fill_) vs uniform_",
+        "dtype": str(dtype).replace("torch.", ""),
+        "numel": w.numel(),
+        "tinit_g_per_s": w.numel() / t_tinit / 1e9,
+        "uniform_g_per_s": w.numel() / t_uniform / 1e9,
+    }
 
 
 def run(numel: int, repeats: int, torch_trunc: bool) -> list[dict]:
@@ -93,16 +112,23 @@ def run(numel: int, repeats: int, torch_trunc: bool) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    lines = [("| case | dtype | tinit | `normal_` / `uniform_` | `nn.init.trunc_normal_` | tinit / baseline | "
-              "tinit / `trunc_normal_` |"), "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        (
+            "| case | dtype | tinit | `normal_` / `uniform_` | `nn.init.trunc_normal_` | tinit / baseline | "
+            "tinit / `trunc_normal_` |"
+        ),
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         rate = r["tinit_g_per_s"]
         base = r.get("normal_g_per_s", r.get("uniform_g_per_s"))
         trunc = r.get("torch_trunc_g_per_s")
         trunc_cell = "" if trunc is None else f"{trunc:.4f}"
         trunc_ratio = "" if trunc is None else f"{rate / trunc:.0f}x"
-        lines.append(f"| {r['case']} | {r['dtype']} | {rate:.3f} | {base:.3f} | {trunc_cell} | "
-                     f"{rate / base:.2f}x | {trunc_ratio} |")
+        lines.append(
+            f"| {r['case']} | {r['dtype']} | {rate:.3f} | {base:.3f} | {trunc_cell} | "
+            f"{rate / base:.2f}x | {trunc_ratio} |"
+        )
     return "\n".join(lines)
 
 
@@ -122,16 +148,19 @@ def main(argv=None) -> int:
     env = environment()
     label = args.label or f"tinit {tinit.__version__}"
     stream = getattr(tinit, "STREAM_VERSION", 1)
-    header = (f"{label} (stream version {stream}, {tinit.__file__}), {args.threads} threads, "
-              f"{args.numel} elements, median of {args.repeats}; torch {torch.__version__}; {env}")
+    header = (
+        f"{label} (stream version {stream}, {tinit.__file__}), {args.threads} threads, "
+        f"{args.numel} elements, median of {args.repeats}; torch {torch.__version__}; {env}"
+    )
     md = f"{header}\n\n{table(rows)}\n"
     print(md)
     args.out.mkdir(parents=True, exist_ok=True)
     # The commit keeps two runs of one version on one day apart.
     commit = str(env.get("git_commit") or "nogit")[:12]
     stem = f"cpu_modes_{time.strftime('%Y-%m-%d')}_{label.replace(' ', '_')}_{commit}"
-    (args.out / f"{stem}.json").write_text(json.dumps({"label": label, "stream_version": stream,
-                                                      "env": env, "rows": rows}, indent=1, default=str))
+    (args.out / f"{stem}.json").write_text(
+        json.dumps({"label": label, "stream_version": stream, "env": env, "rows": rows}, indent=1, default=str)
+    )
     (args.out / f"{stem}.md").write_text(md)
     return 0
 

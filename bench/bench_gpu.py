@@ -142,9 +142,16 @@ class Window:
 
 
 INF = math.inf
-WINDOWS = {w.name: w for w in (Window("pm2sigma", (0.0, 0.02, -0.04, 0.04)), Window("default", (0.0, 0.02, -2.0, 2.0)),
-                               Window("untruncated", (0.0, 1.0, -INF, INF)), Window("uniform", (-0.1, 0.1)),
-                               Window("tail", (0.0, 1.0, 8.0, 100.0)))}
+WINDOWS = {
+    w.name: w
+    for w in (
+        Window("pm2sigma", (0.0, 0.02, -0.04, 0.04)),
+        Window("default", (0.0, 0.02, -2.0, 2.0)),
+        Window("untruncated", (0.0, 1.0, -INF, INF)),
+        Window("uniform", (-0.1, 0.1)),
+        Window("tail", (0.0, 1.0, 8.0, 100.0)),
+    )
+}
 
 
 def parse_size(text: str) -> int:
@@ -188,8 +195,9 @@ class Timer:
         return out
 
 
-def methods(window: Window, dtype: torch.dtype, numel: int,
-            device: torch.device) -> dict[str, tuple[callable, str | None]]:
+def methods(
+    window: Window, dtype: torch.dtype, numel: int, device: torch.device
+) -> dict[str, tuple[callable, str | None]]:
     """name -> (fn(x), why it cannot run here or None) for one window, in the order they run."""
     constants = window.constants(dtype)
 
@@ -209,8 +217,10 @@ def methods(window: Window, dtype: torch.dtype, numel: int,
         table["torch"] = (lambda x: x.uniform_(*window.args), None)
     else:
         table["torch"] = (lambda x: x.normal_(window.args[0], window.args[1]), None)
-        table["torch_trunc"] = (lambda x: torch.nn.init.trunc_normal_(x, *window.args),
-                                _torch_trunc_reason(window, numel))
+        table["torch_trunc"] = (
+            lambda x: torch.nn.init.trunc_normal_(x, *window.args),
+            _torch_trunc_reason(window, numel),
+        )
     if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":  # last: its first call compiles
         table["tinit_triton"] = (backend_fn("triton"), dispatch.BACKENDS["triton"].why_not(probe))
     return table
@@ -231,8 +241,10 @@ def _torch_trunc_reason(window: Window, numel: int) -> str | None:
     accept = window.mass() * math.sqrt(2 * math.pi) / ((beta - alpha) * math.exp(-0.5 * peak * peak))
     passes = math.log(max(numel, 2)) / accept
     if passes > MAX_TORCH_PASSES:
-        return (f"torch {torch.__version__} rejection-samples this window from U(a, b), acceptance "
-                f"{accept:.2g}: ~{passes:.0f} full-tensor passes")
+        return (
+            f"torch {torch.__version__} rejection-samples this window from U(a, b), acceptance "
+            f"{accept:.2g}: ~{passes:.0f} full-tensor passes"
+        )
     return None
 
 
@@ -255,8 +267,13 @@ def validate(name: str, window: Window | None, x: torch.Tensor, before: torch.Te
         return {"unchanged": True}
     lo, hi = (float(v) for v in torch.aminmax(x.reshape(-1)))
     sample = _subsample(x)
-    facts = {"min": lo, "max": hi, "finite": math.isfinite(lo) and math.isfinite(hi),
-             "sample_mean": float(sample.mean()), "sample_std": float(sample.std())}
+    facts = {
+        "min": lo,
+        "max": hi,
+        "finite": math.isfinite(lo) and math.isfinite(hi),
+        "sample_mean": float(sample.mean()),
+        "sample_std": float(sample.std()),
+    }
     if window is None:  # fill_
         return facts
     a, b = window.bounds
@@ -273,10 +290,11 @@ def validate(name: str, window: Window | None, x: torch.Tensor, before: torch.Te
     std_tol = 0.01 * std + 6 * std / math.sqrt(2 * n) + 2 * half_ulp  # sd of a sample std <= std / sqrt(2n)
     assert abs(facts["sample_std"] - std) < std_tol, f"{name}: std {facts['sample_std']}, expected {std}"
     assert abs(facts["sample_mean"] - mean) < 6 * std / math.sqrt(n) + half_ulp, (
-        f"{name}: mean {facts['sample_mean']}, expected {mean}")
+        f"{name}: mean {facts['sample_mean']}, expected {mean}"
+    )
     ends = {}
     for start in sorted({0, max(0, x.numel() - CHECK)}):
-        got = x.reshape(-1)[start:start + CHECK].cpu()
+        got = x.reshape(-1)[start : start + CHECK].cpu()
         want = _reference(x, window, start, got.numel())
         if name in ("tinit_cuda", "tinit_cpu"):
             bits = {torch.float32: torch.int32, torch.bfloat16: torch.int16}[x.dtype]
@@ -298,8 +316,11 @@ def load_estimates(path: Path | None) -> tuple[dict, str | None]:
         report = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         return {}, f"SASS report {path} unreadable: {exc}"
-    cases = {(c["backend"], c["kernel"], c["dtype"], c["mode"]): c
-             for c in report.get("cases", []) if "est_gelem_s" in c and c.get("mode") is not None}
+    cases = {
+        (c["backend"], c["kernel"], c["dtype"], c["mode"]): c
+        for c in report.get("cases", [])
+        if "est_gelem_s" in c and c.get("mode") is not None
+    }
     return cases, None if cases else f"SASS report {path} has no kernel cases"
 
 
@@ -309,8 +330,11 @@ def _estimate(estimates: dict, method: str, dtype_name: str, mode: int) -> dict:
     case = estimates.get((*SASS_KERNELS[method], SASS_DTYPES[dtype_name], mode))
     if case is None:
         return {}
-    est = {"est_gelem_s": case["est_gelem_s"], "est_bound": case.get("bound"),
-           "est_sass_per_elem": case.get("sass_per_elem")}
+    est = {
+        "est_gelem_s": case["est_gelem_s"],
+        "est_bound": case.get("bound"),
+        "est_sass_per_elem": case.get("sass_per_elem"),
+    }
     if case.get("mode_name") != Mode(mode).name.lower():
         est["est_mode_name"] = case.get("mode_name")  # the SASS report names this mode differently
     return est
@@ -323,8 +347,9 @@ def planned_estimates(estimates: dict, windows: list[Window], dtypes: list[str])
         for w in windows:
             mode = int(w.constants(DTYPES[dtype_name]).mode)
             ests = [_estimate(estimates, m, dtype_name, mode).get("est_gelem_s") for m in SASS_KERNELS]
-            cells = ", ".join(f"{m.removeprefix('tinit_')} {'-' if e is None else f'{e:.1f}'}"
-                              for m, e in zip(SASS_KERNELS, ests))
+            cells = ", ".join(
+                f"{m.removeprefix('tinit_')} {'-' if e is None else f'{e:.1f}'}" for m, e in zip(SASS_KERNELS, ests)
+            )
             out.append(f"- {dtype_name} {w.name} [{Mode(mode).name}]: {cells} G elem/s")
     return out
 
@@ -338,8 +363,10 @@ def _over_budget(row: dict, nbytes: int, device: torch.device, deadline: float, 
     if prior:
         predicted = prior[1] * row["numel"] / prior[0]
         if predicted * 3 > remaining:
-            return (f"would overrun the time budget (predicted {predicted:.2f} s a call from "
-                    f"{label(prior[0])}, {remaining:.0f} s left)")
+            return (
+                f"would overrun the time budget (predicted {predicted:.2f} s a call from "
+                f"{label(prior[0])}, {remaining:.0f} s left)"
+            )
     if row["method"] == "torch_trunc" and device.type == "cuda":
         free = torch.cuda.mem_get_info()[0]
         if free < 5 * nbytes:  # torch >= 2.12 samples by rejection with tensor-sized temporaries
@@ -363,12 +390,28 @@ def _measure(name: str, window: Window | None, fn, x: torch.Tensor, timer: Timer
     except Exception as exc:  # noqa: BLE001  the other methods still run
         return {"error": f"{type(exc).__name__}: {exc}"}
     t = statistics.median(times)
-    return facts | {"reps": reps, "inner": inner, "median_s": t, "min_s": min(times),
-                    "g_elements_per_s": x.numel() / t / 1e9, "write_gb_per_s": x.numel() * x.element_size() / t / 1e9}
+    return facts | {
+        "reps": reps,
+        "inner": inner,
+        "median_s": t,
+        "min_s": min(times),
+        "g_elements_per_s": x.numel() / t / 1e9,
+        "write_gb_per_s": x.numel() * x.element_size() / t / 1e9,
+    }
 
 
-def run_group(numel: int, dtype_name: str, windows: list[Window], device: torch.device, deadline: float,
-              timer: Timer, history: dict, estimates: dict, rows: list[dict], checkpoint) -> None:
+def run_group(
+    numel: int,
+    dtype_name: str,
+    windows: list[Window],
+    device: torch.device,
+    deadline: float,
+    timer: Timer,
+    history: dict,
+    estimates: dict,
+    rows: list[dict],
+    checkpoint,
+) -> None:
     """fill_, then every method of every window on one (numel, dtype) tensor, appended to ``rows``;
     prints each row as it is measured and a summary for each window, then calls ``checkpoint()``."""
     dtype = DTYPES[dtype_name]
@@ -378,12 +421,23 @@ def run_group(numel: int, dtype_name: str, windows: list[Window], device: torch.
     for window in [None, *windows]:
         table = {"fill": (lambda t: t.fill_(0.01), None)} if window is None else methods(window, dtype, numel, device)
         for name, (fn, why_not) in table.items():
-            row = {"numel": numel, "size": label(numel), "dtype": dtype_name,
-                   "window": window.name if window else "-", "method": name, "bytes": nbytes}
+            row = {
+                "numel": numel,
+                "size": label(numel),
+                "dtype": dtype_name,
+                "window": window.name if window else "-",
+                "method": name,
+                "bytes": nbytes,
+            }
             if window is not None:
                 mode = int(window.constants(dtype).mode)
-                row.update({"mode": Mode(mode).name, "distribution": window.text(),
-                            **_estimate(estimates, name, dtype_name, mode)})
+                row.update(
+                    {
+                        "mode": Mode(mode).name,
+                        "distribution": window.text(),
+                        **_estimate(estimates, name, dtype_name, mode),
+                    }
+                )
             rows.append(row)
             skip = why_not and f"cannot run: {why_not}"
             skip = skip or _over_budget(row, nbytes, device, deadline, history)
@@ -419,8 +473,10 @@ def _derive(rows: list[dict]) -> None:
         if method == "tinit_cuda" and compute and fill:
             tc, tf = compute["median_s"], fill["median_s"]
             kind = "compute-bound" if tc >= tf else "memory-bound"
-            r["bound"] = (f"{kind}: arithmetic alone {tc * 1e3:.3f} ms vs stores alone (fill_) "
-                          f"{tf * 1e3:.3f} ms; both {r['median_s'] * 1e3:.3f} ms")
+            r["bound"] = (
+                f"{kind}: arithmetic alone {tc * 1e3:.3f} ms vs stores alone (fill_) "
+                f"{tf * 1e3:.3f} ms; both {r['median_s'] * 1e3:.3f} ms"
+            )
 
 
 def environment(device: torch.device) -> dict:
@@ -431,16 +487,26 @@ def environment(device: torch.device) -> dict:
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "git_commit": os.environ.get("TINIT_COMMIT") or commit,
         "git_dirty": dirty,
-        "tinit": tinit.__version__, "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-        "triton": build["triton"], "nvcc": build["nvcc"], "python": build["python"],
-        "native_cuda_kernels": build["native_cuda_kernels"], "device": str(device),
+        "tinit": tinit.__version__,
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "triton": build["triton"],
+        "nvcc": build["nvcc"],
+        "python": build["python"],
+        "native_cuda_kernels": build["native_cuda_kernels"],
+        "device": str(device),
         "cpu": info.device_info()[0]["name"],
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        env.update({"gpu": props.name, "gpu_memory_gib": round(props.total_memory / 2**30, 1),
-                    "multiprocessors": props.multi_processor_count,
-                    "capability": f"{props.major}.{props.minor}"})
+        env.update(
+            {
+                "gpu": props.name,
+                "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+                "multiprocessors": props.multi_processor_count,
+                "capability": f"{props.major}.{props.minor}",
+            }
+        )
     return env
 
 
@@ -453,15 +519,18 @@ def targets(rows: list[dict]) -> list[str]:
         case = f"{r['method']} {r['dtype']} {r['size']}"
         if "vs_torch_trunc" in r:
             ok = r["vs_torch_trunc"] >= TARGETS["vs_torch_trunc"]
-            lines.append(f"{case}: {r['vs_torch_trunc']:.1f}x torch.nn.init.trunc_normal_ "
-                         f"(target >= {TARGETS['vs_torch_trunc']:.0f}x) {'PASS' if ok else 'FAIL'}")
+            lines.append(
+                f"{case}: {r['vs_torch_trunc']:.1f}x torch.nn.init.trunc_normal_ "
+                f"(target >= {TARGETS['vs_torch_trunc']:.0f}x) {'PASS' if ok else 'FAIL'}"
+            )
         if "vs_torch" in r:
             ok = r["vs_torch"] >= TARGETS["vs_torch"]
             lines.append(f"{case}: {r['vs_torch']:.2f}x torch.Tensor.normal_ (target >= 1x) {'PASS' if ok else 'FAIL'}")
         if r["dtype"] == "f32" and "fill_fraction" in r:
             ok = r["fill_fraction"] >= TARGETS["fill_fraction_f32"]
-            lines.append(f"{case}: {r['fill_fraction']:.0%} of fill_ write bandwidth (target >= 70%) "
-                         f"{'PASS' if ok else 'FAIL'}")
+            lines.append(
+                f"{case}: {r['fill_fraction']:.0%} of fill_ write bandwidth (target >= 70%) {'PASS' if ok else 'FAIL'}"
+            )
     return lines
 
 
@@ -471,12 +540,20 @@ def _fmt(row: dict, key: str, spec: str) -> str:
 
 def environment_lines(env: dict) -> list[str]:
     """The report's machine lines (GPU, versions, commit) as markdown list items."""
-    return [(f"- GPU: {env.get('gpu', 'none')} ({env.get('multiprocessors', '-')} SMs, "
-             f"{env.get('gpu_memory_gib', '-')} GiB, compute capability {env.get('capability', '-')})"),
-            (f"- torch {env['torch']} (CUDA {env['torch_cuda']}), triton {env['triton']}, nvcc {env['nvcc']}, "
-             f"tinit {env['tinit']}, python {env['python']}"),
-            (f"- commit {env['git_commit']}{' (uncommitted changes)' if env['git_dirty'] else ''}; "
-             f"device {env['device']}; CPU {env['cpu']}")]
+    return [
+        (
+            f"- GPU: {env.get('gpu', 'none')} ({env.get('multiprocessors', '-')} SMs, "
+            f"{env.get('gpu_memory_gib', '-')} GiB, compute capability {env.get('capability', '-')})"
+        ),
+        (
+            f"- torch {env['torch']} (CUDA {env['torch_cuda']}), triton {env['triton']}, nvcc {env['nvcc']}, "
+            f"tinit {env['tinit']}, python {env['python']}"
+        ),
+        (
+            f"- commit {env['git_commit']}{' (uncommitted changes)' if env['git_dirty'] else ''}; "
+            f"device {env['device']}; CPU {env['cpu']}"
+        ),
+    ]
 
 
 def line(r: dict) -> str:
@@ -485,8 +562,10 @@ def line(r: dict) -> str:
     if "median_s" not in r:
         return f"{what} {'FAILED ' + r['error'] if 'error' in r else 'skipped: ' + r['skipped']}"
     est = f"  estimate (SASS) {r['est_gelem_s']:7.1f} ({r['of_estimate']:.0%})" if "of_estimate" in r else ""
-    return (f"{what} {r['median_s'] * 1e3:9.3f} ms {r['g_elements_per_s']:8.2f} G elem/s{est} "
-            f"{r['write_gb_per_s']:6.0f} GB/s")
+    return (
+        f"{what} {r['median_s'] * 1e3:9.3f} ms {r['g_elements_per_s']:8.2f} G elem/s{est} "
+        f"{r['write_gb_per_s']:6.0f} GB/s"
+    )
 
 
 def summary(rows: list[dict], window: str) -> str:
@@ -504,24 +583,34 @@ def summary(rows: list[dict], window: str) -> str:
 
 def markdown(env: dict, rows: list[dict], complete: bool = True, sass_note: str | None = None) -> str:
     """The report: environment, one table row per (case, window, method), targets, bounds, skips."""
-    head = [f"# tinit GPU benchmark, {env['date']}{'' if complete else ' (incomplete: still running or cut short)'}",
-            "", *environment_lines(env),
-            (f"- {'CUDA-event' if env['device'].startswith('cuda') else 'wall-clock'} medians; "
-             "write GB/s = tensor bytes / time; estimate (SASS): bench/sass_budget.py's issue-rate bound for "
-             f"the kernel, dtype and mode ({env.get('sass_json') or sass_note or 'none'})"),
-            "", ("| case | window | mode | method | ms | G elem/s | estimate (SASS) | of est. | write GB/s | of fill_ "
-                 "| vs torch | vs torch trunc |"),
-            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    head = [
+        f"# tinit GPU benchmark, {env['date']}{'' if complete else ' (incomplete: still running or cut short)'}",
+        "",
+        *environment_lines(env),
+        (
+            f"- {'CUDA-event' if env['device'].startswith('cuda') else 'wall-clock'} medians; "
+            "write GB/s = tensor bytes / time; estimate (SASS): bench/sass_budget.py's issue-rate bound for "
+            f"the kernel, dtype and mode ({env.get('sass_json') or sass_note or 'none'})"
+        ),
+        "",
+        (
+            "| case | window | mode | method | ms | G elem/s | estimate (SASS) | of est. | write GB/s | of fill_ "
+            "| vs torch | vs torch trunc |"
+        ),
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     notes = []
     for r in rows:
         case = f"{r['dtype']} {r['size']}"
         if "median_s" not in r:
             notes.append(f"- {case} {r['window']} {r['method']}: {r.get('skipped') or r.get('error')}")
             continue
-        head.append(f"| {case} | {r['window']} | {r.get('mode', '-')} | {r['method']} | {r['median_s'] * 1e3:.3f} | "
-                    f"{r['g_elements_per_s']:.2f} | {_fmt(r, 'est_gelem_s', '.1f')} | {_fmt(r, 'of_estimate', '.0%')} | "
-                    f"{r['write_gb_per_s']:.0f} | {_fmt(r, 'fill_fraction', '.0%')} | "
-                    f"{_fmt(r, 'vs_torch', '.2f')} | {_fmt(r, 'vs_torch_trunc', '.1f')} |")
+        head.append(
+            f"| {case} | {r['window']} | {r.get('mode', '-')} | {r['method']} | {r['median_s'] * 1e3:.3f} | "
+            f"{r['g_elements_per_s']:.2f} | {_fmt(r, 'est_gelem_s', '.1f')} | {_fmt(r, 'of_estimate', '.0%')} | "
+            f"{r['write_gb_per_s']:.0f} | {_fmt(r, 'fill_fraction', '.0%')} | "
+            f"{_fmt(r, 'vs_torch', '.2f')} | {_fmt(r, 'vs_torch_trunc', '.1f')} |"
+        )
     windows = sorted({(r["window"], r["distribution"]) for r in rows if "distribution" in r})
     out = head + ["", "Windows: " + "; ".join(f"{n} {d}" for n, d in windows)]
     if env.get("planned_estimates"):
@@ -552,25 +641,37 @@ def save(env: dict, payload: dict, text: str, out_dir: Path, suffix: str = "") -
     return written
 
 
-def write(env: dict, rows: list[dict], out_dir: Path, complete: bool = True, sass_note: str | None = None) -> list[Path]:
+def write(
+    env: dict, rows: list[dict], out_dir: Path, complete: bool = True, sass_note: str | None = None
+) -> list[Path]:
     """JSON + markdown under ``out_dir`` and, when $OUT is set, under $OUT."""
-    payload = {"environment": env, "complete": complete, "results": rows,
-               "targets": targets(rows) if env["device"].startswith("cuda") else [],
-               "failed": [r for r in rows if "error" in r], "sass_note": sass_note}
+    payload = {
+        "environment": env,
+        "complete": complete,
+        "results": rows,
+        "targets": targets(rows) if env["device"].startswith("cuda") else [],
+        "failed": [r for r in rows if "error" in r],
+        "sass_note": sass_note,
+    }
     return save(env, payload, markdown(env, rows, complete, sass_note), out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 1 when a tinit output failed validation, 2 without a CUDA device, else 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="256M,16M", help="comma-separated element counts (K/M/G = 2^10/20/30), "
-                        "run in this order")
+    parser.add_argument(
+        "--sizes", default="256M,16M", help="comma-separated element counts (K/M/G = 2^10/20/30), run in this order"
+    )
     parser.add_argument("--dtypes", default="f32,bf16", help="comma-separated: f32, bf16")
     parser.add_argument("--windows", default=",".join(WINDOWS), help=f"comma-separated: {', '.join(WINDOWS)}")
     parser.add_argument("--budget-s", type=float, default=240.0, help="stop starting methods after this many seconds")
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (a dry run of the pipeline)")
-    parser.add_argument("--sass-json", type=Path, default=os.environ.get("TINIT_SASS_JSON") or None,
-                        help="bench/sass_budget.py's JSON report, for the estimate column")
+    parser.add_argument(
+        "--sass-json",
+        type=Path,
+        default=os.environ.get("TINIT_SASS_JSON") or None,
+        help="bench/sass_budget.py's JSON report, for the estimate column",
+    )
     parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -584,14 +685,32 @@ def main(argv: list[str] | None = None) -> int:
     env = environment(device)
     env["sass_json"] = str(args.sass_json) if estimates else None
     env["planned_estimates"] = planned_estimates(estimates, windows, dtypes)
-    print("\n".join([*environment_lines(env), f"bench_gpu: estimate (SASS) from {env['sass_json'] or sass_note}",
-                     *env["planned_estimates"]]), flush=True)
+    print(
+        "\n".join(
+            [
+                *environment_lines(env),
+                f"bench_gpu: estimate (SASS) from {env['sass_json'] or sass_note}",
+                *env["planned_estimates"],
+            ]
+        ),
+        flush=True,
+    )
     timer, rows, history = Timer(device), [], {}
     try:
         for numel in (parse_size(s) for s in args.sizes.split(",")):
             for dtype_name in dtypes:
-                run_group(numel, dtype_name, windows, device, deadline, timer, history, estimates, rows,
-                          lambda: write(env, rows, args.out_dir, complete=False, sass_note=sass_note))
+                run_group(
+                    numel,
+                    dtype_name,
+                    windows,
+                    device,
+                    deadline,
+                    timer,
+                    history,
+                    estimates,
+                    rows,
+                    lambda: write(env, rows, args.out_dir, complete=False, sass_note=sass_note),
+                )
     except KeyboardInterrupt:  # gpu_check.sh's timeout: keep what was measured
         env["interrupted"] = f"after {len(rows)} rows"
         write(env, rows, args.out_dir, complete=False, sass_note=sass_note)

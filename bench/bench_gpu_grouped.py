@@ -81,8 +81,10 @@ REPORT_RESERVE_S = 2.0
 SHARES = {"large": 1.0, "model": 2.0, "triton": 1.0}
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32}
 BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
-DEFAULTS = {"cuda": {"blocks": 167, "widths": "64,1024", "large_numel": "256M", "shard": 8192},
-            "cpu": {"blocks": 4, "widths": "16,32", "large_numel": "64K", "shard": 64}}
+DEFAULTS = {
+    "cuda": {"blocks": 167, "widths": "64,1024", "large_numel": "256M", "shard": 8192},
+    "cpu": {"blocks": 4, "widths": "16,32", "large_numel": "64K", "shard": 64},
+}
 
 
 class Budget:
@@ -157,8 +159,7 @@ def _measure(row: dict, fn, check, reset, budget: Budget, cuda: bool) -> None:
         reps = max(1, min(reps, int(left / 2 / max(warm, 1e-6))))
         with torch.no_grad():
             events, walls = _time(fn, reps, cuda)
-        row.update(reps=reps, median_s=statistics.median(events), min_s=min(events),
-                   wall_s=statistics.median(walls))
+        row.update(reps=reps, median_s=statistics.median(events), min_s=min(events), wall_s=statistics.median(walls))
     except Exception as exc:  # noqa: BLE001  recorded; the run goes on
         row["error"] = _error_text(exc)
 
@@ -174,8 +175,10 @@ def _same_bits(got: list[torch.Tensor], want: list[torch.Tensor], what: str) -> 
     bad = torch.nonzero(diffs).flatten().tolist()
     if bad:
         t = bad[0]
-        raise AssertionError(f"{what}: {len(bad)} of {len(got)} tensors differ in their bits; tensor {t} "
-                             f"(shape {tuple(got[t].shape)}, {got[t].dtype}): {int(diffs[t])} elements")
+        raise AssertionError(
+            f"{what}: {len(bad)} of {len(got)} tensors differ in their bits; tensor {t} "
+            f"(shape {tuple(got[t].shape)}, {got[t].dtype}): {int(diffs[t])} elements"
+        )
 
 
 def _in_bounds(tensors: list[torch.Tensor], bounds: list[tuple[float, float]]) -> tuple[int, int]:
@@ -193,8 +196,9 @@ def _in_bounds(tensors: list[torch.Tensor], bounds: list[tuple[float, float]]) -
 
 def _require_in_bounds(tensors, bounds, what: str) -> None:
     nonfinite, outside = _in_bounds(tensors, bounds)
-    assert not nonfinite and not outside, (f"{what}: {nonfinite} tensors with non-finite values, "
-                                           f"{outside} with values outside their bounds")
+    assert not nonfinite and not outside, (
+        f"{what}: {nonfinite} tensors with non-finite values, {outside} with values outside their bounds"
+    )
 
 
 def _cpu_values(dtype, stream: int, offset: int, count: int, constants) -> torch.Tensor:
@@ -205,12 +209,16 @@ def _cpu_values(dtype, stream: int, offset: int, count: int, constants) -> torch
 
 def _within_ulp(got: list[torch.Tensor], want: list[torch.Tensor], stds: list[float]) -> float:
     """Largest |got - want| in units of eps(dtype) * max(|want|, std), over all tensors (one sync)."""
-    worst = [((g.double() - w.double()).abs() / (torch.finfo(w.dtype).eps * w.double().abs().clamp(min=s))).max()
-             for g, w, s in zip(got, want, stds) if w.numel()]
+    worst = [
+        ((g.double() - w.double()).abs() / (torch.finfo(w.dtype).eps * w.double().abs().clamp(min=s))).max()
+        for g, w, s in zip(got, want, stds)
+        if w.numel()
+    ]
     return float(torch.stack(worst).max()) if worst else 0.0
 
 
 # ---------------------------------------------------------------- case large
+
 
 def case_large(args, device: torch.device, budget: Budget, rows: list[dict]) -> None:
     """Per dtype: one big tensor (single-tensor kernel vs one-entry grouped call), then a Shard(1) half."""
@@ -244,9 +252,12 @@ def _large(numel: int, dtype_name: str, device: torch.device, budget: Budget) ->
     def check_single():
         _require_in_bounds([x], [(A, B)], "single")
         for start in (0, x.numel() - min(CHECK, x.numel())):
-            got = x[start:start + CHECK].cpu()
-            _same_bits([got], [_cpu_values(dtype, STREAM, start, got.numel(), constants)],
-                       f"single, elements from {start} vs the CPU kernel")
+            got = x[start : start + CHECK].cpu()
+            _same_bits(
+                [got],
+                [_cpu_values(dtype, STREAM, start, got.numel(), constants)],
+                f"single, elements from {start} vs the CPU kernel",
+            )
         ref["bits"] = x.clone()
         return {"in_bounds": True, "ends": "equal to the CPU kernel"}
 
@@ -259,8 +270,14 @@ def _large(numel: int, dtype_name: str, device: torch.device, budget: Budget) ->
 
     out = []
     for name, fn, check in (("single", single, check_single), ("grouped_1", grouped, check_grouped)):
-        row = {"case": "large", "dtype": dtype_name, "numel": numel, "size": label(numel), "method": name,
-               "bytes": numel * x.element_size()}
+        row = {
+            "case": "large",
+            "dtype": dtype_name,
+            "numel": numel,
+            "size": label(numel),
+            "method": name,
+            "bytes": numel * x.element_size(),
+        }
         _measure(row, fn, check, lambda: _nan_([x]), budget, cuda)
         _rates(row)
         _census_into(row, fn, device, budget)
@@ -281,8 +298,15 @@ def _shard(n: int, dtype_name: str, device: torch.device, budget: Budget) -> lis
     x = torch.empty(local, dtype=dtype, device=device)
     views = list(x.unbind(0))
     ref = {}
-    base = {"case": "shard", "dtype": dtype_name, "shape": f"{n}x{n // 2} of {n}x{n}", "numel": x.numel(),
-            "bytes": x.numel() * x.element_size(), "rows": runs.rows, "run": runs.run}
+    base = {
+        "case": "shard",
+        "dtype": dtype_name,
+        "shape": f"{n}x{n // 2} of {n}x{n}",
+        "numel": x.numel(),
+        "bytes": x.numel() * x.element_size(),
+        "rows": runs.rows,
+        "run": runs.run,
+    }
 
     def fill_runs():
         ops.trunc_normal_runs_native(x, SEED, STREAM, runs, constants)
@@ -290,8 +314,11 @@ def _shard(n: int, dtype_name: str, device: torch.device, budget: Budget) -> lis
     def check_runs():
         _require_in_bounds([x], [(A, B)], "runs")
         for r in sorted({0, 1, runs.rows - 2, runs.rows - 1}):
-            _same_bits([x[r].cpu()], [_cpu_values(dtype, STREAM, starts[r], runs.run, constants)],
-                       f"runs, row {r} vs the CPU kernel")
+            _same_bits(
+                [x[r].cpu()],
+                [_cpu_values(dtype, STREAM, starts[r], runs.run, constants)],
+                f"runs, row {r} vs the CPU kernel",
+            )
         ref["bits"] = x.clone()
         return {"in_bounds": True, "rows 0, 1, -2, -1": "equal to the CPU kernel"}
 
@@ -339,6 +366,7 @@ def _rows_that_fit(views, starts, constants, budget: Budget, cuda: bool) -> int:
 
 # ---------------------------------------------------------------- case model
 
+
 def _build(width: int, blocks: int, dtype: torch.dtype, device: torch.device):
     """bench_grouped's GPT, built on the meta device, cast, and materialised on ``device`` (ties restored)."""
     with torch.device("meta"):
@@ -368,8 +396,12 @@ def trace_kernels(trace: dict) -> dict[str, dict]:
         args = event.get("args", {})
         entry = found.setdefault(_short(event.get("name", "?")), {"launches": 0})
         entry["launches"] += 1
-        for key, out in (("registers per thread", "registers"), ("block", "block"), ("grid", "grid"),
-                         ("est. achieved occupancy %", "occupancy_pct")):
+        for key, out in (
+            ("registers per thread", "registers"),
+            ("block", "block"),
+            ("grid", "grid"),
+            ("est. achieved occupancy %", "occupancy_pct"),
+        ):
             if key in args:
                 entry[out] = args[key]
     return found
@@ -398,8 +430,12 @@ def _kernel_census(fn, device: torch.device) -> dict:
     by_name: dict[str, int] = {}
     for name in kernels:
         by_name[_short(name)] = by_name.get(_short(name), 0) + 1
-    census = {"what": what, "kernels": len(kernels), "copies": len(copies),
-              "by_name": dict(sorted(by_name.items(), key=lambda kv: -kv[1])[:8])}
+    census = {
+        "what": what,
+        "kernels": len(kernels),
+        "copies": len(copies),
+        "by_name": dict(sorted(by_name.items(), key=lambda kv: -kv[1])[:8]),
+    }
     try:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "trace.json"
@@ -442,8 +478,12 @@ def _configs(args, case: str, budget: Budget, run) -> list[dict]:
 
 def case_model(args, device: torch.device, budget: Budget, rows: list[dict]) -> None:
     """Whole-model init: grouped vs per-tensor vs fill_ loop vs torch loop, per (width, dtype)."""
-    rows += _configs(args, "model", budget, lambda width, dtype_name, base: _model(
-        width, args.blocks, dtype_name, device, budget, base))
+    rows += _configs(
+        args,
+        "model",
+        budget,
+        lambda width, dtype_name, base: _model(width, args.blocks, dtype_name, device, budget, base),
+    )
 
 
 def _model(width: int, blocks: int, dtype_name: str, device: torch.device, budget: Budget, base: dict) -> list[dict]:
@@ -460,8 +500,9 @@ def _model(width: int, blocks: int, dtype_name: str, device: torch.device, budge
     normal_tensors, bounds = [named[e.name] for e in normal], [e.spec.bounds for e in normal]
     largest = max(normal, key=lambda e: e.numel)
     numel = sum(e.numel for e in summary)
-    base = dict(base, tensors=len(summary), normal_tensors=len(normal), numel=numel,
-                bytes=numel * params[0].element_size())
+    base = dict(
+        base, tensors=len(summary), normal_tensors=len(normal), numel=numel, bytes=numel * params[0].element_size()
+    )
 
     def check_tinit(what):
         def check():
@@ -469,11 +510,22 @@ def _model(width: int, blocks: int, dtype_name: str, device: torch.device, budge
             _require_in_bounds(normal_tensors, bounds, what)
             head = named[largest.name].detach().reshape(-1)[:CHECK].cpu()
             want = torch.empty(head.numel(), dtype=dtype)
-            tinit.trunc_normal_at_(want, largest.spec.mean, largest.spec.std, *largest.spec.bounds,
-                                   seed=bench_grouped.SEED, stream=stream_for(largest.name), backend="cpu")
+            tinit.trunc_normal_at_(
+                want,
+                largest.spec.mean,
+                largest.spec.std,
+                *largest.spec.bounds,
+                seed=bench_grouped.SEED,
+                stream=stream_for(largest.name),
+                backend="cpu",
+            )
             _same_bits([head], [want], f"{what}: {largest.name} vs the CPU kernel")
-            return {"bits": "equal to per_tensor", "in_bounds": True,
-                    "cpu_check": f"first {head.numel()} of {largest.name}"}
+            return {
+                "bits": "equal to per_tensor",
+                "in_bounds": True,
+                "cpu_check": f"first {head.numel()} of {largest.name}",
+            }
+
         return check
 
     def check_torch():
@@ -502,18 +554,22 @@ def _model(width: int, blocks: int, dtype_name: str, device: torch.device, budge
 
 # ---------------------------------------------------------------- case triton
 
+
 def case_triton(args, device: torch.device, budget: Budget, rows: list[dict]) -> None:
     """The model's truncated-normal tensors: Triton grouped launcher vs Triton per tensor vs native grouped."""
     why = dispatch.BACKENDS["triton"].why_not(torch.empty(4, device=device))
     if why is not None:
         rows.append({"case": "triton", "method": "all", "skipped": f"triton backend unavailable: {why}"})
         return
-    rows += _configs(args, "triton", budget, lambda width, dtype_name, base: _triton(
-        width, args.blocks, dtype_name, device, budget, base))
+    rows += _configs(
+        args,
+        "triton",
+        budget,
+        lambda width, dtype_name, base: _triton(width, args.blocks, dtype_name, device, budget, base),
+    )
 
 
-def _triton(width: int, blocks: int, dtype_name: str, device: torch.device, budget: Budget,
-            base: dict) -> list[dict]:
+def _triton(width: int, blocks: int, dtype_name: str, device: torch.device, budget: Budget, base: dict) -> list[dict]:
     cuda = device.type == "cuda"
     dtype = DTYPES[dtype_name]
     single = dispatch._triton_module()[0]
@@ -562,9 +618,11 @@ def _triton(width: int, blocks: int, dtype_name: str, device: torch.device, budg
         return {"in_bounds": True, "max_ulp_vs_triton": ulp}
 
     out = []
-    for name, fn, check in (("triton_per_tensor", per_tensor, check_per_tensor),
-                            ("triton_grouped", triton_grouped, check_grouped),
-                            ("native_grouped", native_grouped, check_native)):
+    for name, fn, check in (
+        ("triton_per_tensor", per_tensor, check_per_tensor),
+        ("triton_grouped", triton_grouped, check_grouped),
+        ("native_grouped", native_grouped, check_native),
+    ):
         row = dict(base, method=name)
         _measure(row, fn, check, lambda: _nan_(tensors), budget, cuda)
         _rates(row)
@@ -580,6 +638,7 @@ def _triton(width: int, blocks: int, dtype_name: str, device: torch.device, budg
 
 # ---------------------------------------------------------------- report
 
+
 def _cell(row: dict, key: str, spec: str, scale: float = 1.0) -> str:
     return format(row[key] * scale, spec) if key in row else "-"
 
@@ -587,42 +646,63 @@ def _cell(row: dict, key: str, spec: str, scale: float = 1.0) -> str:
 def markdown(env: dict, rows: list[dict], complete: bool) -> str:
     """The report: environment, one table per case, kernel counts, skips and failures."""
     cuda = env["device"].startswith("cuda")
-    out = [f"# tinit grouped-fill GPU benchmark, {env['date']}{'' if complete else ' (incomplete run)'}", "",
-           *environment_lines(env),
-           (f"- {'CUDA-event' if cuda else 'wall-clock (CPU rehearsal: no timing claims)'} medians; "
-            f"std {STD}, bounds [{A}, {B}] for the large tensors; GB/s = bytes written / time"), ""]
+    out = [
+        f"# tinit grouped-fill GPU benchmark, {env['date']}{'' if complete else ' (incomplete run)'}",
+        "",
+        *environment_lines(env),
+        (
+            f"- {'CUDA-event' if cuda else 'wall-clock (CPU rehearsal: no timing claims)'} medians; "
+            f"std {STD}, bounds [{A}, {B}] for the large tensors; GB/s = bytes written / time"
+        ),
+        "",
+    ]
     large = [r for r in rows if r["case"] in ("large", "shard") and "median_s" in r]
     if large:
-        out += ["## Large tensors", "",
-                ("| case | dtype | method | ms | G elem/s | write GB/s | grouped/single throughput | "
-                 "row loop / runs |"), "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        out += [
+            "## Large tensors",
+            "",
+            ("| case | dtype | method | ms | G elem/s | write GB/s | grouped/single throughput | row loop / runs |"),
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for r in large:
             what = r["size"] if r["case"] == "large" else f"shard {r['shape']}"
             if "extrapolated_from_rows" in r:
                 what += f" ({r['extrapolated_from_rows']} rows timed, scaled)"
-            out.append(f"| {what} | {r['dtype']} | {r['method']} | {r['median_s'] * 1e3:.3f} | "
-                       f"{r['g_elements_per_s']:.2f} | {r['write_gb_per_s']:.0f} | "
-                       f"{_cell(r, 'grouped_over_single', '.3f')} | {_cell(r, 'row_loop_over_runs', '.1f')} |")
+            out.append(
+                f"| {what} | {r['dtype']} | {r['method']} | {r['median_s'] * 1e3:.3f} | "
+                f"{r['g_elements_per_s']:.2f} | {r['write_gb_per_s']:.0f} | "
+                f"{_cell(r, 'grouped_over_single', '.3f')} | {_cell(r, 'row_loop_over_runs', '.1f')} |"
+            )
         out.append("")
     model = [r for r in rows if r["case"] == "model" and "median_s" in r]
     if model:
-        out += ["## Whole-model init (GPT, gpt2 scheme)", "",
-                "| d_model | dtype | tensors | elements | method | ms | wall ms | x grouped | write GB/s | reps |",
-                "| ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+        out += [
+            "## Whole-model init (GPT, gpt2 scheme)",
+            "",
+            "| d_model | dtype | tensors | elements | method | ms | wall ms | x grouped | write GB/s | reps |",
+            "| ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for r in model:
-            out.append(f"| {r['width']} | {r['dtype']} | {r['tensors']} | {r['numel']:,} | {r['method']} | "
-                       f"{r['median_s'] * 1e3:.2f} | {r['wall_s'] * 1e3:.2f} | {_cell(r, 'x_grouped', '.2f')} | "
-                       f"{r['write_gb_per_s']:.1f} | {r['reps']} |")
+            out.append(
+                f"| {r['width']} | {r['dtype']} | {r['tensors']} | {r['numel']:,} | {r['method']} | "
+                f"{r['median_s'] * 1e3:.2f} | {r['wall_s'] * 1e3:.2f} | {_cell(r, 'x_grouped', '.2f')} | "
+                f"{r['write_gb_per_s']:.1f} | {r['reps']} |"
+            )
         out += ["", "x grouped: the method's time over the grouped call's (above 1: grouped is faster).", ""]
     triton = [r for r in rows if r["case"] == "triton" and "median_s" in r]
     if triton:
-        out += ["## Triton (the model's truncated-normal tensors)", "",
-                "| d_model | dtype | tensors | elements | method | ms | wall ms | x triton_grouped | reps |",
-                "| ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+        out += [
+            "## Triton (the model's truncated-normal tensors)",
+            "",
+            "| d_model | dtype | tensors | elements | method | ms | wall ms | x triton_grouped | reps |",
+            "| ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+        ]
         for r in triton:
-            out.append(f"| {r['width']} | {r['dtype']} | {r['tensors']} | {r['numel']:,} | {r['method']} | "
-                       f"{r['median_s'] * 1e3:.2f} | {r['wall_s'] * 1e3:.2f} | "
-                       f"{_cell(r, 'x_triton_grouped', '.2f')} | {r['reps']} |")
+            out.append(
+                f"| {r['width']} | {r['dtype']} | {r['tensors']} | {r['numel']:,} | {r['method']} | "
+                f"{r['median_s'] * 1e3:.2f} | {r['wall_s'] * 1e3:.2f} | "
+                f"{_cell(r, 'x_triton_grouped', '.2f')} | {r['reps']} |"
+            )
         out.append("")
     census = [r for r in rows if "launches" in r or "launches_error" in r]
     if census:
@@ -638,8 +718,10 @@ def markdown(env: dict, rows: list[dict], complete: bool) -> str:
             out.append(f"- {what}: {c['kernels']} {c['what']} ({c['copies']} copies/memsets){tensors}: {names}")
             for name, d in c.get("detail", {}).items():
                 if "registers" in d:
-                    out.append(f"  - {name}: {d['registers']} registers/thread, block {d.get('block')}, "
-                               f"grid {d.get('grid')}, est. occupancy {d.get('occupancy_pct', '-')}%")
+                    out.append(
+                        f"  - {name}: {d['registers']} registers/thread, block {d.get('block')}, "
+                        f"grid {d.get('grid')}, est. occupancy {d.get('occupancy_pct', '-')}%"
+                    )
         out.append("")
     notes = []
     for r in rows:
@@ -649,28 +731,36 @@ def markdown(env: dict, rows: list[dict], complete: bool) -> str:
         notes.append(f"- {what}: {'FAILED: ' + r['error'] if 'error' in r else r.get('skipped')}")
     if notes:
         out += ["## Skipped or failed", "", *notes, ""]
-    out += ["## Validation (before timing)", "",
-            ("- native methods: bit-identical to their reference (model: the per-tensor path and the CPU kernel "
-             "on the largest tensor's first 4096 values; large: the single-tensor kernel, whose ends equal the "
-             "CPU kernel; runs: the per-row launches and, rows 0, 1, -2, -1, the CPU kernel)"),
-            "- triton_grouped bit-identical to triton_per_tensor; native_grouped within 2 ulp of Triton",
-            "- every truncated-normal tensor finite and inside its bounds (torch_loop: recorded only)"]
+    out += [
+        "## Validation (before timing)",
+        "",
+        (
+            "- native methods: bit-identical to their reference (model: the per-tensor path and the CPU kernel "
+            "on the largest tensor's first 4096 values; large: the single-tensor kernel, whose ends equal the "
+            "CPU kernel; runs: the per-row launches and, rows 0, 1, -2, -1, the CPU kernel)"
+        ),
+        "- triton_grouped bit-identical to triton_per_tensor; native_grouped within 2 ulp of Triton",
+        "- every truncated-normal tensor finite and inside its bounds (torch_loop: recorded only)",
+    ]
     return "\n".join(out) + "\n"
 
 
 def write(env: dict, rows: list[dict], out_dir: Path, complete: bool) -> list[Path]:
     """JSON + markdown under ``out_dir`` and, when $OUT is set, under $OUT (rewritten after every case)."""
-    payload = {"environment": env, "complete": complete, "results": rows,
-               "failed": [r for r in rows if "error" in r]}
+    payload = {"environment": env, "complete": complete, "results": rows, "failed": [r for r in rows if "error" in r]}
     return save(env, payload, markdown(env, rows, complete), out_dir, "_grouped")
 
 
 def _print_rows(rows: list[dict]) -> None:
     for r in rows:
         what = " ".join(str(r[k]) for k in ("case", "width", "dtype", "size", "shape", "method") if k in r)
-        state = (f"{r['median_s'] * 1e3:10.3f} ms" + (f" {r['write_gb_per_s']:8.1f} GB/s" if "write_gb_per_s" in r
-                                                       else "") if "median_s" in r
-                 else ("FAILED " + r["error"]) if "error" in r else f"skipped: {r.get('skipped')}")
+        state = (
+            f"{r['median_s'] * 1e3:10.3f} ms" + (f" {r['write_gb_per_s']:8.1f} GB/s" if "write_gb_per_s" in r else "")
+            if "median_s" in r
+            else ("FAILED " + r["error"])
+            if "error" in r
+            else f"skipped: {r.get('skipped')}"
+        )
         print(f"{what:<44} {state}", flush=True)
 
 
@@ -686,10 +776,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtypes", default="bf16,f32", help="comma-separated: bf16, f32")
     parser.add_argument("--blocks", type=int, help="GPT blocks (default 167 on CUDA: 2,008 tensors; 4 on CPU)")
     parser.add_argument("--widths", help="comma-separated d_model values (default 64,1024 on CUDA; 16,32 on CPU)")
-    parser.add_argument("--large-numel", help="elements of the large tensor, K/M/G = 2^10/20/30 "
-                        "(default 256M on CUDA, 64K on CPU)")
-    parser.add_argument("--shard", type=int, help="N of the N x N weight whose Shard(1) half is filled "
-                        "(default 8192 on CUDA, 64 on CPU)")
+    parser.add_argument(
+        "--large-numel", help="elements of the large tensor, K/M/G = 2^10/20/30 (default 256M on CUDA, 64K on CPU)"
+    )
+    parser.add_argument(
+        "--shard",
+        type=int,
+        help="N of the N x N weight whose Shard(1) half is filled (default 8192 on CUDA, 64 on CPU)",
+    )
     parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     args = parser.parse_args(argv)
     device = torch.device(args.device)

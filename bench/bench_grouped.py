@@ -106,10 +106,17 @@ def test_model_init(benchmark, bench_options, width, method):
     reference = [p.detach().clone() for p in model.parameters()]
     params = dict(model.named_parameters())
     specs = [(params[e.name], e.spec) for e in summary]
-    calls = {"grouped": lambda: _grouped(model), "per_tensor": lambda: _per_tensor(model),
-             "fill_loop": lambda: _fill_loop(model, blocks, width), "torch_loop": lambda: _torch_loop(specs)}
-    call = calls[method] if method != "native_fill" else _native_fill([((e.name, params[e.name]), e.spec)
-                                                                        for e in summary])
+    calls = {
+        "grouped": lambda: _grouped(model),
+        "per_tensor": lambda: _per_tensor(model),
+        "fill_loop": lambda: _fill_loop(model, blocks, width),
+        "torch_loop": lambda: _torch_loop(specs),
+    }
+    call = (
+        calls[method]
+        if method != "native_fill"
+        else _native_fill([((e.name, params[e.name]), e.spec) for e in summary])
+    )
 
     with torch.no_grad():
         for p in model.parameters():
@@ -122,6 +129,11 @@ def test_model_init(benchmark, bench_options, width, method):
             assert torch.equal(p, want)
     rounds = max(1, min(MAX_ROUNDS, math.floor(ROUND_BUDGET_S / max(first, 1e-6))))
     benchmark.extra_info.update(
-        tensors=len(summary), numel=sum(e.numel for e in summary), width=width, blocks=blocks,
-        mean_numel=sum(e.numel for e in summary) / len(summary), method=method)
+        tensors=len(summary),
+        numel=sum(e.numel for e in summary),
+        width=width,
+        blocks=blocks,
+        mean_numel=sum(e.numel for e in summary) / len(summary),
+        method=method,
+    )
     benchmark.pedantic(call, rounds=rounds, iterations=1, warmup_rounds=0)

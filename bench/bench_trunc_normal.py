@@ -33,8 +33,13 @@ import tinit
 
 STD, A, B = 0.02, -0.04, 0.04
 M = 1 << 20
-FULL_CASES = [(16 * M, torch.float32), (16 * M, torch.bfloat16), (64 * M, torch.float32),
-              (256 * M, torch.float32), (256 * M, torch.bfloat16)]
+FULL_CASES = [
+    (16 * M, torch.float32),
+    (16 * M, torch.bfloat16),
+    (64 * M, torch.float32),
+    (256 * M, torch.float32),
+    (256 * M, torch.bfloat16),
+]
 QUICK_CASES = [(M, torch.float32), (M, torch.bfloat16)]
 SLOW_NUMEL = 256 * M
 ROUND_BUDGET_S = 3.0
@@ -64,6 +69,7 @@ METHODS = {"tinit": _tinit, "torch_trunc": _torch_trunc, "normal": _normal, "zer
 def truncated_moments(std: float, a: float, b: float) -> tuple[float, float]:
     """Mean and std of N(0, std^2) truncated to [a, b] (closed form, e.g.
     Johnson, Kotz & Balakrishnan, Continuous Univariate Distributions, 13.10)."""
+
     def pdf(t: float) -> float:
         return math.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
 
@@ -132,8 +138,9 @@ def pytest_generate_tests(metafunc):
                 marks = ()
                 if skip_slow and method == "torch_trunc" and numel >= SLOW_NUMEL:
                     marks = pytest.mark.skip(reason="--skip-slow: torch.nn.init.trunc_normal_ at 256 M")
-                params.append(pytest.param(numel, dtype, method, marks=marks,
-                                           id=f"{method}-{DTYPE_IDS[dtype]}-{_label(numel)}"))
+                params.append(
+                    pytest.param(numel, dtype, method, marks=marks, id=f"{method}-{DTYPE_IDS[dtype]}-{_label(numel)}")
+                )
         metafunc.parametrize(("numel", "dtype", "method"), params)
 
 
@@ -147,13 +154,22 @@ def test_fill(benchmark, numel, dtype, method):
     fn = METHODS[method]
     x = torch.empty(numel, dtype=dtype)
     benchmark.group = f"{DTYPE_IDS[dtype]}-{_label(numel)}"
-    info = {"method": method, "numel": numel, "dtype": DTYPE_IDS[dtype],
-            "element_size": x.element_size(), "std": STD, "a": A, "b": B}
+    info = {
+        "method": method,
+        "numel": numel,
+        "dtype": DTYPE_IDS[dtype],
+        "element_size": x.element_size(),
+        "std": STD,
+        "a": A,
+        "b": B,
+    }
     if method == "tinit":
         info["backend"] = _tinit_backend(x)
         if info["backend"] != "cpu":
-            pytest.fail(f"tinit would run on its {info['backend']!r} backend, not the native CPU op; "
-                        "build it with scripts/setup.sh")
+            pytest.fail(
+                f"tinit would run on its {info['backend']!r} backend, not the native CPU op; "
+                "build it with scripts/setup.sh"
+            )
     x.fill_(float("nan"))
     start = time.perf_counter()
     fn(x)

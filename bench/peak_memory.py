@@ -26,7 +26,7 @@ LABELS = {
     "tinit": "tinit.trunc_normal_",
     "torch_trunc": "torch.nn.init.trunc_normal_",
     "normal": "torch.Tensor.normal_",
-    "tinit_xavier_uniform": "tinit.fill_(w, \"xavier_uniform\")",
+    "tinit_xavier_uniform": 'tinit.fill_(w, "xavier_uniform")',
     "uniform": "torch.nn.init.xavier_uniform_",
 }
 
@@ -63,28 +63,42 @@ def _child(method: str, numel: int) -> dict:
     before = maxrss_mib()
     fills[method](x)
     after = maxrss_mib()
-    return {"method": method, "numel": numel, "tensor_mib": numel * 4 / 2**20,
-            "rss_before_mib": before, "rss_peak_mib": after, "extra_mib": after - before,
-            "backend": backend}
+    return {
+        "method": method,
+        "numel": numel,
+        "tensor_mib": numel * 4 / 2**20,
+        "rss_before_mib": before,
+        "rss_peak_mib": after,
+        "extra_mib": after - before,
+        "backend": backend,
+    }
 
 
 def measure(numel: int) -> list[dict]:
     """One fresh subprocess per method; returns their records in METHODS order."""
     rows = []
     for method in METHODS:
-        out = subprocess.run([sys.executable, __file__, "--child", method, "--numel", str(numel)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", method, "--numel", str(numel)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return rows
 
 
 def markdown(rows: list[dict]) -> str:
     """The records as a markdown table (MiB)."""
-    lines = [(f"Filling {rows[0]['numel']:,} fp32 elements ({rows[0]['tensor_mib']:.0f} MiB), "
-              "std 0.02, a = -0.04, b = 0.04; resident-set high-water mark, fresh process per method."),
-             "",
-             "| method | peak RSS (MiB) | extra above the allocated tensor (MiB) |",
-             "| --- | ---: | ---: |"]
+    lines = [
+        (
+            f"Filling {rows[0]['numel']:,} fp32 elements ({rows[0]['tensor_mib']:.0f} MiB), "
+            "std 0.02, a = -0.04, b = 0.04; resident-set high-water mark, fresh process per method."
+        ),
+        "",
+        "| method | peak RSS (MiB) | extra above the allocated tensor (MiB) |",
+        "| --- | ---: | ---: |",
+    ]
     for r in rows:
         lines.append(f"| {LABELS[r['method']]} | {r['rss_peak_mib']:.0f} | {r['extra_mib']:.0f} |")
     return "\n".join(lines)
@@ -92,8 +106,9 @@ def markdown(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        default=os.environ.get("TINIT_BENCH_QUICK", "0") not in ("", "0"))
+    parser.add_argument(
+        "--quick", action="store_true", default=os.environ.get("TINIT_BENCH_QUICK", "0") not in ("", "0")
+    )
     parser.add_argument("--numel", type=int, default=None, help="elements (default 2^28, quick 2^24)")
     parser.add_argument("--json", help="also write the records here")
     parser.add_argument("--child", choices=METHODS, help=argparse.SUPPRESS)

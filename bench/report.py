@@ -37,13 +37,18 @@ def summarise(raw: dict) -> list[dict]:
     cases: dict[tuple[int, str], dict] = {}
     for bench in raw["benchmarks"]:
         info = bench["extra_info"]
-        row = cases.setdefault((info["numel"], info["dtype"]),
-                               {"numel": info["numel"], "dtype": info["dtype"], "methods": {}})
+        row = cases.setdefault(
+            (info["numel"], info["dtype"]), {"numel": info["numel"], "dtype": info["dtype"], "methods": {}}
+        )
         gelem, gbs = _rate(bench)
         row["methods"][info["method"]] = {
-            "gelem_s": gelem, "write_gb_s": gbs, "median_s": bench["stats"]["median"],
-            "rounds": bench["stats"]["rounds"], "out_of_bounds": info.get("out_of_bounds", 0),
-            "backend": info.get("backend")}
+            "gelem_s": gelem,
+            "write_gb_s": gbs,
+            "median_s": bench["stats"]["median"],
+            "rounds": bench["stats"]["rounds"],
+            "out_of_bounds": info.get("out_of_bounds", 0),
+            "backend": info.get("backend"),
+        }
     rows = []
     for key in sorted(cases, key=lambda k: (k[1] != "f32", k[0])):
         row = cases[key]
@@ -70,16 +75,20 @@ def markdown(rows: list[dict], env: dict, peak_rows: list[dict] | None, quick: b
     out = [
         f"# tinit fill benchmark{' (quick: 1 M elements)' if quick else ''}",
         "",
-        (f"- machine: {env['cpu_model']}, {env['logical_cpus']} logical CPUs "
-         f"({env['cpu_simd']}), torch threads {env['torch_threads']}"),
+        (
+            f"- machine: {env['cpu_model']}, {env['logical_cpus']} logical CPUs "
+            f"({env['cpu_simd']}), torch threads {env['torch_threads']}"
+        ),
         f"- torch {env['torch']}, tinit {env['tinit']}, Python {env['python']}",
         f"- commit {env['git_commit']}{dirty}, {env['date']}",
         "- every case: std 0.02, a = -0.04, b = 0.04 (+-2 sigma); median of whole in-place calls",
         "",
         "G elements/s (write GB/s in brackets):",
         "",
-        ("| case | tinit | torch trunc_normal_ | normal_ | zero_ | tinit / torch trunc_normal_ "
-         "| tinit / normal_ | tinit / zero_ |"),
+        (
+            "| case | tinit | torch trunc_normal_ | normal_ | zero_ | tinit / torch trunc_normal_ "
+            "| tinit / normal_ | tinit / zero_ |"
+        ),
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
@@ -87,10 +96,19 @@ def markdown(rows: list[dict], env: dict, peak_rows: list[dict] | None, quick: b
         for method in METHODS:
             m = row["methods"].get(method)
             cells.append("skipped" if m is None else f"{m['gelem_s']:.3g} ({m['write_gb_s']:.3g})")
-        out.append(f"| {row['dtype']} {_label(row['numel'])} | " + " | ".join(cells) + " | "
-                   + " | ".join([_fmt(row.get("tinit_over_torch_trunc"), ".1f", "x"),
-                                 _fmt(row.get("tinit_over_normal"), ".2f", "x"),
-                                 _fmt(row.get("tinit_over_zero"), ".0%")]) + " |")
+        out.append(
+            f"| {row['dtype']} {_label(row['numel'])} | "
+            + " | ".join(cells)
+            + " | "
+            + " | ".join(
+                [
+                    _fmt(row.get("tinit_over_torch_trunc"), ".1f", "x"),
+                    _fmt(row.get("tinit_over_normal"), ".2f", "x"),
+                    _fmt(row.get("tinit_over_zero"), ".0%"),
+                ]
+            )
+            + " |"
+        )
     headline = next((r for r in rows if (r["numel"], r["dtype"]) == HEADLINE), None)
     if headline is not None:
         out += ["", "Targets at 64 M fp32 (issue 2):"]
@@ -102,16 +120,20 @@ def markdown(rows: list[dict], env: dict, peak_rows: list[dict] | None, quick: b
     if violations:
         out += ["", "Values outside the exact [a, b] (validation allows the dtype-rounded bounds for torch's):"]
         for r, meth in violations:
-            out.append(f"- {meth} {r['dtype']} {_label(r['numel'])}: "
-                       f"{r['methods'][meth]['out_of_bounds']:,} values")
+            out.append(f"- {meth} {r['dtype']} {_label(r['numel'])}: {r['methods'][meth]['out_of_bounds']:,} values")
     if peak_rows:
         out += ["", "## Peak memory", "", peak_memory.markdown(peak_rows)]
-    out += ["", "Reproduce:", "", "```",
-            "bash scripts/setup.sh",
-            ".venv/bin/python -m pytest bench/bench_trunc_normal.py --benchmark-only "
-            "--benchmark-json=bench/results/raw.json" + (" --quick" if quick else ""),
-            ".venv/bin/python bench/report.py bench/results/raw.json" + (" --quick" if quick else ""),
-            "```"]
+    out += [
+        "",
+        "Reproduce:",
+        "",
+        "```",
+        "bash scripts/setup.sh",
+        ".venv/bin/python -m pytest bench/bench_trunc_normal.py --benchmark-only "
+        "--benchmark-json=bench/results/raw.json" + (" --quick" if quick else ""),
+        ".venv/bin/python bench/report.py bench/results/raw.json" + (" --quick" if quick else ""),
+        "```",
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -137,8 +159,13 @@ def main(argv: list[str] | None = None) -> None:
     report = markdown(rows, env, peak_rows, quick)
     print(report, end="")
 
-    write_report(args.out_dir, env, "_quick" if quick else "", report,
-                 {"quick": quick, "cases": rows, "peak_memory": peak_rows, "benchmark_datetime": raw.get("datetime")})
+    write_report(
+        args.out_dir,
+        env,
+        "_quick" if quick else "",
+        report,
+        {"quick": quick, "cases": rows, "peak_memory": peak_rows, "benchmark_datetime": raw.get("datetime")},
+    )
 
 
 if __name__ == "__main__":

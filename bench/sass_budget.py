@@ -75,14 +75,27 @@ REPO = Path(__file__).resolve().parent.parent
 CU_FILES = ("csrc/cuda/trunc_normal_kernel.cu", "csrc/cuda/trunc_normal_grouped_kernel.cu")
 ARCH = "sm_90"
 NVCC_FLAGS = ["-O3", "-std=c++17", "--fmad=false"]  # setup.py, the extension's release nvcc flags
-TORCH_NVCC_FLAGS = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
-                    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
-                    "--expt-relaxed-constexpr"]  # COMMON_NVCC_FLAGS of torch, if torch is absent
+TORCH_NVCC_FLAGS = [
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+]  # COMMON_NVCC_FLAGS of torch, if torch is absent
 MODEL = {"sms": 132, "schedulers": 4, "lanes": 32, "clock_ghz": 1.98, "hbm_tb_s": 4.8}
-MODEL_TEXT = ("G elem/s = min(132 SMs x 4 schedulers x 32 lanes x 1.98 GHz / SASS per element, "
-              "4.8 TB/s / bytes per element); weighted: SASS per element = fast + P(diverge) x slow")
-TYPES = {"float": "fp32", "double": "fp64", "__nv_bfloat16": "bf16", "__half": "fp16", "unsigned int": "words",
-         "c10::BFloat16": "bf16", "c10::Half": "fp16"}
+MODEL_TEXT = (
+    "G elem/s = min(132 SMs x 4 schedulers x 32 lanes x 1.98 GHz / SASS per element, "
+    "4.8 TB/s / bytes per element); weighted: SASS per element = fast + P(diverge) x slow"
+)
+TYPES = {
+    "float": "fp32",
+    "double": "fp64",
+    "__nv_bfloat16": "bf16",
+    "__half": "fp16",
+    "unsigned int": "words",
+    "c10::BFloat16": "bf16",
+    "c10::Half": "fp16",
+}
 BYTES = {"fp32": 4, "fp64": 8, "bf16": 2, "fp16": 2, "words": 4, "i32": 4}
 TIMEOUT_S = 900
 
@@ -130,8 +143,20 @@ def nvcc_flags(root: Path) -> list[str]:
 def compile_cu(source: Path, out_dir: Path, flags: list[str]) -> tuple[Path, str]:
     """``nvcc -cubin -arch=sm_90`` of one .cu: (cubin, ptxas -v log)."""
     cubin = out_dir / f"{source.stem}.{ARCH}.cubin"
-    proc = _run([shutil.which("nvcc") or "nvcc", "-cubin", f"-arch={ARCH}", *flags, "-Xptxas", "-v",
-                 "-o", str(cubin), str(source)], f"nvcc {source.name}")
+    proc = _run(
+        [
+            shutil.which("nvcc") or "nvcc",
+            "-cubin",
+            f"-arch={ARCH}",
+            *flags,
+            "-Xptxas",
+            "-v",
+            "-o",
+            str(cubin),
+            str(source),
+        ],
+        f"nvcc {source.name}",
+    )
     return cubin, proc.stdout + proc.stderr
 
 
@@ -146,8 +171,7 @@ def ptxas_info(log: str) -> dict[str, dict]:
             continue
         frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
         if frame and name:
-            info.setdefault(name, {}).update(stack=int(frame[1]), spill_stores=int(frame[2]),
-                                             spill_loads=int(frame[3]))
+            info.setdefault(name, {}).update(stack=int(frame[1]), spill_stores=int(frame[2]), spill_loads=int(frame[3]))
         regs = re.search(r"Used (\d+) registers", line)
         if regs and name:
             info.setdefault(name, {})["regs"] = int(regs[1])
@@ -174,7 +198,9 @@ def demangle(names: list[str]) -> list[str]:
     filt = shutil.which("cu++filt") or shutil.which("c++filt")
     if not filt or not names:
         return names
-    out = subprocess.run([filt], check=False, input="\n".join(names) + "\n", capture_output=True, text=True).stdout.splitlines()
+    out = subprocess.run(
+        [filt], check=False, input="\n".join(names) + "\n", capture_output=True, text=True
+    ).stdout.splitlines()
     return out if len(out) == len(names) else names
 
 
@@ -225,11 +251,18 @@ def cases_of(functions, usage, ptxas, names, backend, elems_of, refs) -> list[di
         kernel, dtype, mode = names[symbol]
         an = _sass.Analyzer(functions[symbol])
         res = {**usage.get(symbol, {}), **ptxas.get(symbol, {})}
-        common = {"backend": backend, "kernel": kernel, "dtype": dtype, "symbol": symbol,
-                  "regs": res.get("REG", res.get("regs")), "stack": res.get("stack", res.get("STACK")),
-                  "local_bytes": res.get("LOCAL"), "spill_stores": res.get("spill_stores"),
-                  "spill_loads": res.get("spill_loads"),
-                  "local_ops_static": sum(i.base in ("LDL", "STL") for b in an.fn.blocks for i in b.insts)}
+        common = {
+            "backend": backend,
+            "kernel": kernel,
+            "dtype": dtype,
+            "symbol": symbol,
+            "regs": res.get("REG", res.get("regs")),
+            "stack": res.get("stack", res.get("STACK")),
+            "local_bytes": res.get("LOCAL"),
+            "spill_stores": res.get("spill_stores"),
+            "spill_loads": res.get("spill_loads"),
+            "local_ops_static": sum(i.base in ("LDL", "STL") for b in an.fn.blocks for i in b.insts),
+        }
         runtime_mode = mode is None and dtype != "words" and bool(refs.get((backend, dtype)))
         paths = _sass.paths_of(an, runtime_mode)
         if not paths:
@@ -244,8 +277,9 @@ def cases_of(functions, usage, ptxas, names, backend, elems_of, refs) -> list[di
             if not runtime_mode:
                 # Misaligned tensors: the costliest of the shifted-run loops (one per shift).
                 shifted = [q for q in map(an.fast_path, an.shifted_loops()) if q is not None]
-                row["shifted_per_elem"] = max((len(q.insts) / elems_of(symbol, q, dtype) for q in shifted),
-                                              default=None)
+                row["shifted_per_elem"] = max(
+                    (len(q.insts) / elems_of(symbol, q, dtype) for q in shifted), default=None
+                )
             if dist is not None:
                 row["match_d"] = round(dist, 3)
             elif m is not None:
@@ -254,8 +288,9 @@ def cases_of(functions, usage, ptxas, names, backend, elems_of, refs) -> list[di
     return out
 
 
-def cuda_cases(source: Path, modes: dict[int, str], work: Path, keep: Path | None, refs: dict,
-               select=None) -> list[dict]:
+def cuda_cases(
+    source: Path, modes: dict[int, str], work: Path, keep: Path | None, refs: dict, select=None
+) -> list[dict]:
     """Cases of one .cu file (select: a predicate on (kernel, dtype, mode) to keep fewer)."""
     cubin, log = compile_cu(source, work, nvcc_flags(source.parents[2]))
     if keep:
@@ -273,8 +308,9 @@ def cuda_cases(source: Path, modes: dict[int, str], work: Path, keep: Path | Non
     return cases_of(functions, usage, ptxas_info(log), names, "cuda", elems, refs)
 
 
-def triton_cases(root: Path, modes: dict[int, str], work: Path, keep: Path | None, refs: dict,
-                 select=None) -> list[dict]:
+def triton_cases(
+    root: Path, modes: dict[int, str], work: Path, keep: Path | None, refs: dict, select=None
+) -> list[dict]:
     """Cases of the Triton kernels (select: a predicate on (kernel, dtype, mode) to compile fewer)."""
     functions, usage, ptxas, names, elems, extra = {}, {}, {}, {}, {}, {}
     failed = []
@@ -291,8 +327,9 @@ def triton_cases(root: Path, modes: dict[int, str], work: Path, keep: Path | Non
         # a program is 4 BLOCK elements (one Philox block per 4) over 32 num_warps threads
         elems[symbol] = 4 * k["block"] / (32 * k["num_warps"]) if k["block"] else None
         extra[symbol] = {"typed_by": k["typed_by"], "options": k["options"]}
-    cases = cases_of(functions, usage, ptxas, names, "triton",
-                     lambda s, p, d: elems[s] or p.stored_bits() / 8 / BYTES[d], refs)
+    cases = cases_of(
+        functions, usage, ptxas, names, "triton", lambda s, p, d: elems[s] or p.stored_bits() / 8 / BYTES[d], refs
+    )
     for c in cases:
         c.update(extra[c["symbol"]])
     return cases + failed
@@ -300,8 +337,10 @@ def triton_cases(root: Path, modes: dict[int, str], work: Path, keep: Path | Non
 
 def commit(root: Path) -> tuple[str, bool]:
     """(12-digit commit of root, or TINIT_COMMIT; whether the measured sources differ from it)."""
+
     def git(*args):
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+
     try:
         dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "csrc", "triton_kernels", "tinit"))
         found = git("rev-parse", "--short=12", "HEAD").strip()
@@ -311,16 +350,24 @@ def commit(root: Path) -> tuple[str, bool]:
 
 
 def versions() -> dict:
-    nvcc = subprocess.run([shutil.which("nvcc"), "--version"], check=False, capture_output=True,
-                          text=True).stdout if shutil.which("nvcc") else ""
+    nvcc = (
+        subprocess.run([shutil.which("nvcc"), "--version"], check=False, capture_output=True, text=True).stdout
+        if shutil.which("nvcc")
+        else ""
+    )
     try:
         import triton
+
         triton_version = triton.__version__
     except ImportError:
         triton_version = None
     release = re.search(r"release [\d.]+, V[\d.]+", nvcc)
-    return {"nvcc": release.group(0) if release else None, "triton": triton_version,
-            "nvdisasm": tool("nvdisasm"), "cuobjdump": tool("cuobjdump")}
+    return {
+        "nvcc": release.group(0) if release else None,
+        "triton": triton_version,
+        "nvdisasm": tool("nvdisasm"),
+        "cuobjdump": tool("cuobjdump"),
+    }
 
 
 def _fmt(value, digits=1) -> str:
@@ -329,23 +376,49 @@ def _fmt(value, digits=1) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-COLUMNS = ["backend", "kernel", "dtype", "mode", "SASS/elem", "slow/elem", "shifted/elem", "FP64/elem", "MUFU/elem",
-           "cvt/elem",
-           "regs", "spill st/ld B", "stack B", "LDL+STL", "store", "elems/iter", "est G elem/s"]
+COLUMNS = [
+    "backend",
+    "kernel",
+    "dtype",
+    "mode",
+    "SASS/elem",
+    "slow/elem",
+    "shifted/elem",
+    "FP64/elem",
+    "MUFU/elem",
+    "cvt/elem",
+    "regs",
+    "spill st/ld B",
+    "stack B",
+    "LDL+STL",
+    "store",
+    "elems/iter",
+    "est G elem/s",
+]
 
 
 def markdown(report: dict) -> str:
     """The report as a markdown table, with the command, versions and model above it."""
-    head = (f"`{report['command']}` at {report['commit']}{' (sources modified)' if report['dirty'] else ''}, "
-            f"{report['date']}; nvcc {report['versions']['nvcc']}, triton {report['versions']['triton']}, "
-            f"{report['arch']}.")
+    head = (
+        f"`{report['command']}` at {report['commit']}{' (sources modified)' if report['dirty'] else ''}, "
+        f"{report['date']}; nvcc {report['versions']['nvcc']}, triton {report['versions']['triton']}, "
+        f"{report['arch']}."
+    )
     skipped = "".join(f"\n\nSkipped: {why}" for why in report["skipped"])
-    lines = [head + skipped, "", f"Model: {report['model']}.", "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines = [
+        head + skipped,
+        "",
+        f"Model: {report['model']}.",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
     for c in report["cases"]:
         if "error" in c:
-            lines.append(f"| {c['backend']} | {c['kernel']} | {c['dtype']} | {c.get('mode_name') or '-'} | "
-                         f"error: {c['error']} |" + " |" * (len(COLUMNS) - 5))
+            lines.append(
+                f"| {c['backend']} | {c['kernel']} | {c['dtype']} | {c.get('mode_name') or '-'} | "
+                f"error: {c['error']} |" + " |" * (len(COLUMNS) - 5)
+            )
             continue
         mode = c.get("mode_name") or "-"
         if "match_d" in c:
@@ -353,17 +426,37 @@ def markdown(report: dict) -> str:
         est = f"{c['est_gelem_s']:.0f} ({c['bound']})"
         if c.get("p_diverge"):
             est += f"; P={c['p_diverge']}: {c['weighted_est_gelem_s']:.0f}"
-        cells = [c["backend"], c["kernel"], c["dtype"], mode, _fmt(c["sass_per_elem"], 2), _fmt(c["slow_per_elem"]),
-                 _fmt(c.get("shifted_per_elem"), 2),
-                 _fmt(c["fp64_per_elem"]), _fmt(c["mufu_per_elem"]), _fmt(c["cvt_per_elem"]), _fmt(c["regs"]),
-                 f"{_fmt(c['spill_stores'])}/{_fmt(c['spill_loads'])}", _fmt(c["stack"]),
-                 _fmt(c["local_ops_fast"]), c["store"], _fmt(c["elems"], 0), est]
+        cells = [
+            c["backend"],
+            c["kernel"],
+            c["dtype"],
+            mode,
+            _fmt(c["sass_per_elem"], 2),
+            _fmt(c["slow_per_elem"]),
+            _fmt(c.get("shifted_per_elem"), 2),
+            _fmt(c["fp64_per_elem"]),
+            _fmt(c["mufu_per_elem"]),
+            _fmt(c["cvt_per_elem"]),
+            _fmt(c["regs"]),
+            f"{_fmt(c['spill_stores'])}/{_fmt(c['spill_loads'])}",
+            _fmt(c["stack"]),
+            _fmt(c["local_ops_fast"]),
+            c["store"],
+            _fmt(c["elems"], 0),
+            est,
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def run(root: Path, cuda: bool = True, triton: bool = True, keep: Path | None = None, select=None,
-        p_diverge: dict | None = None) -> dict:
+def run(
+    root: Path,
+    cuda: bool = True,
+    triton: bool = True,
+    keep: Path | None = None,
+    select=None,
+    p_diverge: dict | None = None,
+) -> dict:
     """Measure root's kernels; returns the report (what --json writes).
 
     select(kernel, dtype, mode) -> bool limits what is compiled (Triton) and
@@ -393,13 +486,27 @@ def run(root: Path, cuda: bool = True, triton: bool = True, keep: Path | None = 
         p = p_diverge.get(c["mode_name"], p_diverge.get(str(c["mode"]), 0.0))
         if p:
             weighted = c["sass_per_elem"] + p * c["slow_per_elem"]
-            c.update(p_diverge=p, weighted_per_elem=weighted,
-                     weighted_est_gelem_s=throughput(weighted, c["dtype"])["est_gelem_s"])
+            c.update(
+                p_diverge=p,
+                weighted_per_elem=weighted,
+                weighted_est_gelem_s=throughput(weighted, c["dtype"])["est_gelem_s"],
+            )
     sha, dirty = commit(root)
-    return {"commit": sha, "dirty": dirty, "date": datetime.date.today().isoformat(), "arch": ARCH,
-            "root": str(root), "versions": versions(), "nvcc_flags": nvcc_flags(root), "modes": modes,
-            "model": MODEL_TEXT, "model_constants": MODEL, "p_diverge": p_diverge, "skipped": skipped,
-            "cases": cases}
+    return {
+        "commit": sha,
+        "dirty": dirty,
+        "date": datetime.date.today().isoformat(),
+        "arch": ARCH,
+        "root": str(root),
+        "versions": versions(),
+        "nvcc_flags": nvcc_flags(root),
+        "modes": modes,
+        "model": MODEL_TEXT,
+        "model_constants": MODEL,
+        "p_diverge": p_diverge,
+        "skipped": skipped,
+        "cases": cases,
+    }
 
 
 def main(argv=None) -> int:
@@ -410,18 +517,28 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, help="JSON path (default bench/results/sass_budget_<date>_<commit>.json)")
     parser.add_argument("--keep-dir", type=Path, help="keep cubins, SASS, PTX and ptxas logs here")
     parser.add_argument("--root", type=Path, default=REPO, help="source tree to measure (default: this checkout)")
-    parser.add_argument("--filter", help="regex on 'backend/kernel/dtype/mode' of the cases to report, "
-                        "e.g. '^cuda/trunc_normal_kernel/fp32/'")
-    parser.add_argument("--p-diverge", action="append", default=[], metavar="MODE=P",
-                        help="chance a warp takes a mode's slow blocks (mode name or value), e.g. tail=0.01")
+    parser.add_argument(
+        "--filter",
+        help="regex on 'backend/kernel/dtype/mode' of the cases to report, e.g. '^cuda/trunc_normal_kernel/fp32/'",
+    )
+    parser.add_argument(
+        "--p-diverge",
+        action="append",
+        default=[],
+        metavar="MODE=P",
+        help="chance a warp takes a mode's slow blocks (mode name or value), e.g. tail=0.01",
+    )
     args = parser.parse_args(argv)
     if args.keep_dir:
         args.keep_dir.mkdir(parents=True, exist_ok=True)
     p_diverge = {k: float(v) for k, v in (item.split("=", 1) for item in args.p_diverge)}
     pattern = re.compile(args.filter) if args.filter else None
     report = run(args.root.resolve(), args.cuda, args.triton, args.keep_dir, None, p_diverge)
-    report["cases"] = [c for c in report["cases"] if pattern is None or pattern.search(
-        f"{c['backend']}/{c['kernel']}/{c['dtype']}/{c['mode_name'] or ''}")]
+    report["cases"] = [
+        c
+        for c in report["cases"]
+        if pattern is None or pattern.search(f"{c['backend']}/{c['kernel']}/{c['dtype']}/{c['mode_name'] or ''}")
+    ]
     report["command"] = " ".join(["python bench/sass_budget.py", *(argv if argv is not None else sys.argv[1:])])
     text = markdown(report)
     sys.stdout.write(text)

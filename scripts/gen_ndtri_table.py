@@ -79,7 +79,7 @@ def segment_rows() -> list[list[float]]:
 def _check(rows: list[list[float]]) -> float:
     """Worst |P(r) - z| / max(|z|, 1) over each segment, evaluated in fp64 (units of 2^-24)."""
     worst = 0.0
-    for i, row in enumerate(rows[CENTRAL_ROWS - 1:len(rows) - TAIL_ROWS]):
+    for i, row in enumerate(rows[CENTRAL_ROWS - 1 : len(rows) - TAIL_ROWS]):
         if i == 0:
             t = np.linspace(0, 0.25**2, 2001)
             q = -np.sqrt(t)

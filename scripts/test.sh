@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up ./.venv (scripts/setup.sh), lint (ruff check) and run the test suite;
+# Set up ./.venv (scripts/setup.sh), lint (ruff check, ruff format --check) and
+# run the test suite;
 # extra arguments go to pytest.
 set -euo pipefail
 
@@ -8,4 +9,5 @@ cd "$ROOT"
 
 bash scripts/setup.sh
 .venv/bin/python -m ruff check .
+.venv/bin/python -m ruff format --check .
 exec .venv/bin/python -m pytest -q tests "$@"

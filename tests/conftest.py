@@ -26,8 +26,9 @@ WORD_COUNT = 2**32
 
 
 def pytest_addoption(parser):
-    parser.addoption("--run-slow", action="store_true", default=False,
-                     help="also run tests marked slow (tensors of several GiB)")
+    parser.addoption(
+        "--run-slow", action="store_true", default=False, help="also run tests marked slow (tensors of several GiB)"
+    )
 
 
 def pytest_configure(config):
@@ -47,8 +48,7 @@ def pytest_collection_modifyitems(config, items):
 def fill_at(shape, dtype, mean, std, a, b, *, seed, stream=0, offset=0, backend="auto"):
     """A fresh tensor filled by ``tinit.trunc_normal_at_``."""
     tensor = torch.empty(shape, dtype=dtype)
-    return tinit.trunc_normal_at_(tensor, mean, std, a, b, seed=seed, stream=stream,
-                                  offset=offset, backend=backend)
+    return tinit.trunc_normal_at_(tensor, mean, std, a, b, seed=seed, stream=stream, offset=offset, backend=backend)
 
 
 def ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
@@ -62,8 +62,9 @@ def ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     return np.maximum(np.ldexp(info.eps, exponent - 1), info.smallest_normal * info.eps)
 
 
-def assert_within_ulp(actual, expected, *, scale: float, dtype: torch.dtype, max_ulp: float,
-                      what: str, words=None) -> float:
+def assert_within_ulp(
+    actual, expected, *, scale: float, dtype: torch.dtype, max_ulp: float, what: str, words=None
+) -> float:
     """Check |actual - expected| <= max_ulp ulp of ``dtype`` at max(|expected|, scale).
 
     Args:
@@ -82,7 +83,9 @@ def assert_within_ulp(actual, expected, *, scale: float, dtype: torch.dtype, max
     err = np.where(np.isnan(err), np.inf, err)
     worst = int(np.argmax(err))
     if err[worst] > max_ulp:
-        where = f"index {worst}" + ("" if words is None else f" (stream word {int(np.asarray(words).reshape(-1)[worst])})")
+        where = f"index {worst}" + (
+            "" if words is None else f" (stream word {int(np.asarray(words).reshape(-1)[worst])})"
+        )
         raise AssertionError(
             f"{what}: {int(np.sum(err > max_ulp))} of {err.size} values differ by more than "
             f"{max_ulp} ulp; worst at {where}: got {got[worst]!r}, expected {ref[worst]!r}, "
@@ -146,7 +149,7 @@ def place_words(words, seed: int = 1) -> list[tuple[int, int, int, list[int]]]:
     words += [2**31] * (-len(words) % 4)
     placed = []
     for start in range(0, len(words), 4):
-        block = words[start:start + 4]
+        block = words[start : start + 4]
         key = seed
         while True:
             c0, c1, c2, c3 = numpy_philox.philox4x32_10_inverse(block, (key & 0xFFFFFFFF, key >> 32))

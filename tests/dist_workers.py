@@ -55,8 +55,10 @@ class Layout(NamedTuple):
 
     @property
     def id(self) -> str:
-        return (f"{'x'.join(map(str, self.shape))}-{self.dtype}-mesh{'x'.join(map(str, self.mesh_shape))}-"
-                f"{','.join(self.placements)}")
+        return (
+            f"{'x'.join(map(str, self.shape))}-{self.dtype}-mesh{'x'.join(map(str, self.mesh_shape))}-"
+            f"{','.join(self.placements)}"
+        )
 
 
 def _placement(code: str):
@@ -108,6 +110,7 @@ def _assert_bits_equal(actual: torch.Tensor, expected: torch.Tensor, what: str) 
 
 # --- DTensor layouts --------------------------------------------------------------------------------------------
 
+
 def _check_layout(layout: Layout, mesh, reference: torch.Tensor) -> list[str]:
     """Fill a NaN-initialised DTensor of ``layout``; compare with the single-process fill ``reference``.
 
@@ -116,8 +119,9 @@ def _check_layout(layout: Layout, mesh, reference: torch.Tensor) -> list[str]:
     distribution of ``arange(numel)``.
     """
     placements = [_placement(code) for code in layout.placements]
-    tensor = dtensor.full(layout.shape, float("nan"), dtype=DTYPES[layout.dtype], device_mesh=mesh,
-                          placements=placements)
+    tensor = dtensor.full(
+        layout.shape, float("nan"), dtype=DTYPES[layout.dtype], device_mesh=mesh, placements=placements
+    )
     failures = _on_every_rank(lambda: tinit.trunc_normal_at_(tensor, **FILL))
     if failures:
         return failures
@@ -128,10 +132,18 @@ def _check_layout(layout: Layout, mesh, reference: torch.Tensor) -> list[str]:
     def compare():
         _assert_bits_equal(gathered, reference, "full_tensor() vs single-process trunc_normal_at_")
         flat = ShardLayout.of_dtensor(tensor).flat_index()
-        torch.testing.assert_close(flat, expected_index, rtol=0, atol=0,
-                                   msg=lambda m: f"ShardLayout.flat_index() vs distribute_tensor(arange): {m}")
-        _assert_bits_equal(tensor.to_local(), reference.reshape(-1)[flat.reshape(-1)].view(flat.shape),
-                           "local shard vs single-process fill at the shard's global indices")
+        torch.testing.assert_close(
+            flat,
+            expected_index,
+            rtol=0,
+            atol=0,
+            msg=lambda m: f"ShardLayout.flat_index() vs distribute_tensor(arange): {m}",
+        )
+        _assert_bits_equal(
+            tensor.to_local(),
+            reference.reshape(-1)[flat.reshape(-1)].view(flat.shape),
+            "local shard vs single-process fill at the shard's global indices",
+        )
 
     def drop_in():
         # Every rank draws the key, its shard empty or not, so the ranks' generators stay in step.
@@ -141,13 +153,15 @@ def _check_layout(layout: Layout, mesh, reference: torch.Tensor) -> list[str]:
         state = torch.get_rng_state()
         torch.manual_seed(MODEL_SEED)
         key = int(torch.empty((), dtype=torch.int64).random_())
-        assert torch.equal(state, torch.get_rng_state()), \
+        assert torch.equal(state, torch.get_rng_state()), (
             f"trunc_normal_ did not draw exactly one key on a rank with a local shard of {tuple(again.to_local().shape)}"
+        )
         tinit.trunc_normal_at_(tensor, **bounds, seed=key)
         _assert_bits_equal(again.to_local(), tensor.to_local(), "trunc_normal_ vs trunc_normal_at_ with its key")
 
-    again = dtensor.full(layout.shape, float("nan"), dtype=DTYPES[layout.dtype], device_mesh=mesh,
-                         placements=placements)
+    again = dtensor.full(
+        layout.shape, float("nan"), dtype=DTYPES[layout.dtype], device_mesh=mesh, placements=placements
+    )
     return _on_every_rank(compare) + _on_every_rank(drop_in)
 
 
@@ -157,12 +171,20 @@ def _check_partial(layout: Layout, mesh) -> list[str]:
     local_shape = compute_local_shape_and_global_offset(layout.shape, mesh, placements)[0]
     local = torch.arange(math.prod(local_shape), dtype=DTYPES[layout.dtype]).view(local_shape)
     before = local.clone()
-    tensor = DTensor.from_local(local, mesh, placements, run_check=False, shape=layout.shape,
-                                stride=torch.empty(layout.shape, device="meta").stride())
+    tensor = DTensor.from_local(
+        local,
+        mesh,
+        placements,
+        run_check=False,
+        shape=layout.shape,
+        stride=torch.empty(layout.shape, device="meta").stride(),
+    )
 
     def refused():
-        for name, call in (("trunc_normal_at_", lambda: tinit.trunc_normal_at_(tensor, **FILL)),
-                           ("fill_", lambda: tinit.fill_(tensor, "normal", role="mlp_in", seed=FILL["seed"]))):
+        for name, call in (
+            ("trunc_normal_at_", lambda: tinit.trunc_normal_at_(tensor, **FILL)),
+            ("fill_", lambda: tinit.fill_(tensor, "normal", role="mlp_in", seed=FILL["seed"])),
+        ):
             try:
                 call()
             except ValueError as exc:
@@ -176,6 +198,7 @@ def _check_partial(layout: Layout, mesh) -> list[str]:
 
 
 # --- FSDP2 ------------------------------------------------------------------------------------------------------
+
 
 class _Attention(nn.Module):
     def __init__(self, dim):
@@ -287,8 +310,12 @@ def _check_two_d(mesh, kind: str, scheme: str = "gpt2") -> list[str]:
         fully_shard(model, mesh=mesh)
     else:
         plan = {f"self_attn.{n}": ColwiseParallel() for n in ("q_proj", "k_proj", "v_proj")}
-        plan |= {"self_attn.o_proj": RowwiseParallel(), "mlp.down_proj": RowwiseParallel(),
-                 "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel()}
+        plan |= {
+            "self_attn.o_proj": RowwiseParallel(),
+            "mlp.down_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(),
+            "mlp.up_proj": ColwiseParallel(),
+        }
         for layer in model.model.layers:
             parallelize_module(layer, mesh["tp"], plan)
             fully_shard(layer, mesh=mesh["dp"])
@@ -330,8 +357,15 @@ def _mesh(meshes: dict, shape: tuple[int, ...]):
     return meshes[shape]
 
 
-def run_world(rank: int, world: int, port: int, out_dir: str, layouts: list[Layout], partials: list[Layout],
-              fsdp_runs: list[tuple[str, bool]]) -> None:
+def run_world(
+    rank: int,
+    world: int,
+    port: int,
+    out_dir: str,
+    layouts: list[Layout],
+    partials: list[Layout],
+    fsdp_runs: list[tuple[str, bool]],
+) -> None:
     """Every layout, Partial and FSDP2 check of one world size; rank 0 writes {check id: [failures]}.
 
     Ids: ``Layout.id`` for layouts and partials, "fsdp-<scheme>-<grouped|ungrouped>"
@@ -345,8 +379,7 @@ def run_world(rank: int, world: int, port: int, out_dir: str, layouts: list[Layo
             mesh = _mesh(meshes, layout.mesh_shape)
             key = (layout.shape, layout.dtype)
             if key not in references:
-                references[key] = tinit.trunc_normal_at_(torch.empty(layout.shape, dtype=DTYPES[layout.dtype]),
-                                                         **FILL)
+                references[key] = tinit.trunc_normal_at_(torch.empty(layout.shape, dtype=DTYPES[layout.dtype]), **FILL)
             results[layout.id] = _check_layout(layout, mesh, references[key])
         references.clear()
         for layout in partials:
@@ -368,6 +401,7 @@ def run_world(rank: int, world: int, port: int, out_dir: str, layouts: list[Layo
 
 
 # --- peak memory ------------------------------------------------------------------------------------------------
+
 
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as statm:
@@ -403,7 +437,7 @@ def _spot_check(tensor, shape) -> None:
     for row in (0, local_shape[0] - 1):
         g = offsets[0] + row
         full_row = tinit.trunc_normal_at_(torch.empty(shape[1]), **{**FILL, "offset": FILL["offset"] + g * shape[1]})
-        _assert_bits_equal(local[row], full_row[offsets[1]:offsets[1] + local_shape[1]], f"global row {g}")
+        _assert_bits_equal(local[row], full_row[offsets[1] : offsets[1] + local_shape[1]], f"global row {g}")
 
 
 def measure_fill_memory(rank: int, world: int, port: int, out_dir: str, shape: tuple[int, int], dim: int) -> None:
@@ -421,9 +455,15 @@ def measure_fill_memory(rank: int, world: int, port: int, out_dir: str, shape: t
         tinit.trunc_normal_at_(tensor, **FILL)
         peak_after = _peak_rss_bytes()
         failures = _on_every_rank(lambda: _spot_check(tensor, shape))
-        record = {"rank": rank, "rss_before": rss_before, "peak_before": peak_before, "peak_after": peak_after,
-                  "shard_bytes": tensor.to_local().nbytes, "global_bytes": math.prod(shape) * 4,
-                  "value_failures": [f for f in failures if f.startswith(f"rank {rank}:")]}
+        record = {
+            "rank": rank,
+            "rss_before": rss_before,
+            "peak_before": peak_before,
+            "peak_after": peak_after,
+            "shard_bytes": tensor.to_local().nbytes,
+            "global_bytes": math.prod(shape) * 4,
+            "value_failures": [f for f in failures if f.startswith(f"rank {rank}:")],
+        }
         gathered = [None] * world
         dist.all_gather_object(gathered, record)
         _write_results(out_dir, gathered)

@@ -58,7 +58,7 @@ def stream_words(numel: int, seed: int, stream: int, offset: int = 0) -> np.ndar
     counter[:, 3] = stream >> 32
     words = philox4x32_10(counter, (seed & 0xFFFFFFFF, seed >> 32)).reshape(-1)
     start = offset - 4 * first
-    return words[start:start + numel]
+    return words[start : start + numel]
 
 
 def _inverse_mod_2_32(m: int) -> int:

@@ -74,20 +74,54 @@ MIDDLE = [2**31 - 2, 2**31 - 1, 2**31, 2**31 + 1, 2**31 + 2]
 # +-2, +-3 and +-1000 sigma windows at std 1, 0.002, 0.02, 0.03, 0.05, 1.7
 # and 3, on three successive builds of the kernel (fp32 AS 241 rationals: up
 # to 6.6 ulp; fp64 rationals: 2.7 ulp; the fp32 central mode: 4.4 ulp).
-HARD_WORDS = [57256808, 213650785, 340841845, 545576169, 579044013, 589147949, 605651305,
-              633193, 680526256, 900428, 3623146202, 3981452045, 4116865441, 4117615124,
-              4209744858, 4294284882, 579178081, 3629088091, 3686520864, 3993293898,
-              75267050, 4229983061, 201095688, 3705342489, 3692076126, 3623256989, 3626339084,
-              646581474, 578281445, 587602734, 3754919899, 3886192267, 321500573, 592061032,
-              658814048]
+HARD_WORDS = [
+    57256808,
+    213650785,
+    340841845,
+    545576169,
+    579044013,
+    589147949,
+    605651305,
+    633193,
+    680526256,
+    900428,
+    3623146202,
+    3981452045,
+    4116865441,
+    4117615124,
+    4209744858,
+    4294284882,
+    579178081,
+    3629088091,
+    3686520864,
+    3993293898,
+    75267050,
+    4229983061,
+    201095688,
+    3705342489,
+    3692076126,
+    3623256989,
+    3626339084,
+    646581474,
+    578281445,
+    587602734,
+    3754919899,
+    3886192267,
+    321500573,
+    592061032,
+    658814048,
+]
 
 
 def _window_params(xfail: dict[str, str] | None = None):
     """One pytest.param per window; those named in ``xfail`` marked xfail(strict=True)."""
     xfail = xfail or {}
-    return [pytest.param(name, window, id=name,
-                         marks=[pytest.mark.xfail(strict=True, reason=xfail[name])] if name in xfail else [])
-            for name, window in WINDOWS.items()]
+    return [
+        pytest.param(
+            name, window, id=name, marks=[pytest.mark.xfail(strict=True, reason=xfail[name])] if name in xfail else []
+        )
+        for name, window in WINDOWS.items()
+    ]
 
 
 def special_words(window, dtype) -> list[int]:
@@ -118,15 +152,15 @@ def bulk_oracle(name: str, numel: int) -> tuple[np.ndarray, np.ndarray]:
 
 def check_special(window, dtype, max_ulp, what):
     words, values = fill_special(window, dtype)
-    assert_within_ulp(values, oracle(words, *window), scale=window[1], dtype=dtype,
-                      max_ulp=max_ulp, what=what, words=words)
+    assert_within_ulp(
+        values, oracle(words, *window), scale=window[1], dtype=dtype, max_ulp=max_ulp, what=what, words=words
+    )
 
 
 def check_bulk(name, window, dtype, numel, max_ulp, what):
     words, expected = bulk_oracle(name, numel)
     values = fill_at(numel, dtype, *window, seed=BULK_SEED, stream=BULK_STREAM)
-    assert_within_ulp(values, expected, scale=window[1], dtype=dtype, max_ulp=max_ulp,
-                      what=what, words=words)
+    assert_within_ulp(values, expected, scale=window[1], dtype=dtype, max_ulp=max_ulp, what=what, words=words)
 
 
 @pytest.mark.parametrize("name,window", _window_params(F32_XFAIL))
@@ -164,18 +198,27 @@ def test_low_precision_rounds_once(name, window, dtype):
     words, values = fill_special(window, dtype)
     bulk_words, bulk_expected = bulk_oracle(name, 2**16)
     bulk = fill_at(2**16, dtype, *window, seed=BULK_SEED, stream=BULK_STREAM)
-    assert_within_ulp(np.concatenate([values, bulk.double().numpy()]),
-                      np.concatenate([oracle(words, *window), bulk_expected]),
-                      scale=window[1], dtype=dtype, max_ulp=1.0, what=f"{dtype} {name}",
-                      words=np.concatenate([words, bulk_words]))
+    assert_within_ulp(
+        np.concatenate([values, bulk.double().numpy()]),
+        np.concatenate([oracle(words, *window), bulk_expected]),
+        scale=window[1],
+        dtype=dtype,
+        max_ulp=1.0,
+        what=f"{dtype} {name}",
+        words=np.concatenate([words, bulk_words]),
+    )
 
 
 REFERENCE_TOLERANCE = {torch.float32: 4.0, torch.float64: F64_MAX_ULP, torch.bfloat16: 1.0, torch.float16: 1.0}
 
 
-@pytest.mark.parametrize("dtype", [pytest.param(d, id=i) for i, d in
-                                   (("f32", torch.float32), ("f64", torch.float64),
-                                    ("bf16", torch.bfloat16), ("f16", torch.float16))])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        pytest.param(d, id=i)
+        for i, d in (("f32", torch.float32), ("f64", torch.float64), ("bf16", torch.bfloat16), ("f16", torch.float16))
+    ],
+)
 @pytest.mark.parametrize("name,window", _window_params())
 def test_reference_backend_matches_cpu(name, window, dtype, request):
     """Same words, same transform: the torch backend's values within a few ulp of the CPU kernel's."""
@@ -190,18 +233,29 @@ def test_reference_backend_matches_cpu(name, window, dtype, request):
     numel = 2**16 + 3
     cpu = fill_at(numel, dtype, *window, seed=77, stream=2**40, offset=2**33 - 5, backend="cpu")
     ref = fill_at(numel, dtype, *window, seed=77, stream=2**40, offset=2**33 - 5, backend="torch")
-    assert_within_ulp(np.concatenate([cpu_special, cpu.double().numpy()]),
-                      np.concatenate([ref_special, ref.double().numpy()]),
-                      scale=window[1], dtype=dtype, max_ulp=REFERENCE_TOLERANCE[dtype],
-                      what=f"cpu vs torch backend, {dtype} {name}")
+    assert_within_ulp(
+        np.concatenate([cpu_special, cpu.double().numpy()]),
+        np.concatenate([ref_special, ref.double().numpy()]),
+        scale=window[1],
+        dtype=dtype,
+        max_ulp=REFERENCE_TOLERANCE[dtype],
+        what=f"cpu vs torch backend, {dtype} {name}",
+    )
 
 
 @pytest.mark.parametrize("name,window", _window_params())
 def test_reference_backend_f64_accuracy(name, window):
     """The pure-torch backend (fp64 math) against the oracle, on extreme words."""
     words, values = fill_special(window, torch.float64, backend="torch")
-    assert_within_ulp(values, oracle(words, *window), scale=window[1], dtype=torch.float64,
-                      max_ulp=F64_MAX_ULP, what=f"torch backend fp64 {name}", words=words)
+    assert_within_ulp(
+        values,
+        oracle(words, *window),
+        scale=window[1],
+        dtype=torch.float64,
+        max_ulp=F64_MAX_ULP,
+        what=f"torch backend fp64 {name}",
+        words=words,
+    )
 
 
 @pytest.mark.parametrize("backend", ["cpu", "torch"])
@@ -221,8 +275,18 @@ def test_values_increase_with_word(name, window, dtype, backend):
     )
 
 
-@pytest.mark.parametrize("name", ["central_2sigma", "one_sided_a0", "far_tail_8_100", "tail_20_25",
-                                  "tail_neginf_-15", "tail_38_39", "narrow_0.5_0.5001"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "central_2sigma",
+        "one_sided_a0",
+        "far_tail_8_100",
+        "tail_20_25",
+        "tail_neginf_-15",
+        "tail_38_39",
+        "narrow_0.5_0.5001",
+    ],
+)
 def test_oracle_against_mpmath(name):
     """The scipy oracle is itself accurate: within 8 fp64 ulp of an 80-digit inversion."""
     mpmath = pytest.importorskip("mpmath")
@@ -238,8 +302,15 @@ def test_oracle_against_mpmath(name):
             p = lo + (mpmath.mpf(frame_word) + mpmath.mpf(0.5)) / 2**32 * (hi - lo)
             z = _mp_lower_quantile(mpmath, p)
             exact.append(float(mean + std * sign * z))
-    assert_within_ulp(oracle(words, mean, std, a, b), exact, scale=std, dtype=torch.float64,
-                      max_ulp=8.0, what=f"scipy oracle vs mpmath, {name}", words=words)
+    assert_within_ulp(
+        oracle(words, mean, std, a, b),
+        exact,
+        scale=std,
+        dtype=torch.float64,
+        max_ulp=8.0,
+        what=f"scipy oracle vs mpmath, {name}",
+        words=words,
+    )
 
 
 def _mp_lower_quantile(mpmath, p):

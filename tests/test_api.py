@@ -44,7 +44,9 @@ def test_returns_the_tensor_filled_in_bounds(dtype, shape):
     assert out.shape == torch.Size(shape) and out.dtype == dtype
     values = out.double()
     assert torch.isfinite(values).all(), "non-finite values"
-    assert ((values >= 0.1) & (values <= 0.8)).all(), f"values outside [0.1, 0.8]: {values[(values < 0.1) | (values > 0.8)]}"
+    assert ((values >= 0.1) & (values <= 0.8)).all(), (
+        f"values outside [0.1, 0.8]: {values[(values < 0.1) | (values > 0.8)]}"
+    )
 
 
 def test_bounds_are_absolute():
@@ -110,12 +112,17 @@ def test_non_contiguous_view_default_generator(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
-@pytest.mark.parametrize("make", [
-    pytest.param(lambda dt: torch.empty(0, dtype=dt), id="empty"),
-    pytest.param(lambda dt: torch.empty(3, 0, 5, dtype=dt), id="empty_3d"),
-    pytest.param(lambda dt: torch.empty(4, 5, dtype=dt, device="meta"), id="meta"),
-    pytest.param(lambda dt: torch.nn.Parameter(torch.empty(2**20, 8, dtype=dt, device="meta")), id="meta_parameter"),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda dt: torch.empty(0, dtype=dt), id="empty"),
+        pytest.param(lambda dt: torch.empty(3, 0, 5, dtype=dt), id="empty_3d"),
+        pytest.param(lambda dt: torch.empty(4, 5, dtype=dt, device="meta"), id="meta"),
+        pytest.param(
+            lambda dt: torch.nn.Parameter(torch.empty(2**20, 8, dtype=dt, device="meta")), id="meta_parameter"
+        ),
+    ],
+)
 def test_empty_and_meta_are_no_ops(dtype, make):
     tensor = make(dtype)
     assert tinit.trunc_normal_(tensor) is tensor
@@ -180,16 +187,13 @@ def test_fill_normal_scheme(backend):
 def test_fill_gpt2_scheme(backend):
     n_layers = 12
     residual = torch.nn.Parameter(torch.empty(768, 512))
-    tinit.fill_(residual, "gpt2", name="transformer.h.3.attn.c_proj.weight", n_layers=n_layers,
-                seed=4, backend=backend)
+    tinit.fill_(residual, "gpt2", name="transformer.h.3.attn.c_proj.weight", n_layers=n_layers, seed=4, backend=backend)
     _realised_std_check(residual, 0.02 / math.sqrt(2 * n_layers), "gpt2 residual c_proj")
     mlp_out = torch.nn.Parameter(torch.empty(768, 512))
-    tinit.fill_(mlp_out, "gpt2", name="transformer.h.3.mlp.c_proj.weight", n_layers=n_layers,
-                seed=5, backend=backend)
+    tinit.fill_(mlp_out, "gpt2", name="transformer.h.3.mlp.c_proj.weight", n_layers=n_layers, seed=5, backend=backend)
     _realised_std_check(mlp_out, 0.02 / math.sqrt(2 * n_layers), "gpt2 residual mlp.c_proj")
     other = torch.nn.Parameter(torch.empty(768, 512))
-    tinit.fill_(other, "gpt2", name="transformer.h.3.attn.c_attn.weight", n_layers=n_layers,
-                seed=6, backend=backend)
+    tinit.fill_(other, "gpt2", name="transformer.h.3.attn.c_attn.weight", n_layers=n_layers, seed=6, backend=backend)
     _realised_std_check(other, 0.02, "gpt2 c_attn")
 
 
@@ -298,14 +302,17 @@ def test_unsupported_dtypes_raise(dtype, backend):
     assert torch.equal(torch.get_rng_state(), state), "torch's RNG advanced before the error"
 
 
-@pytest.mark.parametrize("kwargs,pattern", [
-    pytest.param({"seed": -1}, "seed", id="seed_negative"),
-    pytest.param({"seed": 2**64}, "seed", id="seed_too_big"),
-    pytest.param({"seed": 1, "stream": 2**64}, "stream", id="stream_too_big"),
-    pytest.param({"seed": 1, "offset": -1}, "offset", id="offset_negative"),
-    pytest.param({"seed": 1, "offset": 2**63 - 10}, "offset", id="offset_past_end"),
-    pytest.param({"seed": 1, "backend": "nope"}, "backend", id="unknown_backend"),
-])
+@pytest.mark.parametrize(
+    "kwargs,pattern",
+    [
+        pytest.param({"seed": -1}, "seed", id="seed_negative"),
+        pytest.param({"seed": 2**64}, "seed", id="seed_too_big"),
+        pytest.param({"seed": 1, "stream": 2**64}, "stream", id="stream_too_big"),
+        pytest.param({"seed": 1, "offset": -1}, "offset", id="offset_negative"),
+        pytest.param({"seed": 1, "offset": 2**63 - 10}, "offset", id="offset_past_end"),
+        pytest.param({"seed": 1, "backend": "nope"}, "backend", id="unknown_backend"),
+    ],
+)
 def test_bad_stream_position_raises(kwargs, pattern):
     tensor = _sample_tensor(torch.float32)
     before = tensor.clone()
@@ -315,11 +322,14 @@ def test_bad_stream_position_raises(kwargs, pattern):
 
 
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
-@pytest.mark.parametrize("window", [
-    pytest.param((0.0, 1.0, -2.0, 2.0), id="central"),
-    pytest.param((0.0, 1.0, 8.0, 100.0), id="far_tail"),
-    pytest.param((0.0, 1.0, -math.inf, -15.0), id="tail_mode"),
-])
+@pytest.mark.parametrize(
+    "window",
+    [
+        pytest.param((0.0, 1.0, -2.0, 2.0), id="central"),
+        pytest.param((0.0, 1.0, 8.0, 100.0), id="far_tail"),
+        pytest.param((0.0, 1.0, -math.inf, -15.0), id="tail_mode"),
+    ],
+)
 def test_opcheck_trunc_normal(dtype, window):
     tensor = torch.empty(5, 37, dtype=dtype)
     constants = list(transform_constants(*window, dtype))

@@ -26,23 +26,49 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_gpu
 import test_gpu
 
-SASS = {"cases": [
-    {"backend": "cuda", "kernel": "trunc_normal_kernel", "dtype": "fp32", "mode": 1, "mode_name": "two_sided",
-     "est_gelem_s": 600.0, "bound": "issue", "sass_per_elem": 50.0},
-    {"backend": "cuda", "kernel": "grouped_kernel", "dtype": "fp32", "mode": 1, "mode_name": "two_sided",
-     "est_gelem_s": 1.0},
-    {"backend": "cuda", "kernel": "trunc_normal_kernel", "dtype": "bf16", "mode": 3, "mode_name": "excursion",
-     "est_gelem_s": 250.0},
-    {"backend": "cuda", "kernel": "philox_kernel", "dtype": "words", "mode": None, "est_gelem_s": 1200.0},
-]}
+SASS = {
+    "cases": [
+        {
+            "backend": "cuda",
+            "kernel": "trunc_normal_kernel",
+            "dtype": "fp32",
+            "mode": 1,
+            "mode_name": "two_sided",
+            "est_gelem_s": 600.0,
+            "bound": "issue",
+            "sass_per_elem": 50.0,
+        },
+        {
+            "backend": "cuda",
+            "kernel": "grouped_kernel",
+            "dtype": "fp32",
+            "mode": 1,
+            "mode_name": "two_sided",
+            "est_gelem_s": 1.0,
+        },
+        {
+            "backend": "cuda",
+            "kernel": "trunc_normal_kernel",
+            "dtype": "bf16",
+            "mode": 3,
+            "mode_name": "excursion",
+            "est_gelem_s": 250.0,
+        },
+        {"backend": "cuda", "kernel": "philox_kernel", "dtype": "words", "mode": None, "est_gelem_s": 1200.0},
+    ]
+}
 
 
 def test_cpu_rehearsal_writes_validated_rows(tmp_path, monkeypatch):
     monkeypatch.delenv("OUT", raising=False)
     sass = tmp_path / "sass.json"
     sass.write_text(json.dumps(SASS))
-    assert bench_gpu.main(["--device", "cpu", "--sizes", "4K", "--sass-json", str(sass),
-                           "--out-dir", str(tmp_path / "out")]) == 0
+    assert (
+        bench_gpu.main(
+            ["--device", "cpu", "--sizes", "4K", "--sass-json", str(sass), "--out-dir", str(tmp_path / "out")]
+        )
+        == 0
+    )
     found = sorted((tmp_path / "out").glob("gpu_dryrun_*.json"))
     assert len(found) == 1 and found[0].with_suffix(".md").exists(), found
     report = json.loads(found[0].read_text())
@@ -104,12 +130,16 @@ sys.path[:0] = ["bench", "tests"]
 
 
 def test_gpu_check_modules_import_without_scipy():
-    code = BLOCK_MODULES + """
+    code = (
+        BLOCK_MODULES
+        + """
 import bench_gpu, bench_gpu_grouped
 import pytest
 sys.exit(pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", "tests/test_gpu.py"]))
 """
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          check=False)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert " collected in " in proc.stdout.splitlines()[-1], proc.stdout[-3000:]

@@ -16,8 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import bench_gpu_grouped
 
-TINY = ["--device", "cpu", "--blocks", "1", "--widths", "8", "--large-numel", "4K", "--shard", "16",
-        "--budget-s", "30"]
+TINY = ["--device", "cpu", "--blocks", "1", "--widths", "8", "--large-numel", "4K", "--shard", "16", "--budget-s", "30"]
 
 
 def _report(folder: Path) -> dict:
@@ -33,9 +32,16 @@ def test_cpu_rehearsal_writes_validated_rows(tmp_path, monkeypatch):
     assert report["complete"] and not report["failed"]
     timed = {(r["case"], r["dtype"], r["method"]) for r in report["results"] if "median_s" in r}
     for dtype in ("bf16", "f32"):
-        for case, method in [("large", "single"), ("large", "grouped_1"), ("shard", "runs"), ("shard", "row_loop"),
-                             ("model", "grouped"), ("model", "per_tensor"), ("model", "fill_loop"),
-                             ("model", "torch_loop")]:
+        for case, method in [
+            ("large", "single"),
+            ("large", "grouped_1"),
+            ("shard", "runs"),
+            ("shard", "row_loop"),
+            ("model", "grouped"),
+            ("model", "per_tensor"),
+            ("model", "fill_loop"),
+            ("model", "torch_loop"),
+        ]:
             assert (case, dtype, method) in timed, f"{case} {dtype} {method} was not timed: {report['results']}"
     grouped = next(r for r in report["results"] if r["case"] == "model" and r["method"] == "grouped")
     assert grouped["validation"]["bits"] == "equal to per_tensor"
@@ -58,15 +64,20 @@ def test_a_failing_method_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch)
     assert "FAILED: RuntimeError: injected failure" in (tmp_path / next(tmp_path.glob("*.md")).name).read_text()
 
 
-@pytest.mark.parametrize("args", [{"registers per thread": 72, "block": [256, 1, 1], "grid": [4096, 1, 1],
-                                   "est. achieved occupancy %": 38}, {}], ids=["full", "bare"])
+@pytest.mark.parametrize(
+    "args",
+    [{"registers per thread": 72, "block": [256, 1, 1], "grid": [4096, 1, 1], "est. achieved occupancy %": 38}, {}],
+    ids=["full", "bare"],
+)
 def test_trace_kernels_reads_kineto_kernel_events(args):
-    trace = {"traceEvents": [
-        {"ph": "X", "cat": "kernel", "name": "tinit_grouped_kernel", "args": args},
-        {"ph": "X", "cat": "kernel", "name": "tinit_grouped_kernel", "args": args},
-        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "args": {}},
-        {"ph": "X", "cat": "cpu_op", "name": "tinit::trunc_normal_grouped_", "args": {}},
-    ]}
+    trace = {
+        "traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "tinit_grouped_kernel", "args": args},
+            {"ph": "X", "cat": "kernel", "name": "tinit_grouped_kernel", "args": args},
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "args": {}},
+            {"ph": "X", "cat": "cpu_op", "name": "tinit::trunc_normal_grouped_", "args": {}},
+        ]
+    }
     found = bench_gpu_grouped.trace_kernels(trace)
     assert list(found) == ["tinit_grouped_kernel"] and found["tinit_grouped_kernel"]["launches"] == 2
     if args:

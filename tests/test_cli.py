@@ -50,7 +50,7 @@ def _parse(out: str) -> dict:
             report["speedup"] = float(line.split()[1].rstrip("x"))
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["role", "tensors"])
     header = lines[start].split()
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip():
             break
         row = dict(zip(header, line.split(), strict=True))
@@ -168,16 +168,25 @@ def test_materialise_recomputes_buffers():
     assert torch.equal(model.running_var, torch.ones(4)) and torch.equal(model.running_mean, torch.zeros(4))
 
 
-@pytest.mark.parametrize("alpha,beta", [(-2.0, 2.0), (-3.0, 3.0), (0.0, math.inf), (-1.0, 0.5), (8.0, 100.0)],
-                         ids=["2sigma", "3sigma", "half", "skew", "far-tail"])
+@pytest.mark.parametrize(
+    "alpha,beta",
+    [(-2.0, 2.0), (-3.0, 3.0), (0.0, math.inf), (-1.0, 0.5), (8.0, 100.0)],
+    ids=["2sigma", "3sigma", "half", "skew", "far-tail"],
+)
 def test_truncated_std_matches_scipy(alpha, beta):
     truncnorm = pytest.importorskip("scipy.stats").truncnorm
     assert truncated_std(0.02, alpha, beta) == pytest.approx(0.02 * truncnorm.std(alpha, beta), rel=1e-6)
 
 
 def test_python_dash_m():
-    result = subprocess.run([sys.executable, "-m", "tinit", "init", "--layers", "1", "--d-model", "64",
-                             "--no-progress"], check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "tinit", "init", "--layers", "1", "--d-model", "64", "--no-progress"],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     report = _parse(result.stdout)
     assert report["count"] == sum(p.numel() for p in _meta_gpt(1, 64).parameters())
@@ -197,8 +206,7 @@ HF_ROLES = {
 @pytest.mark.parametrize("model_type", sorted(HF_ROLES))
 def test_init_hf_families(capsys, model_type):
     """--hf MODEL_TYPE: a reduced config of each family, every role of the scheme within 3 % of its std."""
-    report = _run(capsys, "--hf", model_type, "--layers", "2", "--d-model", "64", "--no-progress",
-                  "--scheme", "modern")
+    report = _run(capsys, "--hf", model_type, "--layers", "2", "--d-model", "64", "--no-progress", "--scheme", "modern")
     assert set(report["rows"]) == HF_ROLES[model_type]
     assert report["written"] == report["distinct"]
     for role, row in report["rows"].items():
@@ -225,8 +233,9 @@ def test_init_scheme_options(capsys):
 def test_init_depth_rows(capsys):
     rows = _run(capsys, "--layers", "3", "--d-model", "64", "--no-progress", "--scheme", "depth_init")["rows"]
     for layer in range(3):
-        assert float(rows[f"attn_out@{layer}"]["parent_std"]) == pytest.approx(STD / math.sqrt(2 * (layer + 1)),
-                                                                                 rel=1e-5)
+        assert float(rows[f"attn_out@{layer}"]["parent_std"]) == pytest.approx(
+            STD / math.sqrt(2 * (layer + 1)), rel=1e-5
+        )
 
 
 def test_init_refused_scheme_exits_2(capsys):
@@ -236,8 +245,15 @@ def test_init_refused_scheme_exits_2(capsys):
 
 def _cli(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """``python -m tinit`` in a fresh process, so that stderr is exactly what a user sees."""
-    return subprocess.run([sys.executable, "-m", "tinit", *argv], check=False, cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tinit", *argv],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def _one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
@@ -252,8 +268,7 @@ def _one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA device")
 @pytest.mark.parametrize("backend", ["auto", "cuda", "triton"])
 def test_device_cuda_without_gpu_is_one_line(backend):
-    _one_line_error(_cli("init", *SMALL, "--device", "cuda", "--backend", backend), "--device cuda",
-                    "no CUDA device")
+    _one_line_error(_cli("init", *SMALL, "--device", "cuda", "--backend", backend), "--device cuda", "no CUDA device")
 
 
 def test_backend_cuda_on_the_cpu_is_one_line(capsys):
@@ -262,7 +277,8 @@ def test_backend_cuda_on_the_cpu_is_one_line(capsys):
     assert exit_info.value.code == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.strip().splitlines() == [
-        "tinit init: error: --backend cuda fills CUDA tensors only; add --device cuda"]
+        "tinit init: error: --backend cuda fills CUDA tensors only; add --device cuda"
+    ]
 
 
 def test_backend_triton_on_the_cpu_needs_the_interpreter():
@@ -280,8 +296,12 @@ def test_progress_bars_on_stderr(flag, capsys):
     argv = ["init", "--layers", "1", "--d-model", "64", "--compare", *flag]
     assert main(argv) == 0
     captured = capsys.readouterr()
-    bars = ("tinit fill (gpt2): 100%", "measuring stds: 100%", "torch.nn.init.trunc_normal_: 100%",
-            "tinit fill again (gpt2): 100%")
+    bars = (
+        "tinit fill (gpt2): 100%",
+        "measuring stds: 100%",
+        "torch.nn.init.trunc_normal_: 100%",
+        "tinit fill again (gpt2): 100%",
+    )
     n = len(list(_meta_gpt(1, 64).parameters()))
     if flag:
         assert captured.err == ""

@@ -24,8 +24,15 @@ from tinit.params import InternalOverlapError, representable_inside, transform_c
 from tinit.schemes import InitSpec
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
-FAN_SCHEMES = ("xavier_normal", "xavier_uniform", "kaiming_normal", "kaiming_uniform", "lecun_normal", "deepnorm",
-               "fixup")
+FAN_SCHEMES = (
+    "xavier_normal",
+    "xavier_uniform",
+    "kaiming_normal",
+    "kaiming_uniform",
+    "lecun_normal",
+    "deepnorm",
+    "fixup",
+)
 
 
 def _bits(tensor: torch.Tensor) -> torch.Tensor:
@@ -61,6 +68,7 @@ class _Unchanged:
 
 
 # --- meta device and the default device ---------------------------------------------------------
+
 
 def test_meta_default_device_is_a_no_op_and_draws_nothing():
     torch.manual_seed(0)
@@ -151,6 +159,7 @@ def test_bad_stream_position_with_a_drawn_seed_draws_nothing():
 
 # --- 0-element weights under fan-based schemes ---------------------------------------------------
 
+
 @pytest.mark.parametrize("shape", [(16, 0), (0, 8)])
 @pytest.mark.parametrize("scheme", FAN_SCHEMES)
 def test_zero_element_weights_are_no_ops_for_fan_schemes(scheme, shape):
@@ -181,12 +190,16 @@ def test_model_with_a_zero_element_layer(grouped):
 
 # --- nothing is written when any item is bad ------------------------------------------------------
 
+
 def test_grouped_refuses_an_expanded_item_before_writing():
     bias = torch.full((4,), 7.0)
     strided_base = torch.full((4, 8), 7.0)
     expanded_base = torch.zeros(3, 1)
-    items = [(bias, InitSpec(constant=0.0), 0), (strided_base[:, ::2], InitSpec(std=1.0), 1),
-             (expanded_base.expand(3, 4), InitSpec(std=1.0), 2)]
+    items = [
+        (bias, InitSpec(constant=0.0), 0),
+        (strided_base[:, ::2], InitSpec(std=1.0), 1),
+        (expanded_base.expand(3, 4), InitSpec(std=1.0), 2),
+    ]
     for sequential in (False, True):
         with _Unchanged(bias, strided_base, expanded_base), pytest.raises(InternalOverlapError, match="item 2"):
             write_grouped_(items, seed=1, sequential=sequential)
@@ -223,6 +236,7 @@ def test_storage_shared_between_items_is_written_in_order():
 
 # --- exception types ------------------------------------------------------------------------------
 
+
 def _nested():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -253,8 +267,9 @@ def test_bad_tensor_kinds_raise_type_error(make, error, match):
     assert torch.equal(torch.get_rng_state(), state)
 
 
-@pytest.mark.parametrize("kwargs", [{"mean": 10**400}, {"std": 10**400}, {"a": -(10**400)}, {"b": 10**400}],
-                         ids=["mean", "std", "a", "b"])
+@pytest.mark.parametrize(
+    "kwargs", [{"mean": 10**400}, {"std": 10**400}, {"a": -(10**400)}, {"b": 10**400}], ids=["mean", "std", "a", "b"]
+)
 def test_huge_ints_raise_value_error_naming_the_argument(kwargs):
     tensor = torch.full((3,), 7.0)
     (name,) = kwargs
@@ -281,9 +296,10 @@ def test_numpy_integers_are_ints():
     big = tinit.trunc_normal_at_(torch.empty(4), seed=np.uint64(2**64 - 1), stream=np.uint64(2**64 - 1))
     assert torch.equal(big, tinit.trunc_normal_at_(torch.empty(4), seed=2**64 - 1, stream=2**64 - 1))
     kwargs = {"role": "attn_out", "seed": 1, "d_model": 8}
-    assert torch.equal(tinit.fill_(torch.empty(8, 8), "depth_init", layer_idx=np.int64(2), n_layers=np.int64(4),
-                                   **kwargs),
-                       tinit.fill_(torch.empty(8, 8), "depth_init", layer_idx=2, n_layers=4, **kwargs))
+    assert torch.equal(
+        tinit.fill_(torch.empty(8, 8), "depth_init", layer_idx=np.int64(2), n_layers=np.int64(4), **kwargs),
+        tinit.fill_(torch.empty(8, 8), "depth_init", layer_idx=2, n_layers=4, **kwargs),
+    )
     model, again = nn.Linear(3, 2), nn.Linear(3, 2)
     tinit.init_model_(model, "normal", seed=np.int64(9))
     tinit.init_model_(again, "normal", seed=9)
@@ -308,8 +324,11 @@ def test_tiny_trunc_with_variance_preserving_is_finite():
     assert tinit.schemes.truncation_factor(1e-9) == pytest.approx(1e-9 / math.sqrt(3.0), rel=1e-12)
 
 
-@pytest.mark.parametrize("fans", [{"fan_in": 0, "fan_out": 0}, {"fan_in": -5}, {"fan_out": 0}, {"fan_in": 2.5},
-                                  {"fan_in": True}], ids=["zero", "negative", "zero-out", "float", "bool"])
+@pytest.mark.parametrize(
+    "fans",
+    [{"fan_in": 0, "fan_out": 0}, {"fan_in": -5}, {"fan_out": 0}, {"fan_in": 2.5}, {"fan_in": True}],
+    ids=["zero", "negative", "zero-out", "float", "bool"],
+)
 @pytest.mark.parametrize("scheme", ["xavier_uniform", "kaiming_normal"])
 def test_bad_explicit_fans_are_refused_by_name(scheme, fans):
     tensor = torch.full((3, 3), 7.0)
@@ -321,8 +340,9 @@ def test_bad_explicit_fans_are_refused_by_name(scheme, fans):
 # --- property suite -------------------------------------------------------------------------------
 
 SEEDS = st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 1, 2**63 - 1, 2**63, 2**64 - 2, 2**64 - 1]))
-OFFSETS = st.one_of(st.integers(0, 2**40), st.integers(2**63 - 300, 2**63 - 1),
-                    st.sampled_from([0, 2**63 - 1, 2**63, 2**64]))
+OFFSETS = st.one_of(
+    st.integers(0, 2**40), st.integers(2**63 - 300, 2**63 - 1), st.sampled_from([0, 2**63 - 1, 2**63, 2**64])
+)
 STDS = st.sampled_from([1e-30, 1e-3, 1.0, 3e4, 1e30])
 MEANS = st.sampled_from([0.0, -1.5, 1e4, -1e30])
 UNITS = (-math.inf, -8.0, -2.0, -0.01, 0.0, 0.5, 40.0, math.inf)
@@ -343,7 +363,9 @@ def views(draw):
     sizes = [draw(st.integers(0, 5)) for _ in range(ndim)]
     starts = [draw(st.integers(0, 2)) for _ in range(ndim)]
     steps = [draw(st.integers(1, 2)) for _ in range(ndim)]
-    base_shape = [start + max(size, 1) * step + draw(st.integers(0, 1)) for start, size, step in zip(starts, sizes, steps)]
+    base_shape = [
+        start + max(size, 1) * step + draw(st.integers(0, 1)) for start, size, step in zip(starts, sizes, steps)
+    ]
     base = torch.full(base_shape, math.nan, dtype=dtype)
     index = torch.arange(base.numel()).reshape(base_shape)
 
@@ -387,8 +409,9 @@ def _overlaps_view(view):
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=views(), mean=MEANS, std=STDS, window=windows(), seed=SEEDS, stream=SEEDS, offset=OFFSETS,
-       dropin=st.booleans())
+@given(
+    case=views(), mean=MEANS, std=STDS, window=windows(), seed=SEEDS, stream=SEEDS, offset=OFFSETS, dropin=st.booleans()
+)
 def test_property_fill_contract(case, mean, std, window, seed, stream, offset, dropin):
     base, view, where = case
     lo, hi = window
@@ -427,17 +450,27 @@ def test_property_fill_contract(case, mean, std, window, seed, stream, offset, d
             return
         torch.set_rng_state(rng)
         seed = int(torch.empty((), dtype=torch.int64).random_())
-    want = tinit.trunc_normal_at_(torch.empty(view.shape, dtype=view.dtype), mean, std, a, b, seed=seed,
-                                  stream=stream, offset=offset)
+    want = tinit.trunc_normal_at_(
+        torch.empty(view.shape, dtype=view.dtype), mean, std, a, b, seed=seed, stream=stream, offset=offset
+    )
     assert torch.equal(_bits(view), _bits(want)), "the view's values differ from the contiguous fill"
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases=st.lists(views(), min_size=1, max_size=4), std=STDS, seed=SEEDS,
-       streams=st.lists(SEEDS, min_size=4, max_size=4), sequential=st.booleans())
+@given(
+    cases=st.lists(views(), min_size=1, max_size=4),
+    std=STDS,
+    seed=SEEDS,
+    streams=st.lists(SEEDS, min_size=4, max_size=4),
+    sequential=st.booleans(),
+)
 def test_property_grouped_contract(cases, std, seed, streams, sequential):
-    specs = [InitSpec(std=std), InitSpec(constant=0.0), InitSpec(std=std, distribution="uniform"),
-             InitSpec(constant=-2.0)]
+    specs = [
+        InitSpec(std=std),
+        InitSpec(constant=0.0),
+        InitSpec(std=std, distribution="uniform"),
+        InitSpec(constant=-2.0),
+    ]
     items = [FillItem(view, specs[i % 4], streams[i]) for i, (_, view, _) in enumerate(cases)]
     bases = [base for base, _, _ in cases]
     before = [_bits(base) for base in bases]
@@ -459,8 +492,9 @@ def test_property_grouped_contract(cases, std, seed, streams, sequential):
     assert accepted, "accepted a grouped call that should be refused"
     event("accepted")
     for item in items:
-        want = write_spec_(torch.empty(item.tensor.shape, dtype=item.tensor.dtype), item.spec, seed=seed,
-                           stream=item.stream)
+        want = write_spec_(
+            torch.empty(item.tensor.shape, dtype=item.tensor.dtype), item.spec, seed=seed, stream=item.stream
+        )
         assert torch.equal(_bits(item.tensor), _bits(want)), "a grouped item differs from write_spec_ alone"
     for (base, _, where), _item in zip(cases, items):
         covered = torch.zeros(base.numel(), dtype=torch.bool)

@@ -47,14 +47,19 @@ GROUPED_HEADER = ROOT / "csrc" / "cuda" / "trunc_normal_grouped_kernel.h"
 HARNESS = ROOT / "tests" / "cuda_host_harness.cu"
 NVCC = shutil.which("nvcc")
 # The defines torch.utils.cpp_extension adds to every nvcc call of the extension.
-TORCH_NVCC_DEFINES = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
-                      "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
-                      "--expt-relaxed-constexpr"]
+TORCH_NVCC_DEFINES = [
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+]
 COMMON = ["-I", str(ROOT / "csrc" / "include"), "--fmad=false", "-O3", "-std=c++17"]
 TIMEOUT_S = 300
 
 pytestmark = pytest.mark.skipif(
-    NVCC is None, reason="no nvcc on PATH: the CUDA compile checks need the CUDA toolkit (nvcc)")
+    NVCC is None, reason="no nvcc on PATH: the CUDA compile checks need the CUDA toolkit (nvcc)"
+)
 
 
 def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess:
@@ -71,8 +76,7 @@ def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess:
 
 def _cuda_include() -> Path:
     """The include folder of the toolkit that the nvcc on PATH belongs to."""
-    for root in (Path(NVCC).parent.parent, Path(os.path.realpath(NVCC)).parent.parent,
-                 Path("/usr/local/cuda")):
+    for root in (Path(NVCC).parent.parent, Path(os.path.realpath(NVCC)).parent.parent, Path("/usr/local/cuda")):
         if (root / "include" / "cuda_runtime_api.h").exists():
             return root / "include"
     pytest.skip(f"no include/cuda_runtime_api.h beside {NVCC}")
@@ -81,34 +85,82 @@ def _cuda_include() -> Path:
 @pytest.mark.parametrize("kernel", [KERNEL, GROUPED_KERNEL], ids=lambda k: k.stem)
 def test_kernel_compiles_for_sm90_and_sm80(tmp_path, kernel):
     obj = tmp_path / f"{kernel.stem}.o"
-    _run([NVCC, "-c", str(kernel), "-o", str(obj), *COMMON, *TORCH_NVCC_DEFINES,
-          "-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_80,code=sm_80"],
-         f"nvcc -c {kernel.name} for sm_90 and sm_80")
+    _run(
+        [
+            NVCC,
+            "-c",
+            str(kernel),
+            "-o",
+            str(obj),
+            *COMMON,
+            *TORCH_NVCC_DEFINES,
+            "-gencode",
+            "arch=compute_90,code=sm_90",
+            "-gencode",
+            "arch=compute_80,code=sm_80",
+        ],
+        f"nvcc -c {kernel.name} for sm_90 and sm_80",
+    )
     assert obj.stat().st_size > 0
 
 
-@pytest.mark.parametrize("header,use", [
-    pytest.param(HEADER, "TinitTransformParams p = {{0}}; (void)p;"
-                 " return TINIT_FLOAT32 + (int)TINIT_FLAG_COMPUTE_ONLY - 1;", id="trunc_normal_kernel.h"),
-    pytest.param(GROUPED_HEADER, "TinitGroupEntry e = {0}; (void)e; (void)&tinit_grouped_pack;"
-                 " return (int)tinit_grouped_table_bytes(TINIT_GROUP_WORDS, 0, 0) + TINIT_GROUP_KINDS - 5;",
-                 id="trunc_normal_grouped_kernel.h"),
-])
+@pytest.mark.parametrize(
+    "header,use",
+    [
+        pytest.param(
+            HEADER,
+            "TinitTransformParams p = {{0}}; (void)p; return TINIT_FLOAT32 + (int)TINIT_FLAG_COMPUTE_ONLY - 1;",
+            id="trunc_normal_kernel.h",
+        ),
+        pytest.param(
+            GROUPED_HEADER,
+            "TinitGroupEntry e = {0}; (void)e; (void)&tinit_grouped_pack;"
+            " return (int)tinit_grouped_table_bytes(TINIT_GROUP_WORDS, 0, 0) + TINIT_GROUP_KINDS - 5;",
+            id="trunc_normal_grouped_kernel.h",
+        ),
+    ],
+)
 def test_launcher_header_is_plain_c(tmp_path, header, use):
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler on PATH")
     source = tmp_path / "use_header.c"
     source.write_text(f'#include "{header.name}"\nint main(void) {{ {use} }}\n')
-    _run([cc, "-std=c99", "-Wall", "-Werror", "-fsyntax-only", "-I", str(header.parent),
-          "-I", str(_cuda_include()), str(source)], f"cc -std=c99 on {header.name}")
+    _run(
+        [
+            cc,
+            "-std=c99",
+            "-Wall",
+            "-Werror",
+            "-fsyntax-only",
+            "-I",
+            str(header.parent),
+            "-I",
+            str(_cuda_include()),
+            str(source),
+        ],
+        f"cc -std=c99 on {header.name}",
+    )
 
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory) -> Path:
     exe = tmp_path_factory.mktemp("harness") / "cuda_host_harness"
-    _run([NVCC, str(HARNESS), "-o", str(exe), *COMMON, "-I", str(KERNEL.parent),
-          "-arch=sm_90", "-Xcompiler", "-ffp-contract=off"], "nvcc cuda_host_harness.cu")
+    _run(
+        [
+            NVCC,
+            str(HARNESS),
+            "-o",
+            str(exe),
+            *COMMON,
+            "-I",
+            str(KERNEL.parent),
+            "-arch=sm_90",
+            "-Xcompiler",
+            "-ffp-contract=off",
+        ],
+        "nvcc cuda_host_harness.cu",
+    )
     return exe
 
 
@@ -152,10 +204,30 @@ CASES = [
 ]
 
 
-def _harness_run(exe: Path, kind: str, dtype_code: int, numel: int, seed: int, stream: int,
-                 offset: int, shift: int, threads: int, constants=()) -> bytes:
-    cmd = [str(exe), kind, str(dtype_code), str(numel), str(seed), str(stream), str(offset),
-           str(shift), str(threads), *(repr(float(c)) for c in constants)]
+def _harness_run(
+    exe: Path,
+    kind: str,
+    dtype_code: int,
+    numel: int,
+    seed: int,
+    stream: int,
+    offset: int,
+    shift: int,
+    threads: int,
+    constants=(),
+) -> bytes:
+    cmd = [
+        str(exe),
+        kind,
+        str(dtype_code),
+        str(numel),
+        str(seed),
+        str(stream),
+        str(offset),
+        str(shift),
+        str(threads),
+        *(repr(float(c)) for c in constants),
+    ]
     proc = subprocess.run(cmd, check=False, capture_output=True, timeout=120)
     assert proc.returncode != 2, f"{' '.join(cmd)}: wrote outside the output tensor"
     assert proc.returncode == 0, f"{' '.join(cmd)}: exit {proc.returncode}"
@@ -171,12 +243,15 @@ def _assert_same_bits(got: bytes, want: torch.Tensor, what: str) -> None:
         b = np.frombuffer(want_bytes, dtype=np.uint8).reshape(-1, size)
         bad = np.nonzero((a != b).any(axis=1))[0]
         got_t = torch.frombuffer(bytearray(got), dtype=want.dtype)
-        raise AssertionError(f"{what}: {bad.size} of {want.numel()} elements differ; first at {bad[0]}: "
-                             f"got {got_t[bad[0]].item()!r}, CPU op {want[bad[0]].item()!r}")
+        raise AssertionError(
+            f"{what}: {bad.size} of {want.numel()} elements differ; first at {bad[0]}: "
+            f"got {got_t[bad[0]].item()!r}, CPU op {want[bad[0]].item()!r}"
+        )
 
 
-needs_native = pytest.mark.skipif(not ops.native_available(),
-                                  reason=f"native extension not built: {ops.native_load_error()}")
+needs_native = pytest.mark.skipif(
+    not ops.native_available(), reason=f"native extension not built: {ops.native_load_error()}"
+)
 
 
 @needs_native
@@ -184,19 +259,23 @@ needs_native = pytest.mark.skipif(not ops.native_available(),
 def test_host_run_of_kernel_matches_cpu_op(harness, window, dtype, numel, offset, shift):
     constants = transform_constants(*WINDOWS[window], dtype)
     seed, stream = 2**63 + 12345, 2**33 + 7
-    got = _harness_run(harness, "values", DTYPE_CODES[dtype], numel, seed, stream, offset, shift,
-                       threads=5, constants=constants)
+    got = _harness_run(
+        harness, "values", DTYPE_CODES[dtype], numel, seed, stream, offset, shift, threads=5, constants=constants
+    )
     want = torch.empty(numel, dtype=dtype)
     ops.trunc_normal_native(want, seed, stream, offset, constants)
     _assert_same_bits(got, want, f"host run of the CUDA kernel code, {window} {dtype}, offset {offset}")
 
 
 @needs_native
-@pytest.mark.parametrize("numel,offset,shift", [
-    pytest.param(1030, 0, 0, id="aligned"),
-    pytest.param(1031, 3, 1, id="offset3-shift1"),
-    pytest.param(40, 2**34 - 17, 0, id="across-2^32-blocks"),
-])
+@pytest.mark.parametrize(
+    "numel,offset,shift",
+    [
+        pytest.param(1030, 0, 0, id="aligned"),
+        pytest.param(1031, 3, 1, id="offset3-shift1"),
+        pytest.param(40, 2**34 - 17, 0, id="across-2^32-blocks"),
+    ],
+)
 def test_host_run_of_words_kernel_matches_cpu_op(harness, numel, offset, shift):
     got = _harness_run(harness, "words", 0, numel, 99, 2**62 + 5, offset, shift, threads=3)
     want = torch.empty(numel, dtype=torch.int32)
@@ -217,10 +296,10 @@ WORDS_KIND = 4
 # float-compute dtypes get all four from these; float64 gets 1, 2 and 3 (its
 # narrow window is two-sided at fp64 precision).
 MODE_WINDOWS = [
-    (0.0, 1.0, 0.5, 0.5001),         # uniform: linear density on a narrow window
-    (0.0, 1.0, -4.0, 4.0),           # two-sided
+    (0.0, 1.0, 0.5, 0.5001),  # uniform: linear density on a narrow window
+    (0.0, 1.0, -4.0, 4.0),  # two-sided
     (1.0, 1.0 / 7.0, -math.inf, 0.0),  # precise: x near 0, 7 std below the mean
-    (0.0, 1.0, 8.0, 100.0),          # tail
+    (0.0, 1.0, 8.0, 100.0),  # tail
 ]
 # (numel, offset): every offset % 4, one offset past 2^34 and one range across it.
 GROUP_SIZES = [(0, 5), (1, 3), (3, 2), (4, 1), (5, 0), (4097, 2**34 + 3), (10**5, 2**34 - 4099)]
@@ -230,20 +309,32 @@ GROUP_SEED = 2**63 + 12345
 @pytest.fixture(scope="module")
 def grouped_harness(tmp_path_factory) -> Path:
     exe = tmp_path_factory.mktemp("grouped_harness") / "cuda_grouped_host_harness"
-    _run([NVCC, str(ROOT / "tests" / "cuda_grouped_host_harness.cu"), "-o", str(exe), *COMMON,
-          "-I", str(KERNEL.parent), "-arch=sm_90", "-Xcompiler", "-ffp-contract=off"],
-         "nvcc cuda_grouped_host_harness.cu")
+    _run(
+        [
+            NVCC,
+            str(ROOT / "tests" / "cuda_grouped_host_harness.cu"),
+            "-o",
+            str(exe),
+            *COMMON,
+            "-I",
+            str(KERNEL.parent),
+            "-arch=sm_90",
+            "-Xcompiler",
+            "-ffp-contract=off",
+        ],
+        "nvcc cuda_grouped_host_harness.cu",
+    )
     return exe
 
 
 def _grouped_run(exe: Path, records: list[str], grid: int, seed: int = GROUP_SEED) -> tuple[bytes, dict]:
     """Run the harness on records; return the outputs' bytes and its table_bytes / chunks report."""
     spec = "\n".join([str(seed), *records]) + "\n"
-    proc = subprocess.run([str(exe), str(grid)], input=spec.encode(), check=False, capture_output=True,
-                          timeout=120)
+    proc = subprocess.run([str(exe), str(grid)], input=spec.encode(), check=False, capture_output=True, timeout=120)
     what = {1: "a bad spec", 2: "a write outside an output", 3: "the pack refusing the table"}
-    assert proc.returncode == 0, f"grouped harness (grid {grid}): exit {proc.returncode}, " \
-                                 f"{what.get(proc.returncode, 'a crash')}"
+    assert proc.returncode == 0, (
+        f"grouped harness (grid {grid}): exit {proc.returncode}, {what.get(proc.returncode, 'a crash')}"
+    )
     words = proc.stderr.decode().split()
     return proc.stdout, {words[i]: int(words[i + 1]) for i in range(0, len(words), 2)}
 
@@ -257,16 +348,18 @@ def _tensor_record(kind: int, numel: int, stream: int, offset: int, shift: int, 
 
 
 def _runs_record(kind: int, numel: int, stream: int, runs, shift: int, constants=()) -> str:
-    return (f"R {kind} {numel} {stream} {runs.base} {shift} {runs.run} "
-            f"{len(runs.outer_sizes)} {_numbers(runs.outer_sizes)} "
-            f"{len(runs.outer_starts)} {_numbers(runs.outer_starts)} {_numbers(constants)}")
+    return (
+        f"R {kind} {numel} {stream} {runs.base} {shift} {runs.run} "
+        f"{len(runs.outer_sizes)} {_numbers(runs.outer_sizes)} "
+        f"{len(runs.outer_starts)} {_numbers(runs.outer_starts)} {_numbers(constants)}"
+    )
 
 
 def _split(got: bytes, tensors: list[torch.Tensor]) -> list[bytes]:
     parts, at = [], 0
     for t in tensors:
         size = t.numel() * t.element_size()
-        parts.append(got[at:at + size])
+        parts.append(got[at : at + size])
         at += size
     assert at == len(got), f"harness wrote {len(got)} bytes, expected {at}"
     return parts
@@ -286,19 +379,23 @@ def _mixed_group():
 
 
 @needs_native
-@pytest.mark.parametrize("grid", [pytest.param(0, id="launcher-grid"), pytest.param(1, id="grid1"),
-                                  pytest.param(3, id="grid3")])
+@pytest.mark.parametrize(
+    "grid", [pytest.param(0, id="launcher-grid"), pytest.param(1, id="grid1"), pytest.param(3, id="grid3")]
+)
 def test_grouped_host_run_matches_cpu_grouped_op(grouped_harness, grid):
     tensors, streams, offsets, constants, shifts = _mixed_group()
     assert {c[0] for c in constants} == {0.0, 1.0, 2.0, 3.0}, "the list must reach every transform mode"
-    records = [_tensor_record(DTYPE_CODES[t.dtype], t.numel(), s, o, sh, c)
-               for t, s, o, c, sh in zip(tensors, streams, offsets, constants, shifts)]
+    records = [
+        _tensor_record(DTYPE_CODES[t.dtype], t.numel(), s, o, sh, c)
+        for t, s, o, c, sh in zip(tensors, streams, offsets, constants, shifts)
+    ]
     got, report = _grouped_run(grouped_harness, records, grid)
     ops.trunc_normal_grouped_native(tensors, GROUP_SEED, streams, offsets, constants)
     # The harness writes its outputs in record order, each kind's launch in turn.
     for t, part, o, sh, c in zip(tensors, _split(got, tensors), offsets, shifts, constants):
-        _assert_same_bits(part, t, f"grouped host run (grid {grid}): {t.dtype} n={t.numel()} offset {o} "
-                                   f"shift {sh} mode {int(c[0])}")
+        _assert_same_bits(
+            part, t, f"grouped host run (grid {grid}): {t.dtype} n={t.numel()} offset {o} shift {sh} mode {int(c[0])}"
+        )
     assert report["chunks"] > 0
 
 
@@ -317,16 +414,22 @@ RUNS_LAYOUTS = [
     pytest.param((6, 40, 33), (6, 15, 33), (0, 8, 0), id="middle-dim-of-3d"),
     pytest.param((4, 10, 12), (3, 5, 6), (1, 2, 3), id="block-of-3d-two-outer-dims"),
 ]
-RUNS_KINDS = [pytest.param(dtype, id=name) for name, dtype in
-              (("f32", torch.float32), ("f64", torch.float64), ("bf16", torch.bfloat16),
-               ("f16", torch.float16), ("words", torch.int32))]
+RUNS_KINDS = [
+    pytest.param(dtype, id=name)
+    for name, dtype in (
+        ("f32", torch.float32),
+        ("f64", torch.float64),
+        ("bf16", torch.bfloat16),
+        ("f16", torch.float16),
+        ("words", torch.int32),
+    )
+]
 
 
 @needs_native
 @pytest.mark.parametrize("dtype", RUNS_KINDS)
 @pytest.mark.parametrize("global_shape,local_shape,shard_offsets", RUNS_LAYOUTS)
-def test_runs_host_run_matches_cpu_runs_ops(grouped_harness, global_shape, local_shape, shard_offsets,
-                                            dtype):
+def test_runs_host_run_matches_cpu_runs_ops(grouped_harness, global_shape, local_shape, shard_offsets, dtype):
     from tinit.sharding import ShardLayout
 
     layout = ShardLayout.from_offsets(global_shape, local_shape, shard_offsets)
@@ -337,8 +440,15 @@ def test_runs_host_run_matches_cpu_runs_ops(grouped_harness, global_shape, local
         assert runs.outer_sizes, f"{layout.local_shape} of {global_shape} should be rows, not one range"
         want = torch.empty(local_shape, dtype=dtype)
         if dtype == torch.int32:
-            torch.ops.tinit.philox_runs_(want, GROUP_SEED - 2**64, ops.as_int64(stream), runs.base, runs.run,
-                                         list(runs.outer_sizes), list(runs.outer_starts))
+            torch.ops.tinit.philox_runs_(
+                want,
+                GROUP_SEED - 2**64,
+                ops.as_int64(stream),
+                runs.base,
+                runs.run,
+                list(runs.outer_sizes),
+                list(runs.outer_starts),
+            )
             records.append(_runs_record(WORDS_KIND, want.numel(), stream, runs, shift))
         else:
             constants = transform_constants(*MODE_WINDOWS[(i + 3) % 4], dtype)
@@ -347,17 +457,22 @@ def test_runs_host_run_matches_cpu_runs_ops(grouped_harness, global_shape, local
         tensors.append(want)
     got, _ = _grouped_run(grouped_harness, records, grid=2)
     for i, (part, want) in enumerate(zip(_split(got, tensors), tensors)):
-        _assert_same_bits(part, want, f"runs host run, {dtype} {local_shape} of {global_shape} at "
-                                      f"{shard_offsets}, case {i}")
+        _assert_same_bits(
+            part, want, f"runs host run, {dtype} {local_shape} of {global_shape} at {shard_offsets}, case {i}"
+        )
 
 
-@pytest.mark.parametrize("record", [
-    pytest.param(_tensor_record(0, 8, 1, 0, 0, (7.0,) + (0.0,) * (PARAM_COUNT - 1)), id="mode-7"),
-    pytest.param(_tensor_record(0, 8, 1, 2**63 - 4, 0, (0.0,) * PARAM_COUNT), id="offset+numel-past-2^63"),
-    pytest.param("R 4 6 1 0 0 3 1 2 2 0 9223372036854775807", id="row-start-past-2^63"),
-    pytest.param("R 4 6 1 0 0 4 1 2 2 0 8", id="rows-do-not-cover"),
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        pytest.param(_tensor_record(0, 8, 1, 0, 0, (7.0,) + (0.0,) * (PARAM_COUNT - 1)), id="mode-7"),
+        pytest.param(_tensor_record(0, 8, 1, 2**63 - 4, 0, (0.0,) * PARAM_COUNT), id="offset+numel-past-2^63"),
+        pytest.param("R 4 6 1 0 0 3 1 2 2 0 9223372036854775807", id="row-start-past-2^63"),
+        pytest.param("R 4 6 1 0 0 4 1 2 2 0 8", id="rows-do-not-cover"),
+    ],
+)
 def test_grouped_pack_refuses_bad_tables(grouped_harness, record):
-    proc = subprocess.run([str(grouped_harness), "1"], input=f"1\n{record}\n".encode(), check=False,
-                          capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [str(grouped_harness), "1"], input=f"1\n{record}\n".encode(), check=False, capture_output=True, timeout=60
+    )
     assert proc.returncode == 3, f"{record!r}: exit {proc.returncode}, expected the pack to refuse (3)"

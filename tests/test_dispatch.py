@@ -30,8 +30,9 @@ def _disable(monkeypatch, *names: str) -> None:
     """Make the named backends report themselves not installed."""
     for name in names:
         backend = dispatch.BACKENDS[name]
-        fake = dispatch.Backend(name, backend.fill, backend.devices, backend.dtypes,
-                                lambda name=name: f"{name} disabled by the test")
+        fake = dispatch.Backend(
+            name, backend.fill, backend.devices, backend.dtypes, lambda name=name: f"{name} disabled by the test"
+        )
         monkeypatch.setitem(dispatch.BACKENDS, name, fake)
 
 
@@ -40,8 +41,7 @@ def test_every_backend_declares_its_capability():
     probe = torch.empty(3)
     for name, backend in dispatch.BACKENDS.items():
         assert backend.name == name
-        assert backend.dtypes and set(backend.dtypes) <= {torch.float32, torch.float64,
-                                                           torch.bfloat16, torch.float16}
+        assert backend.dtypes and set(backend.dtypes) <= {torch.float32, torch.float64, torch.bfloat16, torch.float16}
         reason = backend.install_reason()
         assert reason is None or (isinstance(reason, str) and reason), name
         why = backend.why_not(probe)

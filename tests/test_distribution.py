@@ -102,12 +102,10 @@ def _check_moments(values: np.ndarray, mean: float, std: float, fourth: float, s
     tol_mean, tol_std = _moment_tolerances(std, fourth, values.size)
     got_mean, got_std = float(values.mean()), float(values.std())
     assert abs(got_mean - mean) <= tol_mean + slack, (
-        f"{what}: mean {got_mean!r}, expected {mean!r} +- {tol_mean + slack:.3g} "
-        f"(off by {abs(got_mean - mean):.3g})"
+        f"{what}: mean {got_mean!r}, expected {mean!r} +- {tol_mean + slack:.3g} (off by {abs(got_mean - mean):.3g})"
     )
     assert abs(got_std - std) <= tol_std + slack, (
-        f"{what}: std {got_std!r}, expected {std!r} +- {tol_std + slack:.3g} "
-        f"(off by {abs(got_std - std):.3g})"
+        f"{what}: std {got_std!r}, expected {std!r} +- {tol_std + slack:.3g} (off by {abs(got_std - std):.3g})"
     )
 
 
@@ -116,8 +114,7 @@ def test_far_tail_sample_moments(dtype):
     window = (0.0, 1.0, 8.0, 100.0)
     dist = _dist(window)
     values = fill_at(NUMEL, dtype, *window, seed=_seed("far_tail_8_100") + 500).double().numpy()
-    _check_moments(values, float(dist.mean()), float(dist.std()), _central_fourth(dist), 0.0,
-                   f"far tail {dtype}")
+    _check_moments(values, float(dist.mean()), float(dist.std()), _central_fourth(dist), 0.0, f"far tail {dtype}")
 
 
 def _central_fourth(dist) -> float:
@@ -152,14 +149,16 @@ def test_low_precision_moments(name, window, dtype):
     mean = float(np.sum(prob * grid))
     var = float(np.sum(prob * (grid - mean) ** 2))
     fourth = float(np.sum(prob * (grid - mean) ** 4))
-    _check_moments(values, mean, math.sqrt(var), fourth, 0.0,
-                   f"{name} {dtype} vs the exact moments of the rounded distribution")
+    _check_moments(
+        values, mean, math.sqrt(var), fourth, 0.0, f"{name} {dtype} vs the exact moments of the rounded distribution"
+    )
     # Against the continuous truncated normal: rounding moves each value by at
     # most half an ulp of the largest magnitude in the window.
     exact_mean, exact_std = exact_moments(*window)
     half_ulp = 0.5 * torch.finfo(dtype).eps * 2.0 ** math.floor(math.log2(max(abs(grid[0]), abs(grid[-1]))))
-    _check_moments(values, exact_mean, exact_std, fourth, half_ulp,
-                   f"{name} {dtype} vs the continuous truncated moments")
+    _check_moments(
+        values, exact_mean, exact_std, fourth, half_ulp, f"{name} {dtype} vs the continuous truncated moments"
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
@@ -178,8 +177,10 @@ def test_no_pile_up_on_bounds(name, window, dtype):
     values = fill_at(NUMEL, dtype, *window, seed=_seed(name) + 7).double().numpy()
     cdf = _dist(window).cdf
     # Rounding cells: [a, midpoint(lo, next value up)] and [midpoint(next value down, hi), b].
-    cells = {"lo": (lo, cdf(min((lo + _neighbour(lo, dtype, +1)) / 2, b))),
-             "hi": (hi, 1.0 - cdf(max((_neighbour(hi, dtype, -1) + hi) / 2, a)))}
+    cells = {
+        "lo": (lo, cdf(min((lo + _neighbour(lo, dtype, +1)) / 2, b))),
+        "hi": (hi, 1.0 - cdf(max((_neighbour(hi, dtype, -1) + hi) / 2, a))),
+    }
     for side, (bound, mass) in cells.items():
         expected = NUMEL * float(mass)
         count = int(np.sum(values == bound))
@@ -243,11 +244,14 @@ def test_f32_std0002_no_outliers():
 
 
 @pytest.mark.parametrize("dtype", [pytest.param(torch.float32, id="f32"), pytest.param(torch.float64, id="f64")])
-@pytest.mark.parametrize("std,a,b", [
-    pytest.param(1e8, -2.0, 2.0, id="std1e8_pm2"),
-    pytest.param(1e10, 0.0, 1.0, id="std1e10_0_1"),
-    pytest.param(1.0, -1e-6, 1e-6, id="pm1e-6_sigma"),
-])
+@pytest.mark.parametrize(
+    "std,a,b",
+    [
+        pytest.param(1e8, -2.0, 2.0, id="std1e8_pm2"),
+        pytest.param(1e10, 0.0, 1.0, id="std1e10_0_1"),
+        pytest.param(1.0, -1e-6, 1e-6, id="pm1e-6_sigma"),
+    ],
+)
 def test_window_narrow_against_std_is_not_collapsed(std, a, b, dtype):
     """A window far narrower than std sits where Phi is ~1/2 and its mass has
     few digits beside Phi(alpha); the central branches take q = s - 1/2 from

@@ -46,11 +46,24 @@ F64_MAX_ULP = 16.0
 # (measured), so the two may be two fp32 steps apart, no more.
 REFERENCE_MAX_ULP = 2.0
 # Stream words that reach both ends of (0, 1) and the middle.
-EXTREME_WORDS = sorted({*range(16), *(WORDS - 1 - k for k in range(16)), 2**31 - 1, 2**31,
-                        2**24, 2**28, WORDS - 2**24, WORDS - 2**28, 0xFFFFFF7F, 0xFFFFFF80})
+EXTREME_WORDS = sorted(
+    {
+        *range(16),
+        *(WORDS - 1 - k for k in range(16)),
+        2**31 - 1,
+        2**31,
+        2**24,
+        2**28,
+        WORDS - 2**24,
+        WORDS - 2**28,
+        0xFFFFFF7F,
+        0xFFFFFF80,
+    }
+)
 
 
 # ------------------------------------------------------------------- oracle
+
 
 def _lower_quantile(s):
     """z <= 0 with Phi(z) = s, s in (0, 1/2] (mpmath at the current precision)."""
@@ -109,8 +122,9 @@ def _placed_values(words, window, dtype, backend) -> np.ndarray:
     return torch.cat(out).double().numpy()
 
 
-def words_and_values(window, dtype, *, seed: int, numel: int, backend: str = "cpu",
-                     extra=EXTREME_WORDS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def words_and_values(
+    window, dtype, *, seed: int, numel: int, backend: str = "cpu", extra=EXTREME_WORDS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(words, values, oracle): the first ``numel`` words of (seed, stream 0) and the
     ``extra`` words placed in the stream, with their values and mpmath oracle."""
     extra = tuple(int(w) for w in extra) + (2**31,) * (-len(extra) % 4)
@@ -133,23 +147,32 @@ def assert_in_window(values, a: float, b: float, what: str):
     values = torch.as_tensor(values).double()
     assert torch.isfinite(values).all(), f"{what}: {int((~torch.isfinite(values)).sum())} non-finite values"
     outside = (values < a) | (values > b)
-    assert not outside.any(), (f"{what}: {int(outside.sum())} values outside [{a}, {b}], "
-                                f"min {values.min().item()!r}, max {values.max().item()!r}")
+    assert not outside.any(), (
+        f"{what}: {int(outside.sum())} values outside [{a}, {b}], "
+        f"min {values.min().item()!r}, max {values.max().item()!r}"
+    )
 
 
 def assert_reference_agrees(window, dtype, *, seed: int, numel: int, what: str) -> float:
     """The torch backend's values (bulk and extreme words) within REFERENCE_MAX_ULP of the cpu's."""
     cpu = words_and_values(window, dtype, seed=seed, numel=numel, backend="cpu")[1]
     ref = words_and_values(window, dtype, seed=seed, numel=numel, backend="torch")[1]
-    return assert_within_ulp(ref, cpu, scale=value_scale(window, dtype), dtype=dtype,
-                             max_ulp=REFERENCE_MAX_ULP, what=f"torch vs cpu backend, {what}")
+    return assert_within_ulp(
+        ref,
+        cpu,
+        scale=value_scale(window, dtype),
+        dtype=dtype,
+        max_ulp=REFERENCE_MAX_ULP,
+        what=f"torch vs cpu backend, {what}",
+    )
 
 
 def check_oracle(window, dtype, *, seed: int, numel: int, max_ulp: float, what: str) -> float:
     words, values, expected = words_and_values(window, dtype, seed=seed, numel=numel)
     assert_in_window(values, window[2], window[3], what)
-    return assert_within_ulp(values, expected, scale=value_scale(window, dtype), dtype=dtype,
-                             max_ulp=max_ulp, what=what, words=words)
+    return assert_within_ulp(
+        values, expected, scale=value_scale(window, dtype), dtype=dtype, max_ulp=max_ulp, what=what, words=words
+    )
 
 
 def uniform_ks_pvalue(values: torch.Tensor, a: float, b: float) -> float:
@@ -157,16 +180,27 @@ def uniform_ks_pvalue(values: torch.Tensor, a: float, b: float) -> float:
     return float(scipy.stats.kstest((x - a) / (b - a), "uniform").pvalue)
 
 
-SCIPY_WINDOWS = {"central": (0.0, 1.0, -2.0, 2.0), "mirrored": (0.0, 1.0, -1.0, 3.0),
-                 "upper_tail": (0.0, 1.0, 8.0, 100.0), "narrow": (0.0, 1.0, 0.5, 0.5001)}
+SCIPY_WINDOWS = {
+    "central": (0.0, 1.0, -2.0, 2.0),
+    "mirrored": (0.0, 1.0, -1.0, 3.0),
+    "upper_tail": (0.0, 1.0, 8.0, 100.0),
+    "narrow": (0.0, 1.0, 0.5, 0.5001),
+}
 
 
 @pytest.mark.parametrize("window", SCIPY_WINDOWS.values(), ids=SCIPY_WINDOWS.keys())
 def test_oracle_matches_scipy(window):
     """mp_quantile agrees with conftest.oracle (scipy, same frame) where scipy is accurate."""
     words = np.array(EXTREME_WORDS + philox_words(64, 0, 0).tolist(), dtype=np.int64)
-    assert_within_ulp(mp_quantile(words, *window), oracle(words, *window), scale=window[1],
-                      dtype=torch.float64, max_ulp=8.0, what=f"mpmath vs scipy oracle {window}", words=words)
+    assert_within_ulp(
+        mp_quantile(words, *window),
+        oracle(words, *window),
+        scale=window[1],
+        dtype=torch.float64,
+        max_ulp=8.0,
+        what=f"mpmath vs scipy oracle {window}",
+        words=words,
+    )
 
 
 # -------------------------------------------- 1. std above the fp32 maximum
@@ -223,8 +257,15 @@ def test_narrow_window_bf16_rounds_fp32_once():
     torch.testing.assert_close(bf16.view(torch.int16), rounded.view(torch.int16), rtol=0, atol=0)
     assert_in_window(values, p.lo, p.hi, "bf16 std1e30_1e-20")
     assert np.unique(values).size > 1000, f"bf16: only {np.unique(values).size} distinct values"
-    assert_within_ulp(values, expected, scale=value_scale(window, torch.bfloat16), dtype=torch.bfloat16,
-                      max_ulp=1.0, what="bf16 std1e30_1e-20", words=words)
+    assert_within_ulp(
+        values,
+        expected,
+        scale=value_scale(window, torch.bfloat16),
+        dtype=torch.bfloat16,
+        max_ulp=1.0,
+        what="bf16 std1e30_1e-20",
+        words=words,
+    )
 
 
 # ----------------------------------------------- 3. far tails with mean != 0
@@ -258,8 +299,10 @@ def test_far_tail_with_mean_reference(window):
 SUB_STEP = (0.0, 7.1e-46, -INF, -7.1e-45)
 
 
-@pytest.mark.parametrize("dtype,max_ulp", [pytest.param(torch.float32, F32_MAX_ULP, id="f32"),
-                                           pytest.param(torch.float64, F64_MAX_ULP, id="f64")])
+@pytest.mark.parametrize(
+    "dtype,max_ulp",
+    [pytest.param(torch.float32, F32_MAX_ULP, id="f32"), pytest.param(torch.float64, F64_MAX_ULP, id="f64")],
+)
 def test_std_below_subnormal_step(dtype, max_ulp):
     """std 7.1e-46 < 2^-149: fp32 ulp is the subnormal step; fp64 has the digits."""
     check_oracle(SUB_STEP, dtype, seed=5, numel=1024, max_ulp=max_ulp, what=f"{dtype} {SUB_STEP}")
@@ -308,8 +351,9 @@ def test_narrow_f32_window_draws_every_value(window, backend):
     grid = f32_values_in(a, b)
     found, counts = np.unique(values, return_counts=True)
     missing = np.setdiff1d(grid, found)
-    assert missing.size == 0, (f"{backend} {window}: {missing.size} of {grid.size} fp32 values "
-                               f"never drawn, e.g. {missing[:5]}")
+    assert missing.size == 0, (
+        f"{backend} {window}: {missing.size} of {grid.size} fp32 values never drawn, e.g. {missing[:5]}"
+    )
     assert np.array_equal(found, grid), f"{backend} {window}: values outside the window's fp32 grid"
     expected = n * value_probabilities(grid, mean, std, a, b)
     assert expected.min() >= 5
@@ -334,8 +378,7 @@ SAME_DOUBLE = (-1.0, 0.001, -1e-300, 0.0)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "torch"])
-@pytest.mark.parametrize("dtype", [pytest.param(torch.float64, id="f64"),
-                                   pytest.param(torch.float32, id="f32")])
+@pytest.mark.parametrize("dtype", [pytest.param(torch.float64, id="f64"), pytest.param(torch.float32, id="f32")])
 def test_alpha_beta_same_double(dtype, backend):
     mean, std, a, b = SAME_DOUBLE
     assert (a - mean) / std == (b - mean) / std
@@ -344,11 +387,11 @@ def test_alpha_beta_same_double(dtype, backend):
 
 
 def test_alpha_beta_same_double_accuracy():
-    check_oracle(SAME_DOUBLE, torch.float64, seed=1, numel=64, max_ulp=F64_MAX_ULP,
-                 what=f"fp64 {SAME_DOUBLE}")
+    check_oracle(SAME_DOUBLE, torch.float64, seed=1, numel=64, max_ulp=F64_MAX_ULP, what=f"fp64 {SAME_DOUBLE}")
 
 
 # --------------------------------------------------- 7. AVX-512 vs portable
+
 
 def _has_avx512f() -> bool:
     try:
@@ -369,8 +412,11 @@ TWO_SIDED_WINDOWS = {
     # fp32 subnormal values: the bf16/fp16 stores round subnormals too
     "N(0,1e-39)_[-2e-39,2e-39]": (0.0, 1e-39, -2e-39, 2e-39),
 }
-LOW_DTYPES = {"f32": (torch.float32, torch.int32), "bf16": (torch.bfloat16, torch.int16),
-              "f16": (torch.float16, torch.int16)}
+LOW_DTYPES = {
+    "f32": (torch.float32, torch.int32),
+    "bf16": (torch.bfloat16, torch.int16),
+    "f16": (torch.float16, torch.int16),
+}
 
 
 @contextlib.contextmanager
@@ -454,6 +500,7 @@ def test_mode_choice(window, dtype, mode):
 
 # ---------------------------------------------------- 9. random windows
 
+
 @st.composite
 def windows(draw):
     std = 10.0 ** draw(st.floats(-6.0, 6.0))
@@ -466,8 +513,7 @@ def windows(draw):
     return mean, std, a, b
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(window=windows(), seed=st.integers(0, 2**64 - 1))
 def test_random_windows(window, seed):
     try:
@@ -477,12 +523,19 @@ def test_random_windows(window, seed):
     values = fill_at(256, torch.float32, *window, seed=seed, backend="cpu").double().numpy()
     assert_in_window(values, p.lo, p.hi, f"{window}")
     words = philox_words(32, seed, 0).numpy()
-    assert_within_ulp(values[:32], mp_quantile(words, *window), scale=value_scale(window, torch.float32),
-                      dtype=torch.float32, max_ulp=F32_MAX_ULP, what=f"fp32 {window} seed {seed}",
-                      words=words)
+    assert_within_ulp(
+        values[:32],
+        mp_quantile(words, *window),
+        scale=value_scale(window, torch.float32),
+        dtype=torch.float32,
+        max_ulp=F32_MAX_ULP,
+        what=f"fp32 {window} seed {seed}",
+        words=words,
+    )
 
 
 # ------------------------- regressions found by trying to break stream v2
+
 
 def test_uniform_window_wider_than_f32_max():
     """std 1e45 on [-3e38, 3e38]: the uniform mode's width exceeds fp32's maximum (carried
@@ -497,15 +550,15 @@ def test_uniform_window_wider_than_f32_max():
     assert_reference_agrees(window, torch.float32, seed=1, numel=1024, what="std1e45 [-3e38, 3e38]")
 
 
-@pytest.mark.parametrize("low,high,dtype", [(-1e39, 1e39, torch.float32), (0.0, 1e39, torch.float32),
-                                            (-1e5, 1e5, torch.float16)])
+@pytest.mark.parametrize(
+    "low,high,dtype", [(-1e39, 1e39, torch.float32), (0.0, 1e39, torch.float32), (-1e5, 1e5, torch.float16)]
+)
 def test_uniform_beyond_the_dtype_range_is_refused(low, high, dtype):
     with pytest.raises(ValueError, match="overflow"):
         uniform_constants(low, high, dtype)
 
 
-@pytest.mark.parametrize("window", [(0.0, 1e39, -1e38, 1e38), (0.0, 3.5e38, -1e38, 1e38)],
-                         ids=["std1e39", "std3.5e38"])
+@pytest.mark.parametrize("window", [(0.0, 1e39, -1e38, 1e38), (0.0, 3.5e38, -1e38, 1e38)], ids=["std1e39", "std3.5e38"])
 def test_std_above_2_to_128_keeps_its_spread(window):
     """The scale of std >= 2^128 is capped at 2^127 (2^floor(log2 std) is not an fp32 value)."""
     values = fill_at(100_000, torch.float32, *window, seed=1)
@@ -545,8 +598,15 @@ def test_f64_tail_window_far_from_the_mean(window, backend):
     assert Mode(int(transform_constants(*window, torch.float64).mode)) == Mode.TAIL
     words, values, expected = words_and_values(window, torch.float64, seed=3, numel=512, backend=backend)
     assert_in_window(values, window[2], window[3], f"{backend} {window}")
-    assert_within_ulp(values, expected, scale=window[1], dtype=torch.float64, max_ulp=F64_MAX_ULP,
-                      what=f"{backend} fp64 {window}", words=words)
+    assert_within_ulp(
+        values,
+        expected,
+        scale=window[1],
+        dtype=torch.float64,
+        max_ulp=F64_MAX_ULP,
+        what=f"{backend} fp64 {window}",
+        words=words,
+    )
 
 
 def test_f64_window_at_the_1e6_sigma_limit_has_the_right_quantiles():

@@ -43,8 +43,7 @@ import tinit
 from tinit import dispatch, ops
 from tinit.params import transform_constants
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")]
 
 REQUIRE = os.environ.get("TINIT_GPU_REQUIRE", "0") == "1"
 INF = math.inf
@@ -61,8 +60,7 @@ WINDOWS = {
 WINDOW_PARAMS = [pytest.param(w, id=name) for name, w in WINDOWS.items()]
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f64": torch.float64}
 DTYPE_PARAMS = [pytest.param(d, id=name) for name, d in DTYPES.items()]
-BITS = {torch.float32: torch.int32, torch.float64: torch.int64, torch.bfloat16: torch.int16,
-        torch.float16: torch.int16}
+BITS = {torch.float32: torch.int32, torch.float64: torch.int64, torch.bfloat16: torch.int16, torch.float16: torch.int16}
 
 
 @pytest.fixture(params=["cuda", "triton"])
@@ -108,8 +106,10 @@ def assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     if bool(diff.any()):
         where = torch.nonzero(diff)[:, 0]
         i = int(where[0])
-        raise AssertionError(f"{what}: {where.numel()} of {got.numel()} values differ in their bits; "
-                             f"first at {i}: got {got[i].item()!r}, CPU kernel {want[i].item()!r}")
+        raise AssertionError(
+            f"{what}: {where.numel()} of {got.numel()} values differ in their bits; "
+            f"first at {i}: got {got[i].item()!r}, CPU kernel {want[i].item()!r}"
+        )
 
 
 def assert_matches_cpu(backend: str, got: torch.Tensor, want: torch.Tensor, std: float, what: str) -> None:
@@ -122,29 +122,34 @@ def assert_matches_cpu(backend: str, got: torch.Tensor, want: torch.Tensor, std:
     assert_within_ulp(got.cpu(), want.double().numpy(), scale=std, dtype=dtype, max_ulp=ulps, what=what)
 
 
-@pytest.mark.parametrize("numel,offset", [
-    pytest.param(1, 0, id="n1"),
-    pytest.param(7, 3, id="n7-offset3"),
-    pytest.param(4099, 1, id="n4099-offset1"),
-    pytest.param(2**20 + 3, 2**32 - 2, id="1M-offset2^32"),
-    pytest.param(1000, 2**34 - 6, id="across-2^32-blocks"),
-    pytest.param(2**22 + 1, 2**62 + 5, id="4M-offset2^62"),
-])
+@pytest.mark.parametrize(
+    "numel,offset",
+    [
+        pytest.param(1, 0, id="n1"),
+        pytest.param(7, 3, id="n7-offset3"),
+        pytest.param(4099, 1, id="n4099-offset1"),
+        pytest.param(2**20 + 3, 2**32 - 2, id="1M-offset2^32"),
+        pytest.param(1000, 2**34 - 6, id="across-2^32-blocks"),
+        pytest.param(2**22 + 1, 2**62 + 5, id="4M-offset2^62"),
+    ],
+)
 def test_words_equal_cpu(backend, numel, offset):
     got = _gpu_words(backend, numel, SEED, STREAM, offset)
     want = ops.philox_words(numel, SEED, STREAM, offset)
     assert got.device.type == "cuda"
-    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0,
-                               msg=lambda m: f"{backend} words, offset {offset}: {m}")
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, msg=lambda m: f"{backend} words, offset {offset}: {m}")
 
 
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
 @pytest.mark.parametrize("window", WINDOW_PARAMS)
-@pytest.mark.parametrize("numel,offset", [
-    pytest.param(1, 0, id="n1"),
-    pytest.param(1023, 3, id="n1023-offset3"),
-    pytest.param(2**22 + 5, 2**33 + 2, id="4M-offset2^33+2"),
-])
+@pytest.mark.parametrize(
+    "numel,offset",
+    [
+        pytest.param(1, 0, id="n1"),
+        pytest.param(1023, 3, id="n1023-offset3"),
+        pytest.param(2**22 + 5, 2**33 + 2, id="4M-offset2^33+2"),
+    ],
+)
 def test_values_equal_cpu(backend, dtype, window, numel, offset):
     _skip_unsupported(backend, dtype)
     _fillable(window, dtype)
@@ -160,8 +165,10 @@ def test_misaligned_view_and_sharding(backend):
     view = base[3:]  # contiguous, storage offset 3: scalar stores
     tinit.trunc_normal_at_(view, *window, seed=SEED, stream=STREAM, offset=5, backend=backend)
     assert_same_bits(view, whole, f"{backend}: misaligned output")
-    shards = [_fill("cuda", backend, n, torch.float32, window, offset=5 + start)
-              for start, n in ((0, 4001), (4001, 3), (4004, 6003))]
+    shards = [
+        _fill("cuda", backend, n, torch.float32, window, offset=5 + start)
+        for start, n in ((0, 4001), (4001, 3), (4004, 6003))
+    ]
     assert_same_bits(torch.cat(shards), whole, f"{backend}: three shards vs one call")
     other = _fill("cuda", backend, 10_007, torch.float32, window, stream=STREAM + 1, offset=5)
     assert float((other == whole).float().mean()) < 0.01, "another stream gave (nearly) the same tensor"
@@ -175,9 +182,10 @@ def test_inner_dim_shards_equal_cpu_slices(backend):
     whole = tinit.trunc_normal_at_(torch.empty(300, 70), *window, seed=SEED, stream=STREAM, backend="cpu")
     for start, width in ((0, 18), (18, 18), (36, 34), (69, 1)):
         shard = torch.empty(300, width, device="cuda")
-        tinit.trunc_normal_at_(shard, *window, seed=SEED, stream=STREAM, backend=backend, global_shape=(300, 70),
-                               shard_offsets=(0, start))
-        assert_same_bits(shard.cpu(), whole[:, start:start + width], f"{backend}: column block at {start}")
+        tinit.trunc_normal_at_(
+            shard, *window, seed=SEED, stream=STREAM, backend=backend, global_shape=(300, 70), shard_offsets=(0, start)
+        )
+        assert_same_bits(shard.cpu(), whole[:, start : start + width], f"{backend}: column block at {start}")
 
 
 def test_grouped_fill_on_cuda_equals_per_tensor(backend):
@@ -190,8 +198,9 @@ def test_grouped_fill_on_cuda_equals_per_tensor(backend):
     items = [FillItem(t, spec, stream=i, offset=7 * i) for i, t in enumerate(tensors)]
     write_grouped_(items, seed=SEED, backend=backend)
     for item in items:
-        want = write_spec_(torch.empty(item.tensor.shape), spec, seed=SEED, stream=item.stream, offset=item.offset,
-                           backend="cpu")
+        want = write_spec_(
+            torch.empty(item.tensor.shape), spec, seed=SEED, stream=item.stream, offset=item.offset, backend="cpu"
+        )
         assert_same_bits(item.tensor.cpu(), want, f"{backend}: grouped item {item.stream}")
 
 
@@ -221,7 +230,8 @@ def test_finite_and_inside_bounds(backend, name, dtype):
     lo, hi = constants.lo, constants.hi
     assert bool(torch.isfinite(values).all()), f"{backend} {name}: non-finite values"
     assert float(values.min()) >= lo and float(values.max()) <= hi, (
-        f"{backend} {name}: values in [{float(values.min())}, {float(values.max())}], bounds [{lo}, {hi}]")
+        f"{backend} {name}: values in [{float(values.min())}, {float(values.max())}], bounds [{lo}, {hi}]"
+    )
 
 
 @pytest.mark.parametrize("dtype", KS_PARAMS)
@@ -315,9 +325,14 @@ def _require_cuda_backend() -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
-@pytest.mark.parametrize("window", [pytest.param(WINDOWS["central_2sigma"], id="central"),
-                                    pytest.param(WINDOWS["far_tail_8_100"], id="far_tail"),
-                                    pytest.param(WINDOWS["tail_neginf_-15"], id="tail_mode")])
+@pytest.mark.parametrize(
+    "window",
+    [
+        pytest.param(WINDOWS["central_2sigma"], id="central"),
+        pytest.param(WINDOWS["far_tail_8_100"], id="far_tail"),
+        pytest.param(WINDOWS["tail_neginf_-15"], id="tail_mode"),
+    ],
+)
 def test_opcheck_cuda_trunc_normal(dtype, window):
     _require_cuda_backend()
     constants = list(_fillable(window, dtype))
@@ -343,8 +358,9 @@ def test_compute_only_stores_nothing():
 def test_cuda_errors_are_reported():
     _require_cuda_backend()
     with pytest.raises(RuntimeError, match="contiguous"):
-        torch.ops.tinit.trunc_normal_(torch.empty(4, 4, device="cuda").t(), 1, 0, 0,
-                                      list(transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32)))
+        torch.ops.tinit.trunc_normal_(
+            torch.empty(4, 4, device="cuda").t(), 1, 0, 0, list(transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32))
+        )
     with pytest.raises(RuntimeError, match="transform mode"):
         torch.ops.tinit.trunc_normal_(torch.empty(4, device="cuda"), 1, 0, 0, [9.0] + [0.0] * 13)
     with pytest.raises(RuntimeError, match="int32"):
@@ -361,8 +377,7 @@ def test_auto_picks_cuda_for_cuda_tensors():
 
 # Windows reaching modes two-sided, tail, far two-sided and central (fp64:
 # 0, 1, 2, 0; tinit/params.py).
-GROUP_WINDOWS = [WINDOWS["two_sided_4sigma"], (0.0, 1.0, -INF, -40.0), WINDOWS["far_tail_8_100"],
-                 (1.0, 2.0, 3.0, 5.0)]
+GROUP_WINDOWS = [WINDOWS["two_sided_4sigma"], (0.0, 1.0, -INF, -40.0), WINDOWS["far_tail_8_100"], (1.0, 2.0, 3.0, 5.0)]
 GROUP_SIZES = [(0, 5), (1, 3), (3, 2), (4, 1), (5, 0), (4097, 2**34 + 3), (10**5, 2**34 - 4099)]
 
 
@@ -426,14 +441,21 @@ def test_runs_ops_cuda_equal_cpu(global_shape, local_shape, shard_offsets, dtype
 
     _require_cuda_op("trunc_normal_runs_")
     runs = ShardLayout.from_offsets(global_shape, local_shape, shard_offsets).runs(2**34 + 3)
-    args = (ops.as_int64(SEED), ops.as_int64(STREAM), runs.base, runs.run, list(runs.outer_sizes),
-            list(runs.outer_starts))
+    args = (
+        ops.as_int64(SEED),
+        ops.as_int64(STREAM),
+        runs.base,
+        runs.run,
+        list(runs.outer_sizes),
+        list(runs.outer_starts),
+    )
     got, want = torch.empty(local_shape, dtype=dtype, device="cuda"), torch.empty(local_shape, dtype=dtype)
     if dtype == torch.int32:
         torch.ops.tinit.philox_runs_(got, *args)
         torch.ops.tinit.philox_runs_(want, *args)
-        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0,
-                                   msg=lambda m: f"philox_runs_ {local_shape} of {global_shape}: {m}")
+        torch.testing.assert_close(
+            got.cpu(), want, rtol=0, atol=0, msg=lambda m: f"philox_runs_ {local_shape} of {global_shape}: {m}"
+        )
         return
     window = WINDOWS["gpt2"]
     constants = list(transform_constants(*window, dtype))
@@ -448,15 +470,20 @@ def _kernels(fn) -> list[str]:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-            and not any(word in e.name.lower() for word in ("memcpy", "memset"))]
+    return [
+        e.name
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+        and not any(word in e.name.lower() for word in ("memcpy", "memset"))
+    ]
 
 
 def test_grouped_fill_of_2000_tensors_is_one_kernel_per_dtype():
     _require_cuda_op("trunc_normal_grouped_")
     dtypes = (torch.float32, torch.bfloat16)
-    tensors = [torch.empty(n, dtype=dtypes[i % 2], device="cuda")
-               for i, n in enumerate([1, 7, 64, 768, 3, 2304] * 334)][:2000]
+    tensors = [
+        torch.empty(n, dtype=dtypes[i % 2], device="cuda") for i, n in enumerate([1, 7, 64, 768, 3, 2304] * 334)
+    ][:2000]
     streams, offsets = list(range(2000)), [3 * i for i in range(2000)]
     constants = [transform_constants(*WINDOWS["gpt2"], t.dtype) for t in tensors]
 
@@ -526,13 +553,21 @@ def test_grouped_and_runs_fills_replay_in_a_cuda_graph():
     gpu, streams, offsets, constants, _ = _mixed_group("cuda")
     runs, shard_constants = _row_parallel_shard()
     shard = torch.empty(8192, 512, device="cuda")
-    shard_args = (ops.as_int64(SEED), 11, runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts),
-                  shard_constants)
+    shard_args = (
+        ops.as_int64(SEED),
+        11,
+        runs.base,
+        runs.run,
+        list(runs.outer_sizes),
+        list(runs.outer_starts),
+        shard_constants,
+    )
     outputs = [*gpu, shard]
 
     def fill():
-        torch.ops.tinit.trunc_normal_grouped_(gpu, ops.as_int64(SEED), [ops.as_int64(s) for s in streams],
-                                              offsets, [v for c in constants for v in c])
+        torch.ops.tinit.trunc_normal_grouped_(
+            gpu, ops.as_int64(SEED), [ops.as_int64(s) for s in streams], offsets, [v for c in constants for v in c]
+        )
         torch.ops.tinit.trunc_normal_runs_(shard, *shard_args)
 
     fill()  # eager: the reference, and the warm-up before capture
@@ -564,20 +599,33 @@ def test_grouped_and_runs_fills_replay_in_a_cuda_graph():
 
 def test_opcheck_cuda_grouped_and_runs():
     _require_cuda_op("trunc_normal_grouped_")
-    tensors = [torch.empty(5, 37, device="cuda"), torch.empty(9, dtype=torch.bfloat16, device="cuda"),
-               torch.empty(0, dtype=torch.float64, device="cuda"), torch.empty(33, dtype=torch.float64, device="cuda")]
+    tensors = [
+        torch.empty(5, 37, device="cuda"),
+        torch.empty(9, dtype=torch.bfloat16, device="cuda"),
+        torch.empty(0, dtype=torch.float64, device="cuda"),
+        torch.empty(33, dtype=torch.float64, device="cuda"),
+    ]
     flat = [v for t in tensors for v in transform_constants(*WINDOWS["central_2sigma"], t.dtype)]
-    torch.library.opcheck(torch.ops.tinit.trunc_normal_grouped_.default,
-                          (tensors, 3, [1, -2, 2**40, 5], [0, 5, 7, 2**34 + 1], flat))
+    torch.library.opcheck(
+        torch.ops.tinit.trunc_normal_grouped_.default, (tensors, 3, [1, -2, 2**40, 5], [0, 5, 7, 2**34 + 1], flat)
+    )
     from tinit.sharding import ShardLayout
 
     runs = ShardLayout.from_offsets((40, 30), (40, 12), (0, 9)).runs(3)
     layout = (runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts))
-    torch.library.opcheck(torch.ops.tinit.trunc_normal_runs_.default,
-                          (torch.empty(40, 12, device="cuda"), 3, 5, *layout,
-                           list(transform_constants(*WINDOWS["tail_neginf_-15"], torch.float32))))
-    torch.library.opcheck(torch.ops.tinit.philox_runs_.default,
-                          (torch.empty(40, 12, dtype=torch.int32, device="cuda"), -3, 5, *layout))
+    torch.library.opcheck(
+        torch.ops.tinit.trunc_normal_runs_.default,
+        (
+            torch.empty(40, 12, device="cuda"),
+            3,
+            5,
+            *layout,
+            list(transform_constants(*WINDOWS["tail_neginf_-15"], torch.float32)),
+        ),
+    )
+    torch.library.opcheck(
+        torch.ops.tinit.philox_runs_.default, (torch.empty(40, 12, dtype=torch.int32, device="cuda"), -3, 5, *layout)
+    )
 
 
 def test_cuda_grouped_and_runs_errors_are_reported_before_any_write():

@@ -25,8 +25,12 @@ from tinit.grouped import FillItem, write_grouped_
 from tinit.model_init import stream_for
 
 S = schemes.InitSpec
-INT_VIEW = {torch.float32: torch.int32, torch.float64: torch.int64, torch.bfloat16: torch.int16,
-            torch.float16: torch.int16}
+INT_VIEW = {
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+    torch.bfloat16: torch.int16,
+    torch.float16: torch.int16,
+}
 SEED = 0xC0FFEE
 
 
@@ -40,7 +44,8 @@ def _assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     bad = torch.nonzero((_bits(got) != _bits(want)).reshape(-1)).flatten()
     assert bad.numel() == 0, (
         f"{what}: {bad.numel()} of {got.numel()} values differ in bits; first at flat index {int(bad[0])}: "
-        f"got {float(got.reshape(-1)[bad[0]])!r}, expected {float(want.reshape(-1)[bad[0]])!r}")
+        f"got {float(got.reshape(-1)[bad[0]])!r}, expected {float(want.reshape(-1)[bad[0]])!r}"
+    )
 
 
 def _snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -69,6 +74,7 @@ def _prefilled(model: nn.Module, value: float = 7.0) -> nn.Module:
 
 # --- models ------------------------------------------------------------------
 
+
 class ParamContainers(nn.Module):
     """ParameterList / ParameterDict leaves (names ending in digits), at the top and inside blocks."""
 
@@ -79,21 +85,31 @@ class ParamContainers(nn.Module):
         for block in self.blocks:
             block.attn = nn.Module()
             block.attn.q = nn.ParameterList([nn.Parameter(torch.empty(4, 8)), nn.Parameter(torch.empty(4, 8))])
-            block.attn.c_proj = nn.ParameterDict({"weight": nn.Parameter(torch.empty(8, 8)),
-                                                  "12": nn.Parameter(torch.empty(8, 8))})
-        self.layers = nn.ParameterDict({"0": nn.Parameter(torch.empty(8, 8)),
-                                        "resweight": nn.Parameter(torch.empty(1))})
+            block.attn.c_proj = nn.ParameterDict(
+                {"weight": nn.Parameter(torch.empty(8, 8)), "12": nn.Parameter(torch.empty(8, 8))}
+            )
+        self.layers = nn.ParameterDict(
+            {"0": nn.Parameter(torch.empty(8, 8)), "resweight": nn.Parameter(torch.empty(1))}
+        )
         self.norm = nn.LayerNorm(8)
 
 
 PARAM_CONTAINER_ENTRIES = [  # (name, role, layer), what aef9101 gave
-    ("h.0", None, 0), ("h.1", None, 1), ("h.2", None, 2),
-    ("blocks.0.attn.q.0", None, 0), ("blocks.0.attn.q.1", None, 0),
-    ("blocks.0.attn.c_proj.weight", "attn_out", 0), ("blocks.0.attn.c_proj.12", None, 0),
-    ("blocks.1.attn.q.0", None, 1), ("blocks.1.attn.q.1", None, 1),
-    ("blocks.1.attn.c_proj.weight", "attn_out", 1), ("blocks.1.attn.c_proj.12", None, 1),
-    ("layers.0", None, 0), ("layers.resweight", "residual_gate", None),
-    ("norm.weight", "norm", None), ("norm.bias", "bias", None),
+    ("h.0", None, 0),
+    ("h.1", None, 1),
+    ("h.2", None, 2),
+    ("blocks.0.attn.q.0", None, 0),
+    ("blocks.0.attn.q.1", None, 0),
+    ("blocks.0.attn.c_proj.weight", "attn_out", 0),
+    ("blocks.0.attn.c_proj.12", None, 0),
+    ("blocks.1.attn.q.0", None, 1),
+    ("blocks.1.attn.q.1", None, 1),
+    ("blocks.1.attn.c_proj.weight", "attn_out", 1),
+    ("blocks.1.attn.c_proj.12", None, 1),
+    ("layers.0", None, 0),
+    ("layers.resweight", "residual_gate", None),
+    ("norm.weight", "norm", None),
+    ("norm.bias", "bias", None),
 ]
 
 
@@ -161,6 +177,7 @@ class ChildHides(nn.Module):
 
 # --- init_model_: module walk ------------------------------------------------
 
+
 @pytest.mark.parametrize("grouped_fill", [True, False], ids=["grouped", "one-by-one"])
 def test_parameter_list_and_dict_leaves(grouped_fill):
     """Digit leaves get their layer from the whole name; values are write_spec_'s."""
@@ -186,8 +203,9 @@ def test_shared_submodules_and_none_parameters(grouped_fill):
         ("h.1.mlp.c_proj.weight", "mlp_out", 1, ()),
     ]
     _assert_matches_write_spec(model, summary, SEED)
-    only_alias = tinit.init_model_(_prefilled(SharedModules()), "gpt2", seed=SEED, d_model=8, n_layers=3,
-                                   only=r"^extra\.weight$")
+    only_alias = tinit.init_model_(
+        _prefilled(SharedModules()), "gpt2", seed=SEED, d_model=8, n_layers=3, only=r"^extra\.weight$"
+    )
     assert [e.name for e in only_alias] == ["h.0.mlp.c_fc.weight"], "only= matching a tied alias"
 
 
@@ -197,8 +215,13 @@ def test_root_module_overriding_named_modules_is_respected():
         model.b.weight.fill_(7.0)  # not reached by model.parameters()
     summary = tinit.init_model_(model, "normal", seed=SEED)
     assert [e.name for e in summary] == ["a.weight", "a.bias"] == [n for n, _ in model.named_parameters()]
-    torch.testing.assert_close(model.b.weight.detach(), torch.full((4, 4), 7.0), rtol=0, atol=0,
-                               msg="a parameter named_modules hides was written")
+    torch.testing.assert_close(
+        model.b.weight.detach(),
+        torch.full((4, 4), 7.0),
+        rtol=0,
+        atol=0,
+        msg="a parameter named_modules hides was written",
+    )
 
 
 def test_child_module_overriding_named_modules_is_respected():
@@ -209,16 +232,24 @@ def test_child_module_overriding_named_modules_is_respected():
     listed = [n for n, _ in model.named_parameters()]
     assert listed == ["inner.a.weight", "inner.a.bias", "h.0.weight", "h.0.bias"]
     assert [e.name for e in summary] == listed, "summary differs from named_parameters"
-    torch.testing.assert_close(model.inner.b.weight.detach(), torch.full((4, 4), 7.0), rtol=0, atol=0,
-                               msg="inner.b.weight (hidden by inner's named_modules) was written")
+    torch.testing.assert_close(
+        model.inner.b.weight.detach(),
+        torch.full((4, 4), 7.0),
+        rtol=0,
+        atol=0,
+        msg="inner.b.weight (hidden by inner's named_modules) was written",
+    )
 
 
-@pytest.mark.parametrize(("prefix", "layer"), [
-    pytest.param("model.layers.3.", 3, id="dotted"),
-    pytest.param("blocks.12.", 12, id="dotted-two-digits"),
-    pytest.param("h.3", None, id="undotted-one-digit"),
-    pytest.param("model.layers.33", None, id="undotted-two-digits"),
-])
+@pytest.mark.parametrize(
+    ("prefix", "layer"),
+    [
+        pytest.param("model.layers.3.", 3, id="dotted"),
+        pytest.param("blocks.12.", 12, id="dotted-two-digits"),
+        pytest.param("h.3", None, id="undotted-one-digit"),
+        pytest.param("model.layers.33", None, id="undotted-two-digits"),
+    ],
+)
 def test_prefix_layer_of_root_parameters(prefix, layer):
     """The layer of a root-level parameter is infer_layer(prefix + leaf), as in aef9101."""
     summary = tinit.init_model_(nn.Linear(4, 4), "normal", seed=SEED, prefix=prefix, n_layers=50)
@@ -227,8 +258,10 @@ def test_prefix_layer_of_root_parameters(prefix, layer):
 
 def test_overrides_layer_role_and_options_reach_the_values():
     model = _prefilled(MixedDtypes(n_layers=3))
-    overrides = {r"h\.2\.mlp\.c_proj": {"role": "attn_out", "layer": 0, "options": {"std": 0.5}},
-                 r"^wte": {"role": "head", "options": {"trunc": 3.0}}}
+    overrides = {
+        r"h\.2\.mlp\.c_proj": {"role": "attn_out", "layer": 0, "options": {"std": 0.5}},
+        r"^wte": {"role": "head", "options": {"trunc": 3.0}},
+    }
     summary = tinit.init_model_(model, "depth_init", seed=SEED, overrides=overrides)
     by_name = {e.name: e for e in summary}
     entry = by_name["h.2.mlp.c_proj.weight"]
@@ -248,15 +281,23 @@ def test_rezero_with_a_depth_dependent_base(base):
     rezero = schemes.get("rezero")
     for entry in summary:
         if entry.name.endswith("attn.c_proj.weight"):
-            want = rezero.spec(role=entry.role, layer_idx=entry.layer, n_layers=3, d_model=12, base=base,
-                               shape=tuple(model.get_parameter(entry.name).shape))
+            want = rezero.spec(
+                role=entry.role,
+                layer_idx=entry.layer,
+                n_layers=3,
+                d_model=12,
+                base=base,
+                shape=tuple(model.get_parameter(entry.name).shape),
+            )
             assert entry.std == pytest.approx(want.std), f"{entry.name} (layer {entry.layer})"
 
 
 # --- init_model_: values -----------------------------------------------------
 
-@pytest.mark.parametrize("scheme", ["normal", "gpt2", "mitchell", "depth_init", "deepnorm", "xavier_uniform",
-                                    "fixup", "rezero"])
+
+@pytest.mark.parametrize(
+    "scheme", ["normal", "gpt2", "mitchell", "depth_init", "deepnorm", "xavier_uniform", "fixup", "rezero"]
+)
 def test_mixed_dtype_model_grouped_equals_one_by_one_and_write_spec(scheme):
     """Every dtype in one model, dim-0 fused parts (deepnorm qkv), uniforms, zero constants (fixup):
     grouped, grouped=False and write_spec_ per parameter agree bit for bit."""
@@ -276,8 +317,9 @@ def test_mixed_dtype_model_grouped_equals_one_by_one_and_write_spec(scheme):
 def test_hf_gpt2_conv1d_dim1_parts_tie_and_bf16():
     """HF GPT-2 (Conv1D c_attn: deepnorm parts along dim 1, lm_head tied to wte) in bf16."""
     transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
-                                     bos_token_id=0, eos_token_id=0)
+    config = transformers.GPT2Config(
+        n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16, bos_token_id=0, eos_token_id=0
+    )
     model = _prefilled(transformers.GPT2LMHeadModel(config).to(torch.bfloat16))
     summary = tinit.init_model_(model, "deepnorm", seed=SEED)
     qkv = next(e for e in summary if e.name == "transformer.h.1.attn.c_attn.weight")
@@ -313,8 +355,11 @@ def test_non_contiguous_shared_storage_and_empty_parameters():
             want = write_spec_(torch.empty_like(param.detach()), entry.spec, seed=SEED, stream=stream_for(entry.name))
             _assert_same_bits(param, want, entry.name)
     last = next(e for e in summary if e.name == "h.1.mlp.c_proj.weight")
-    _assert_same_bits(storage, write_spec_(torch.empty(6, 6), last.spec, seed=SEED, stream=stream_for(last.name)),
-                      "shared storage holds the later parameter's values")
+    _assert_same_bits(
+        storage,
+        write_spec_(torch.empty(6, 6), last.spec, seed=SEED, stream=stream_for(last.name)),
+        "shared storage holds the later parameter's values",
+    )
 
 
 def test_meta_model_with_device_equals_materialised_model():
@@ -333,6 +378,7 @@ def test_meta_model_with_device_equals_materialised_model():
 
 # --- init_model_: refusals before writing ------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.complex64, torch.uint8], ids=["int32", "complex64", "uint8"])
 @pytest.mark.parametrize("grouped_fill", [True, False], ids=["grouped", "one-by-one"])
 def test_unsupported_dtype_last_writes_nothing(dtype, grouped_fill):
@@ -344,9 +390,11 @@ def test_unsupported_dtype_last_writes_nothing(dtype, grouped_fill):
     _assert_unchanged(model, before)
 
 
-@pytest.mark.parametrize(("seed", "error"), [(True, TypeError), (-1, ValueError), (2**64, ValueError),
-                                             (1.0, TypeError), (None, TypeError)],
-                         ids=["bool", "negative", "2**64", "float", "none"])
+@pytest.mark.parametrize(
+    ("seed", "error"),
+    [(True, TypeError), (-1, ValueError), (2**64, ValueError), (1.0, TypeError), (None, TypeError)],
+    ids=["bool", "negative", "2**64", "float", "none"],
+)
 def test_bad_seed_writes_nothing(seed, error):
     model = _prefilled(MixedDtypes(n_layers=2))
     before = _snapshot(model)
@@ -375,34 +423,45 @@ def test_refused_meta_model_stays_on_meta():
 
 # --- write_grouped_ directly -------------------------------------------------
 
+
 def _on_one_storage(views) -> list[FillItem]:
     """Two items on views of one (10, 10) tensor: a normal, then a uniform."""
     first, second = views(torch.full((10, 10), 7.0))
-    return [FillItem(first, S(std=1.0), 1), FillItem(second, S(std=0.5, trunc=math.sqrt(3.0), distribution="uniform"),
-                                                     2)]
+    return [
+        FillItem(first, S(std=1.0), 1),
+        FillItem(second, S(std=0.5, trunc=math.sqrt(3.0), distribution="uniform"), 2),
+    ]
 
 
 QKV = S(parts=(S(std=0.5), S(constant=0.0), S(std=2.0, trunc=3.0)))
 UNIFORM = S(std=0.1, trunc=math.sqrt(3.0), distribution="uniform")
 CASES = {
     "constant-0.5-bf16": lambda: [FillItem(torch.full((5, 3), 7.0, dtype=torch.bfloat16), S(constant=0.5), 1)],
-    "constant-third-mixed": lambda: [FillItem(torch.full((4,), 7.0, dtype=d), S(constant=1 / 3), i)
-                                     for i, d in enumerate(INT_VIEW)],
-    "zeros-non-contiguous-mixed": lambda: [FillItem(torch.full((4, 6), 7.0, dtype=d)[:, ::2], S(constant=0.0), i)
-                                           for i, d in enumerate(INT_VIEW)],
+    "constant-third-mixed": lambda: [
+        FillItem(torch.full((4,), 7.0, dtype=d), S(constant=1 / 3), i) for i, d in enumerate(INT_VIEW)
+    ],
+    "zeros-non-contiguous-mixed": lambda: [
+        FillItem(torch.full((4, 6), 7.0, dtype=d)[:, ::2], S(constant=0.0), i) for i, d in enumerate(INT_VIEW)
+    ],
     "transposed-normal": lambda: [FillItem(nn.Parameter(torch.full((6, 5), 7.0).t()), S(std=0.1), 3, 7)],
     "transposed-uniform": lambda: [FillItem(nn.Parameter(torch.full((6, 5), 7.0).t()), UNIFORM, 3, 7)],
     "parts-dim0-strided": lambda: [FillItem(torch.full((9, 30), 7.0).t(), QKV, 3, 5)],
-    "parts-dim1": lambda: [FillItem(torch.full((5, 9), 7.0, dtype=torch.float16), dataclasses.replace(QKV, split_dim=1),
-                                    3, 7)],
+    "parts-dim1": lambda: [
+        FillItem(torch.full((5, 9), 7.0, dtype=torch.float16), dataclasses.replace(QKV, split_dim=1), 3, 7)
+    ],
     "parts-dim1-strided": lambda: [FillItem(torch.full((9, 5), 7.0).t(), dataclasses.replace(QKV, split_dim=1), 3)],
-    "empty-and-meta": lambda: [FillItem(torch.empty(0, 6), QKV, 3), FillItem(torch.empty(0), S(std=1.0), 1),
-                               FillItem(torch.empty(6, 4, device="meta"), QKV, 2),
-                               FillItem(torch.full((3,), 7.0), S(std=1.0), 4)],
+    "empty-and-meta": lambda: [
+        FillItem(torch.empty(0, 6), QKV, 3),
+        FillItem(torch.empty(0), S(std=1.0), 1),
+        FillItem(torch.empty(6, 4, device="meta"), QKV, 2),
+        FillItem(torch.full((3,), 7.0), S(std=1.0), 4),
+    ],
     "overlapping-slices": lambda: _on_one_storage(lambda base: (nn.Parameter(base[:5]), nn.Parameter(base[3:]))),
     "interleaved-views": lambda: _on_one_storage(lambda base: (base[:, ::2], base[:, 1::2])),
-    "extreme-ids": lambda: [FillItem(torch.full((9,), 7.0), S(std=1.0), 2**64 - 1, 2**63 - 9),
-                            FillItem(torch.full((9,), 7.0, dtype=torch.bfloat16), S(std=1.0), 2**63, 0)],
+    "extreme-ids": lambda: [
+        FillItem(torch.full((9,), 7.0), S(std=1.0), 2**64 - 1, 2**63 - 9),
+        FillItem(torch.full((9,), 7.0, dtype=torch.bfloat16), S(std=1.0), 2**63, 0),
+    ],
     "neg-zero-constant": lambda: [FillItem(torch.full((4,), 7.0), S(constant=-0.0), 0)],
 }
 
@@ -421,8 +480,12 @@ def _run_both(make, seed=SEED, **kwargs):
 
 def _params(cases: dict) -> list:
     """pytest.param per case, id = its key; a case given as pytest.param(...) keeps its marks."""
-    return [pytest.param(*case.values, marks=case.marks, id=key) if hasattr(case, "marks")
-            else pytest.param(*(case if isinstance(case, tuple) else (case,)), id=key) for key, case in cases.items()]
+    return [
+        pytest.param(*case.values, marks=case.marks, id=key)
+        if hasattr(case, "marks")
+        else pytest.param(*(case if isinstance(case, tuple) else (case,)), id=key)
+        for key, case in cases.items()
+    ]
 
 
 @pytest.mark.parametrize("make", _params(CASES))
@@ -437,15 +500,22 @@ def test_zero_element_parts_with_a_non_dividing_dim_are_checked():
     """aef9101 and write_spec_ check the split of an empty fused tensor too."""
     tensor = torch.full((3,), 7.0)
     with pytest.raises(ValueError, match="does not split"):
-        write_grouped_([FillItem(tensor, S(std=1.0), 1), FillItem(torch.empty(0, 4), dataclasses.replace(QKV, split_dim=1),
-                                                                   2)], seed=SEED)
+        write_grouped_(
+            [FillItem(tensor, S(std=1.0), 1), FillItem(torch.empty(0, 4), dataclasses.replace(QKV, split_dim=1), 2)],
+            seed=SEED,
+        )
     assert torch.equal(tensor, torch.full((3,), 7.0))
 
 
 def _bad_last(last):
-    return lambda: [FillItem(torch.full((4,), 7.0), S(std=1.0), 1), FillItem(torch.full((4,), 7.0), S(constant=0.0), 2),
-                    FillItem(torch.full((2, 4), 7.0, dtype=torch.bfloat16), S(constant=2.0), 3),
-                    FillItem(torch.full((6, 4), 7.0), QKV, 4), FillItem(torch.full((5,), 7.0), UNIFORM, 5), last()]
+    return lambda: [
+        FillItem(torch.full((4,), 7.0), S(std=1.0), 1),
+        FillItem(torch.full((4,), 7.0), S(constant=0.0), 2),
+        FillItem(torch.full((2, 4), 7.0, dtype=torch.bfloat16), S(constant=2.0), 3),
+        FillItem(torch.full((6, 4), 7.0), QKV, 4),
+        FillItem(torch.full((5,), 7.0), UNIFORM, 5),
+        last(),
+    ]
 
 
 BAD_LAST = {
@@ -455,11 +525,13 @@ BAD_LAST = {
     "stream-bool": (lambda: FillItem(torch.zeros(3), S(std=1.0), True), TypeError, "stream"),
     "offset-past-2**63": (lambda: FillItem(torch.zeros(3), S(std=1.0), 6, 2**63 - 2), ValueError, "offset"),
     "bad-split": (lambda: FillItem(torch.zeros(4, 5), dataclasses.replace(QKV, split_dim=1), 6), ValueError, "split"),
-    "uniform-bad-std": (lambda: FillItem(torch.zeros(3), dataclasses.replace(UNIFORM, std=-1.0), 6), ValueError,
-                        "std"),
+    "uniform-bad-std": (lambda: FillItem(torch.zeros(3), dataclasses.replace(UNIFORM, std=-1.0), 6), ValueError, "std"),
     "inf-std": (lambda: FillItem(torch.zeros(3), S(std=math.inf), 6), ValueError, "std"),
-    "fp16-unrepresentable-constant": (lambda: FillItem(torch.zeros(3, dtype=torch.float16), S(constant=1e10), 6),
-                                      ValueError, "float16"),
+    "fp16-unrepresentable-constant": (
+        lambda: FillItem(torch.zeros(3, dtype=torch.float16), S(constant=1e10), 6),
+        ValueError,
+        "float16",
+    ),
     "nan-constant": (lambda: FillItem(torch.zeros(3), S(constant=math.nan), 6), ValueError, "finite"),
     "short-tuple": (lambda: (torch.zeros(3),), TypeError, "spec"),
 }
@@ -489,6 +561,7 @@ def test_plain_tuples_are_taken_as_fill_items():
 
 # --- uniforms in low precision ----------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 def test_xavier_uniform_stays_inside_its_bounds(dtype):
     model = nn.Linear(768, 768, bias=False).to(dtype)
@@ -500,6 +573,7 @@ def test_xavier_uniform_stays_inside_its_bounds(dtype):
 
 
 # --- Triton backend in the interpreter ----------------------------------------
+
 
 @pytest.fixture
 def triton_interpreter(monkeypatch):
@@ -546,6 +620,7 @@ def test_triton_backend_refuses_fp64_last_before_writing(triton_interpreter):
 
 # --- refusals found by review ----------------------------------------------
 
+
 def test_inference_tensors_are_refused_before_anything_is_written():
     """Parameters made under torch.inference_mode cannot be written outside it: refused up front,
     not after the zeros were written."""
@@ -562,9 +637,12 @@ def test_constants_need_no_backend():
     """A zero or a constant is written by torch itself, as write_spec_ writes it: a backend that
     cannot fill the tensor (triton: no float64) does not stop it."""
     gain, bias = torch.full((5,), 7.0, dtype=torch.float64), torch.full((5,), 7.0, dtype=torch.float64)
-    write_grouped_([FillItem(gain, S(constant=1.0), 0), FillItem(bias, S(constant=0.0), 0)], seed=SEED,
-                   backend="triton")
-    assert torch.equal(gain, torch.ones(5, dtype=torch.float64)) and torch.equal(bias, torch.zeros(5, dtype=torch.float64))
+    write_grouped_(
+        [FillItem(gain, S(constant=1.0), 0), FillItem(bias, S(constant=0.0), 0)], seed=SEED, backend="triton"
+    )
+    assert torch.equal(gain, torch.ones(5, dtype=torch.float64)) and torch.equal(
+        bias, torch.zeros(5, dtype=torch.float64)
+    )
 
 
 def test_unknown_backend_is_refused_before_materialising():

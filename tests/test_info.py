@@ -13,7 +13,9 @@ from tinit import dispatch, info
 
 @pytest.fixture(scope="module")
 def printed() -> str:
-    proc = subprocess.run([sys.executable, "-m", "tinit.info"], check=False, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tinit.info"], check=False, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, f"python -m tinit.info failed:\n{proc.stderr}"
     return proc.stdout
 
@@ -49,13 +51,34 @@ def test_cpu_only_machine_explains_cuda(printed):
     assert "why not" in cuda_lines or "cuda tensors: no" in cuda_lines, cuda_lines
 
 
-@pytest.mark.parametrize("flags,philox,transform", [
-    pytest.param({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx2", "bmi1", "bmi2",
-                  "f16c", "fma", "movbe", "xsave", "abm"}, "AVX-512", "x86-64-v4", id="v4"),
-    pytest.param({"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave", "abm"}, "AVX2", "x86-64-v3", id="v3"),
-    pytest.param({"avx512f", "avx2"}, "AVX-512", "default", id="avx512f-only"),
-    pytest.param({"sse4_2"}, "scalar", "default", id="sse"),
-    pytest.param(set(), "scalar", "default", id="none"),
-])
+@pytest.mark.parametrize(
+    "flags,philox,transform",
+    [
+        pytest.param(
+            {
+                "avx512f",
+                "avx512bw",
+                "avx512cd",
+                "avx512dq",
+                "avx512vl",
+                "avx2",
+                "bmi1",
+                "bmi2",
+                "f16c",
+                "fma",
+                "movbe",
+                "xsave",
+                "abm",
+            },
+            "AVX-512",
+            "x86-64-v4",
+            id="v4",
+        ),
+        pytest.param({"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave", "abm"}, "AVX2", "x86-64-v3", id="v3"),
+        pytest.param({"avx512f", "avx2"}, "AVX-512", "default", id="avx512f-only"),
+        pytest.param({"sse4_2"}, "scalar", "default", id="sse"),
+        pytest.param(set(), "scalar", "default", id="none"),
+    ],
+)
 def test_cpu_simd_level(flags, philox, transform):
     assert info.cpu_simd_level(flags) == {"philox": philox, "transform": transform}

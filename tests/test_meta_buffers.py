@@ -14,25 +14,68 @@ from tinit import buffers
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 
 VOCAB = 1000
-DECODER = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "vocab_size": VOCAB, "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}
+DECODER = {
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": VOCAB,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+    "pad_token_id": 0,
+}
 FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM", DECODER),
     "mistral": ("MistralConfig", "MistralForCausalLM", DECODER),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", DECODER),
     "gemma": ("GemmaConfig", "GemmaForCausalLM", {**DECODER, "head_dim": 16}),
-    "gpt2": ("GPT2Config", "GPT2LMHeadModel", {"n_layer": 2, "n_embd": 64, "n_head": 2, "n_positions": 64,
-                                               "vocab_size": VOCAB, "bos_token_id": 0, "eos_token_id": 0}),
-    "t5": ("T5Config", "T5ForConditionalGeneration", {"num_layers": 2, "d_model": 64, "d_ff": 128, "num_heads": 2,
-                                                      "d_kv": 32, "vocab_size": VOCAB}),
-    "bert": ("BertConfig", "BertForMaskedLM", {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
-                                               "num_attention_heads": 2, "vocab_size": VOCAB}),
+    "gpt2": (
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        {
+            "n_layer": 2,
+            "n_embd": 64,
+            "n_head": 2,
+            "n_positions": 64,
+            "vocab_size": VOCAB,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+        },
+    ),
+    "t5": (
+        "T5Config",
+        "T5ForConditionalGeneration",
+        {"num_layers": 2, "d_model": 64, "d_ff": 128, "num_heads": 2, "d_kv": 32, "vocab_size": VOCAB},
+    ),
+    "bert": (
+        "BertConfig",
+        "BertForMaskedLM",
+        {
+            "num_hidden_layers": 2,
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_attention_heads": 2,
+            "vocab_size": VOCAB,
+        },
+    ),
     # One rope type per layer type, and a rope type from ROPE_INIT_FUNCTIONS.
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {**DECODER, "head_dim": 16, "sliding_window": 8}),
-    "llama-llama3-rope": ("LlamaConfig", "LlamaForCausalLM", {
-        **DECODER, "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
-                                       "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                       "original_max_position_embeddings": 64}}),
+    "llama-llama3-rope": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {
+            **DECODER,
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64,
+            },
+        },
+    ),
 }
 INPUT_IDS = (torch.arange(24).reshape(2, 12) * 37) % VOCAB
 
@@ -94,8 +137,14 @@ def test_meta_build_cast_before_materialising():
 
 
 def test_readme_flow():
-    config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=256, intermediate_size=512,
-                                      num_attention_heads=4, num_key_value_heads=4, vocab_size=1000)
+    config = transformers.LlamaConfig(
+        num_hidden_layers=2,
+        hidden_size=256,
+        intermediate_size=512,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        vocab_size=1000,
+    )
     with torch.device("meta"):
         model = transformers.LlamaForCausalLM(config)
     _init(model, device="cpu")

@@ -22,16 +22,25 @@ VOCAB = 512
 
 
 def _hf_gpt2(n_layer=2, device="cpu"):
-    config = transformers.GPT2Config(n_layer=n_layer, n_embd=64, n_head=2, vocab_size=VOCAB, n_positions=64,
-                                     bos_token_id=0, eos_token_id=0)
+    config = transformers.GPT2Config(
+        n_layer=n_layer, n_embd=64, n_head=2, vocab_size=VOCAB, n_positions=64, bos_token_id=0, eos_token_id=0
+    )
     with torch.device(device):
         return transformers.GPT2LMHeadModel(config)
 
 
 def _hf_llama(family="Llama", device="cpu"):
     config = getattr(transformers, f"{family}Config")(
-        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
-        vocab_size=VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=VOCAB,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
     with torch.device(device):
         return getattr(transformers, f"{family}ForCausalLM")(config)
 
@@ -88,8 +97,9 @@ def _check_written(model, summary, expected, seed):
         assert entry.std == pytest.approx(want, rel=1e-12), f"{entry.name}: std {entry.std}, expected {want}"
         lo, hi = entry.bounds
         assert (lo, hi) == pytest.approx((-entry.trunc * want, entry.trunc * want))
-        direct = tinit.trunc_normal_at_(torch.empty_like(param), 0.0, want, lo, hi, seed=seed,
-                                        stream=stream_for(entry.name))
+        direct = tinit.trunc_normal_at_(
+            torch.empty_like(param), 0.0, want, lo, hi, seed=seed, stream=stream_for(entry.name)
+        )
         torch.testing.assert_close(param.detach(), direct, rtol=0, atol=0, msg=entry.name)
 
 
@@ -97,10 +107,20 @@ def test_hf_gpt2_gpt2_scheme():
     model = _hf_gpt2()
     summary = tinit.init_model_(model, "gpt2", seed=3)
     out = 0.02 / math.sqrt(2 * 2)
-    _check_written(model, summary, {
-        r"\.w[tp]e\.": ("embedding", 0.02), r"ln_.*weight": ("norm", "=1"), r"bias$": ("bias", "=0"),
-        r"c_attn\.weight": ("attn_qkv", 0.02), r"attn\.c_proj\.weight": ("attn_out", out),
-        r"c_fc\.weight": ("mlp_in", 0.02), r"mlp\.c_proj\.weight": ("mlp_out", out)}, seed=3)
+    _check_written(
+        model,
+        summary,
+        {
+            r"\.w[tp]e\.": ("embedding", 0.02),
+            r"ln_.*weight": ("norm", "=1"),
+            r"bias$": ("bias", "=0"),
+            r"c_attn\.weight": ("attn_qkv", 0.02),
+            r"attn\.c_proj\.weight": ("attn_out", out),
+            r"c_fc\.weight": ("mlp_in", 0.02),
+            r"mlp\.c_proj\.weight": ("mlp_out", out),
+        },
+        seed=3,
+    )
     wte = next(e for e in summary if e.name == "transformer.wte.weight")
     assert wte.tied == ("lm_head.weight",)
     assert {e.stream_version for e in summary} == {tinit.STREAM_VERSION}
@@ -111,10 +131,20 @@ def test_hf_gpt2_conv1d_fans():
     """GPT-2's Conv1D weights are (in, out): fan_in is dim 0 (lecun_normal: 1/sqrt(fan_in))."""
     model = _hf_gpt2()
     summary = tinit.init_model_(model, "lecun_normal", seed=4)
-    _check_written(model, summary, {
-        r"\.w[tp]e\.": ("embedding", 1 / 8), r"ln_.*weight": ("norm", "=1"), r"bias$": ("bias", "=0"),
-        r"c_attn\.weight": ("attn_qkv", 1 / 8), r"attn\.c_proj\.weight": ("attn_out", 1 / 8),
-        r"c_fc\.weight": ("mlp_in", 1 / 8), r"mlp\.c_proj\.weight": ("mlp_out", 1 / 16)}, seed=4)
+    _check_written(
+        model,
+        summary,
+        {
+            r"\.w[tp]e\.": ("embedding", 1 / 8),
+            r"ln_.*weight": ("norm", "=1"),
+            r"bias$": ("bias", "=0"),
+            r"c_attn\.weight": ("attn_qkv", 1 / 8),
+            r"attn\.c_proj\.weight": ("attn_out", 1 / 8),
+            r"c_fc\.weight": ("mlp_in", 1 / 8),
+            r"mlp\.c_proj\.weight": ("mlp_out", 1 / 16),
+        },
+        seed=4,
+    )
 
 
 @pytest.mark.parametrize("family", ["Llama", "Mistral"])
@@ -122,12 +152,22 @@ def test_hf_llama_deepnorm(family):
     model = _hf_llama(family)
     summary = tinit.init_model_(model, "deepnorm", seed=5)
     beta = (8 * 2) ** -0.25
-    _check_written(model, summary, {
-        r"embed_tokens": ("embedding", 1 / 8), r"lm_head": ("head", 1 / 8), r"norm": ("norm", "=1"),
-        r"q_proj": ("attn_q", math.sqrt(2 / 128)), r"k_proj": ("attn_k", math.sqrt(2 / 96)),
-        r"v_proj": ("attn_v", beta * math.sqrt(2 / 96)), r"o_proj": ("attn_out", beta * math.sqrt(2 / 128)),
-        r"(gate|up)_proj": ("mlp_in", beta * math.sqrt(2 / 192)),
-        r"down_proj": ("mlp_out", beta * math.sqrt(2 / 192))}, seed=5)
+    _check_written(
+        model,
+        summary,
+        {
+            r"embed_tokens": ("embedding", 1 / 8),
+            r"lm_head": ("head", 1 / 8),
+            r"norm": ("norm", "=1"),
+            r"q_proj": ("attn_q", math.sqrt(2 / 128)),
+            r"k_proj": ("attn_k", math.sqrt(2 / 96)),
+            r"v_proj": ("attn_v", beta * math.sqrt(2 / 96)),
+            r"o_proj": ("attn_out", beta * math.sqrt(2 / 128)),
+            r"(gate|up)_proj": ("mlp_in", beta * math.sqrt(2 / 192)),
+            r"down_proj": ("mlp_out", beta * math.sqrt(2 / 192)),
+        },
+        seed=5,
+    )
 
 
 def test_torchtitan_llama_depth_init():
@@ -138,9 +178,17 @@ def test_torchtitan_llama_depth_init():
         std = 0.02 / math.sqrt(2 * (layer + 1))
         expected[rf"layers\.{layer}\.attention\.wo"] = ("attn_out", std)
         expected[rf"layers\.{layer}\.feed_forward\.w2"] = ("mlp_out", std)
-    expected.update({r"tok_embeddings": ("embedding", 0.02), r"^output": ("head", 0.02), r"norm": ("norm", "=1"),
-                     r"wq": ("attn_q", 0.02), r"wk": ("attn_k", 0.02), r"wv": ("attn_v", 0.02),
-                     r"w[13]": ("mlp_in", 0.02)})
+    expected.update(
+        {
+            r"tok_embeddings": ("embedding", 0.02),
+            r"^output": ("head", 0.02),
+            r"norm": ("norm", "=1"),
+            r"wq": ("attn_q", 0.02),
+            r"wk": ("attn_k", 0.02),
+            r"wv": ("attn_v", 0.02),
+            r"w[13]": ("mlp_in", 0.02),
+        }
+    )
     _check_written(model, summary, expected, seed=6)
     assert {e.layer for e in summary if e.role == "attn_out"} == {0, 1, 2}
 
@@ -174,8 +222,11 @@ def test_tied_weight_written_once(monkeypatch, grouped):
     model = GPT(TINY)
     writes = []
     real = model_init.write_grouped_
-    monkeypatch.setattr(model_init, "write_grouped_", lambda items, **k: (
-        writes.extend(i.tensor.data_ptr() for i in items), real(items, **k))[1])
+    monkeypatch.setattr(
+        model_init,
+        "write_grouped_",
+        lambda items, **k: (writes.extend(i.tensor.data_ptr() for i in items), real(items, **k))[1],
+    )
     summary = tinit.init_model_(model, "gpt2", seed=3, grouped=grouped)
     names = [e.name for e in summary]
     assert "transformer.wte.weight" in names and "lm_head.weight" not in names
@@ -227,8 +278,10 @@ def test_unclassifiable_parameter():
     assert next(e for e in summary if e.name.endswith("mystery")).role == "attn_q"
     summary = tinit.init_model_(model, "normal")  # no role needed
     assert next(e for e in summary if e.name.endswith("mystery")).role is None
-    override = {r"\.mystery$": "attn_q",
-                r"layers\.1\.mlp\.down_proj": {"role": "mlp_out", "layer": 0, "options": {"std": 0.5}}}
+    override = {
+        r"\.mystery$": "attn_q",
+        r"layers\.1\.mlp\.down_proj": {"role": "mlp_out", "layer": 0, "options": {"std": 0.5}},
+    }
     entry = next(e for e in tinit.init_model_(model, "gpt2", overrides=override) if "1.mlp.down_proj" in e.name)
     assert (entry.layer, entry.std) == (0, pytest.approx(0.5 / 2))
 
@@ -244,12 +297,13 @@ def test_rezero_needs_gates():
 
 
 def test_t5_encoder_decoder_deepnorm():
-    config = transformers.T5Config(num_layers=2, num_decoder_layers=3, d_model=64, d_ff=128, num_heads=2, d_kv=32,
-                                   vocab_size=VOCAB)
+    config = transformers.T5Config(
+        num_layers=2, num_decoder_layers=3, d_model=64, d_ff=128, num_heads=2, d_kv=32, vocab_size=VOCAB
+    )
     model = transformers.T5ForConditionalGeneration(config)
     summary = tinit.init_model_(model, "deepnorm", seed=2)
     n, m = 2, 3
-    beta = {"encoder": 0.87 * (n ** 4 * m) ** (-1 / 16), "decoder": (12 * m) ** -0.25}
+    beta = {"encoder": 0.87 * (n**4 * m) ** (-1 / 16), "decoder": (12 * m) ** -0.25}
     for entry in summary:
         if entry.role == "attn_v":
             assert entry.std == pytest.approx(beta[entry.stack] * math.sqrt(2 / 128)), entry.name
@@ -261,17 +315,33 @@ def test_t5_encoder_decoder_deepnorm():
     assert set(shared.tied) >= {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}
 
 
-@pytest.mark.parametrize("build", [
-    lambda: _hf_llama("Qwen2"),
-    lambda: transformers.BertForMaskedLM(transformers.BertConfig(
-        num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128, vocab_size=VOCAB)),
-], ids=["qwen2", "bert"])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: _hf_llama("Qwen2"),
+        lambda: transformers.BertForMaskedLM(
+            transformers.BertConfig(
+                num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128, vocab_size=VOCAB
+            )
+        ),
+    ],
+    ids=["qwen2", "bert"],
+)
 def test_every_parameter_classified(build):
     model = build()
     summary = tinit.init_model_(model, "modern", seed=1)
     assert all(e.role is not None for e in summary)
-    assert {e.role for e in summary} >= {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in",
-                                         "mlp_out", "norm", "bias"}
+    assert {e.role for e in summary} >= {
+        "embedding",
+        "attn_q",
+        "attn_k",
+        "attn_v",
+        "attn_out",
+        "mlp_in",
+        "mlp_out",
+        "norm",
+        "bias",
+    }
 
 
 def test_mup_param_groups():
@@ -301,8 +371,9 @@ def test_meta_parameters_are_refused():
 
 def test_bad_dtype_is_refused_before_writing():
     model = GPT(TINY)
-    model.transformer.ln_f.register_parameter("count", torch.nn.Parameter(torch.zeros(3, dtype=torch.int32),
-                                                                          requires_grad=False))
+    model.transformer.ln_f.register_parameter(
+        "count", torch.nn.Parameter(torch.zeros(3, dtype=torch.int32), requires_grad=False)
+    )
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     with pytest.raises(TypeError, match="dtype"):
         tinit.init_model_(model, overrides={r"ln_f\.count": "norm"})

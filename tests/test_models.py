@@ -41,8 +41,11 @@ def test_forward():
     torch.testing.assert_close(model(changed)[:, :6], logits[:, :6])
 
 
-@pytest.mark.parametrize("kwargs", [{"n_layers": 0}, {"d_model": 64, "n_heads": 5}, {"vocab": 1.5}],
-                         ids=["no-layers", "heads-not-dividing", "float-vocab"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"n_layers": 0}, {"d_model": 64, "n_heads": 5}, {"vocab": 1.5}],
+    ids=["no-layers", "heads-not-dividing", "float-vocab"],
+)
 def test_bad_config(kwargs):
     with pytest.raises(ValueError):
         GPTConfig(**kwargs)

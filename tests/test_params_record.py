@@ -36,14 +36,28 @@ pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler on PATH (g+
 @pytest.fixture(scope="module")
 def dump(tmp_path_factory) -> Path:
     exe = tmp_path_factory.mktemp("record") / "params_record_dump"
-    subprocess.run([CXX, "-std=c++17", "-O1", "-I", str(ROOT / "csrc" / "include"), "-o", str(exe),
-                    str(ROOT / "tests" / "params_record_dump.cpp")], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            CXX,
+            "-std=c++17",
+            "-O1",
+            "-I",
+            str(ROOT / "csrc" / "include"),
+            "-o",
+            str(exe),
+            str(ROOT / "tests" / "params_record_dump.cpp"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return exe
 
 
 def _fields(dump: Path, packed) -> dict[str, float]:
-    out = subprocess.run([str(dump), *(repr(float(v)) for v in packed)], check=True, capture_output=True,
-                         text=True, timeout=30).stdout
+    out = subprocess.run(
+        [str(dump), *(repr(float(v)) for v in packed)], check=True, capture_output=True, text=True, timeout=30
+    ).stdout
     return {name: float(value) for name, value in (line.split() for line in out.splitlines())}
 
 
@@ -65,12 +79,15 @@ def test_from_packed_reads_every_field_by_name(dump):
     assert got["flip"] == 2**32 - 1  # sign < 0: the mirrored frame
 
 
-@pytest.mark.parametrize("record", [
-    pytest.param(uniform_constants(-0.1, 0.1, torch.float32), id="uniform"),
-    pytest.param(transform_constants(0.0, 0.02, -2.0, 2.0, torch.float32), id="two_sided"),
-    pytest.param(transform_constants(1.0, 1.0 / 7.0, -math.inf, 0.0, torch.float32), id="precise"),
-    pytest.param(transform_constants(0.0, 1.0, 8.0, 100.0, torch.float32), id="tail"),
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        pytest.param(uniform_constants(-0.1, 0.1, torch.float32), id="uniform"),
+        pytest.param(transform_constants(0.0, 0.02, -2.0, 2.0, torch.float32), id="two_sided"),
+        pytest.param(transform_constants(1.0, 1.0 / 7.0, -math.inf, 0.0, torch.float32), id="precise"),
+        pytest.param(transform_constants(0.0, 1.0, 8.0, 100.0, torch.float32), id="tail"),
+    ],
+)
 def test_records_of_every_mode_round_trip(dump, record):
     got = _fields(dump, record)
     assert got["mode"] == record.mode

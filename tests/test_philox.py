@@ -52,19 +52,24 @@ def test_numpy_philox_known_answers(vector):
 @pytest.mark.parametrize("vector", KAT_PARAMS)
 def test_native_philox_known_answers(vector):
     out = torch.ops.tinit.philox4x32_10(_hex_words(vector["counter"]), _hex_words(vector["key"]))
-    assert_words_equal([w & 0xFFFFFFFF for w in out], _hex_words(vector["output"]),
-                       "torch.ops.tinit.philox4x32_10 vs published vector")
+    assert_words_equal(
+        [w & 0xFFFFFFFF for w in out], _hex_words(vector["output"]), "torch.ops.tinit.philox4x32_10 vs published vector"
+    )
 
 
 @pytest.mark.parametrize("vector", KAT_PARAMS)
 def test_native_philox_accepts_signed_words(vector):
     """Words >= 2**31 given as negative (int32 two's complement) ints mean the same."""
+
     def signed(w):
         return w - 2**32 if w >= 2**31 else w
-    out = torch.ops.tinit.philox4x32_10([signed(w) for w in _hex_words(vector["counter"])],
-                                        [signed(w) for w in _hex_words(vector["key"])])
-    assert_words_equal([w & 0xFFFFFFFF for w in out], _hex_words(vector["output"]),
-                       "torch.ops.tinit.philox4x32_10 with signed words")
+
+    out = torch.ops.tinit.philox4x32_10(
+        [signed(w) for w in _hex_words(vector["counter"])], [signed(w) for w in _hex_words(vector["key"])]
+    )
+    assert_words_equal(
+        [w & 0xFFFFFFFF for w in out], _hex_words(vector["output"]), "torch.ops.tinit.philox4x32_10 with signed words"
+    )
 
 
 @pytest.mark.parametrize("vector", KAT_PARAMS)
@@ -109,16 +114,22 @@ STREAM_CASES = [
 @pytest.mark.parametrize("seed,stream,offset,numel", STREAM_CASES)
 def test_native_words_match_numpy(seed, stream, offset, numel):
     expected = numpy_philox.stream_words(numel, seed, stream, offset)
-    assert_words_equal(philox_words(numel, seed, stream, offset), expected,
-                       f"philox_words(seed={seed}, stream={stream}, offset={offset})")
+    assert_words_equal(
+        philox_words(numel, seed, stream, offset),
+        expected,
+        f"philox_words(seed={seed}, stream={stream}, offset={offset})",
+    )
 
 
 @pytest.mark.parametrize("seed,stream,offset,numel", STREAM_CASES)
 def test_reference_words_match_numpy(seed, stream, offset, numel):
     """The reference backend's words, hence its uniforms, are the kernel's."""
     expected = numpy_philox.stream_words(numel, seed, stream, offset)
-    assert_words_equal(reference.stream_words(numel, seed, stream, offset), expected,
-                       f"reference.stream_words(seed={seed}, stream={stream}, offset={offset})")
+    assert_words_equal(
+        reference.stream_words(numel, seed, stream, offset),
+        expected,
+        f"reference.stream_words(seed={seed}, stream={stream}, offset={offset})",
+    )
 
 
 def test_words_of_large_range_match_numpy():
@@ -141,11 +152,14 @@ WINDOW = (0.0, 1.0, -2.0, 2.0)
 
 
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
-@pytest.mark.parametrize("pieces", [
-    pytest.param((1, 2, 3, 5, 7, 11, 13, 4096 - 42), id="small_odd"),
-    pytest.param((1023, 1025, 32767, 32769, 65536), id="chunk_and_grain_edges"),
-    pytest.param((3 * 2**16 + 1, 2**15 - 1), id="two_large"),
-])
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        pytest.param((1, 2, 3, 5, 7, 11, 13, 4096 - 42), id="small_odd"),
+        pytest.param((1023, 1025, 32767, 32769, 65536), id="chunk_and_grain_edges"),
+        pytest.param((3 * 2**16 + 1, 2**15 - 1), id="two_large"),
+    ],
+)
 def test_chunking_invariance(dtype, pieces):
     """One call over n elements equals consecutive calls with offsets."""
     numel, seed, stream, base = sum(pieces), 31337, 5, 2**34 - 3 * 2**15 - 3
@@ -153,8 +167,7 @@ def test_chunking_invariance(dtype, pieces):
     parts = torch.empty(numel, dtype=dtype)
     start = 0
     for size in pieces:
-        tinit.trunc_normal_at_(parts[start:start + size], *WINDOW, seed=seed, stream=stream,
-                               offset=base + start)
+        tinit.trunc_normal_at_(parts[start : start + size], *WINDOW, seed=seed, stream=stream, offset=base + start)
         start += size
     torch.testing.assert_close(parts, whole, rtol=0, atol=0)
 
@@ -195,8 +208,12 @@ def test_shape_does_not_change_values(dtype):
 def test_different_seed_or_stream_differs(dtype, change):
     base = {"seed": 2**40 + 1, "stream": 2**33 + 2}
     other = dict(base)
-    bump = {"seed": ("seed", 1), "stream": ("stream", 1),
-            "seed_high_word": ("seed", 2**32), "stream_high_word": ("stream", 2**32)}[change]
+    bump = {
+        "seed": ("seed", 1),
+        "stream": ("stream", 1),
+        "seed_high_word": ("seed", 2**32),
+        "stream_high_word": ("stream", 2**32),
+    }[change]
     other[bump[0]] += bump[1]
     x = fill_at(4096, dtype, *WINDOW, **base)
     y = fill_at(4096, dtype, *WINDOW, **other)
@@ -215,5 +232,6 @@ def test_int64_indices_past_2_31():
     big = fill_at(numel, torch.bfloat16, *WINDOW, seed=5, stream=1)
     for start in (0, 2**31 - 2048, numel - 4096):
         piece = fill_at(4096, torch.bfloat16, *WINDOW, seed=5, stream=1, offset=start)
-        torch.testing.assert_close(big[start:start + 4096], piece, rtol=0, atol=0,
-                                   msg=lambda m, start=start: f"elements from {start}: {m}")
+        torch.testing.assert_close(
+            big[start : start + 4096], piece, rtol=0, atol=0, msg=lambda m, start=start: f"elements from {start}: {m}"
+        )

@@ -85,10 +85,14 @@ def test_normal_variance_grows_linearly_with_depth(deep):
     mlp = float(np.mean([s.branch_var for s in r.sublayers if s.kind == "mlp"]))
     samples = DEEP["batch"] * DEEP["seq"] * DEEP["d_model"]
     step_noise = 2 * math.sqrt(r.resid_vars[-1] * mlp / samples)  # sd of 2 Cov(x_l, F_l) over the samples
-    print(f"\nnormal, pre-LN, L {DEEP['n_layers']}: Var(x_0) {r.input_var:.5f}, Var(x_40) {r.resid_vars[40]:.5f}, "
-          f"Var(x_80) {r.resid_vars[80]:.5f}, Var(x_160) {r.resid_vars[160]:.5f}")
-    print(f"fit Var(x_l) - Var(x_0) = {slope:.6f} l + {intercept:+.6f}, R^2 {r2:.5f}; "
-          f"mean Var(F_l) {sigma_f2:.6f} (MLP {mlp:.6f}, one MLP step {mlp / step_noise:.0f} x its sampling sd)")
+    print(
+        f"\nnormal, pre-LN, L {DEEP['n_layers']}: Var(x_0) {r.input_var:.5f}, Var(x_40) {r.resid_vars[40]:.5f}, "
+        f"Var(x_80) {r.resid_vars[80]:.5f}, Var(x_160) {r.resid_vars[160]:.5f}"
+    )
+    print(
+        f"fit Var(x_l) - Var(x_0) = {slope:.6f} l + {intercept:+.6f}, R^2 {r2:.5f}; "
+        f"mean Var(F_l) {sigma_f2:.6f} (MLP {mlp:.6f}, one MLP step {mlp / step_noise:.0f} x its sampling sd)"
+    )
     assert r2 >= 0.95, f"R^2 {r2} of the linear fit"
     assert slope == pytest.approx(sigma_f2, rel=0.1), "slope of Var(x_l) is not the mean sublayer variance"
     assert mlp > 10 * step_noise, "the MLP sublayers' added variance is not well above the sampling noise"
@@ -104,14 +108,24 @@ def test_gpt2_adds_2L_times_less_variance(deep):
     noise = 2 * math.sqrt(gpt2.input_var * gpt2.sublayers[-1].delta_var / samples) / gpt2.added_var
     cross = (gpt2.added_var - gpt2.sublayers[-1].delta_var) / gpt2.added_var  # the measured 2 Cov(x_0, D)
     delta_ratio = normal.sublayers[-1].delta_var / gpt2.sublayers[-1].delta_var
-    ratios = {kind: float(np.mean([n.branch_var / g.branch_var for n, g in zip(normal.sublayers, gpt2.sublayers)
-                                   if n.kind == kind])) for kind in ("attn", "mlp")}
-    print(f"\nVar(x_2L): normal {normal.sublayers[-1].resid_var:.5f} (1 + 2L sigma_F^2 = {1 + two_l * sigma_f2:.5f}), "
-          f"gpt2 {gpt2.sublayers[-1].resid_var:.5f} (1 + sigma_F^2 = {1 + sigma_f2:.5f})")
-    print(f"added Var(x_2L) - Var(x_0): normal {normal.added_var:.6f}, gpt2 {gpt2.added_var:.6f}, "
-          f"ratio {ratio:.1f} (2L = {two_l}); gpt2's 2 Cov(x_0, D) {cross:+.3f} of it (sampling sd {noise:.3f})")
-    print(f"Var(x_2L - x_0) ratio {delta_ratio:.1f}; mean per-sublayer Var(F_l) ratio: MLP {ratios['mlp']:.1f}, "
-          f"attention {ratios['attn']:.1f} (its input's correlation across positions differs between the schemes)")
+    ratios = {
+        kind: float(
+            np.mean([n.branch_var / g.branch_var for n, g in zip(normal.sublayers, gpt2.sublayers) if n.kind == kind])
+        )
+        for kind in ("attn", "mlp")
+    }
+    print(
+        f"\nVar(x_2L): normal {normal.sublayers[-1].resid_var:.5f} (1 + 2L sigma_F^2 = {1 + two_l * sigma_f2:.5f}), "
+        f"gpt2 {gpt2.sublayers[-1].resid_var:.5f} (1 + sigma_F^2 = {1 + sigma_f2:.5f})"
+    )
+    print(
+        f"added Var(x_2L) - Var(x_0): normal {normal.added_var:.6f}, gpt2 {gpt2.added_var:.6f}, "
+        f"ratio {ratio:.1f} (2L = {two_l}); gpt2's 2 Cov(x_0, D) {cross:+.3f} of it (sampling sd {noise:.3f})"
+    )
+    print(
+        f"Var(x_2L - x_0) ratio {delta_ratio:.1f}; mean per-sublayer Var(F_l) ratio: MLP {ratios['mlp']:.1f}, "
+        f"attention {ratios['attn']:.1f} (its input's correlation across positions differs between the schemes)"
+    )
     assert ratio == pytest.approx(two_l, rel=0.2)
     assert gpt2.added_var == pytest.approx(sigma_f2, rel=0.2)
     assert noise <= 0.05 and abs(cross) <= 0.1, "the 20 % check would be at the mercy of Cov(x_0, D)"
@@ -119,10 +133,10 @@ def test_gpt2_adds_2L_times_less_variance(deep):
     assert ratios["mlp"] == pytest.approx(two_l, rel=0.05), "MLP output variance not linear in down_proj's"
 
 
-
 def test_forward_only_has_no_gradients(deep):
-    assert all(math.isnan(s.grad_norm) and math.isnan(s.stream_grad_rms)
-               for r in deep.results.values() for s in r.sublayers)
+    assert all(
+        math.isnan(s.grad_norm) and math.isnan(s.stream_grad_rms) for r in deep.results.values() for s in r.sublayers
+    )
 
 
 def test_gradients_recorded(full):
@@ -132,8 +146,10 @@ def test_gradients_recorded(full):
         if name in ("normal", "gpt2"):  # logits of std ~0.02 * sqrt(d): the loss of a uniform guess
             assert r.loss == pytest.approx(math.log(512), rel=0.02), name
     normal = full.results["normal"]
-    print(f"\nnormal: |grad theta| first {normal.sublayers[0].grad_norm:.4g}, last {normal.sublayers[-1].grad_norm:.4g}; "
-          f"rms grad x_0 {normal.input_grad_rms:.4g}, x_2L {normal.sublayers[-1].stream_grad_rms:.4g}")
+    print(
+        f"\nnormal: |grad theta| first {normal.sublayers[0].grad_norm:.4g}, last {normal.sublayers[-1].grad_norm:.4g}; "
+        f"rms grad x_0 {normal.input_grad_rms:.4g}, x_2L {normal.sublayers[-1].stream_grad_rms:.4g}"
+    )
 
 
 def test_png_written(full):
@@ -157,10 +173,21 @@ def test_markdown_one_row_per_sublayer(full):
 
 def test_stack_names_give_roles():
     model = Stack(StackConfig(n_layers=2, d_model=64, norm="pre"))
-    expected = {"embed_tokens": "embedding", "q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v",
-                "o_proj": "attn_out", "up_proj": "mlp_in", "down_proj": "mlp_out", "attn_norm": "norm",
-                "mlp_norm": "norm", "norm": "norm", "lm_head": "head", "attn_gate": "residual_gate",
-                "mlp_gate": "residual_gate"}
+    expected = {
+        "embed_tokens": "embedding",
+        "q_proj": "attn_q",
+        "k_proj": "attn_k",
+        "v_proj": "attn_v",
+        "o_proj": "attn_out",
+        "up_proj": "mlp_in",
+        "down_proj": "mlp_out",
+        "attn_norm": "norm",
+        "mlp_norm": "norm",
+        "norm": "norm",
+        "lm_head": "head",
+        "attn_gate": "residual_gate",
+        "mlp_gate": "residual_gate",
+    }
     for name, _ in model.named_parameters():
         parts = name.split(".")
         key = parts[-1] if parts[-1].endswith("_gate") else parts[-2]
@@ -248,8 +275,23 @@ def test_public_api():
 
 
 def test_cli(tmp_path, capsys):
-    argv = ["report", "--layers", "2", "--d-model", "64", "--batch", "2", "--seq", "8", "--norm", "deepnorm",
-            "--schemes", "normal,gpt2", "--out", str(tmp_path)]
+    argv = [
+        "report",
+        "--layers",
+        "2",
+        "--d-model",
+        "64",
+        "--batch",
+        "2",
+        "--seq",
+        "8",
+        "--norm",
+        "deepnorm",
+        "--schemes",
+        "normal,gpt2",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "| normal |" in out and "| gpt2 |" in out and "alpha 1.414" in out
@@ -266,8 +308,11 @@ def test_cli(tmp_path, capsys):
 TINY = ["report", "--layers", "1", "--d-model", "64", "--batch", "1", "--seq", "4"]
 
 
-@pytest.mark.parametrize("argv", [["normal", "gpt2"], ["normal,gpt2"], ["normal,", "gpt2"], ["normal", "gpt2,normal"]],
-                         ids=["spaces", "commas", "both", "repeated"])
+@pytest.mark.parametrize(
+    "argv",
+    [["normal", "gpt2"], ["normal,gpt2"], ["normal,", "gpt2"], ["normal", "gpt2,normal"]],
+    ids=["spaces", "commas", "both", "repeated"],
+)
 def test_cli_scheme_lists(argv):
     """The README's space-separated form and the comma form parse to the same schemes."""
     assert build_parser().parse_args(["report", "--schemes", *argv]).schemes == ["normal", "gpt2"]

@@ -40,8 +40,9 @@ def _expected(n_layers: int) -> dict[str, tuple[str, int | None]]:
 
 
 def _hf_gpt2():
-    transformers = pytest.importorskip("transformers",
-                                       reason="transformers is not installed (pip install transformers)")
+    transformers = pytest.importorskip(
+        "transformers", reason="transformers is not installed (pip install transformers)"
+    )
     with torch.device("meta"):
         return transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=N_LAYERS, n_embd=64, n_head=2))
 
@@ -154,19 +155,30 @@ def test_architectures(name, role, layer):
     assert (infer_role(name), infer_layer(name)) == (role, layer)
 
 
-@pytest.mark.parametrize("name", ["encoder.block.0.mystery.weight", "layers.0.router.gate.weight",
-                                  "layers.0.proj.weight", "q.weight", "mlp.o.weight"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "encoder.block.0.mystery.weight",
+        "layers.0.router.gate.weight",
+        "layers.0.proj.weight",
+        "q.weight",
+        "mlp.o.weight",
+    ],
+)
 def test_unclassifiable_is_none(name):
     assert infer_role(name) is None
 
 
-@pytest.mark.parametrize("name,stack", [
-    ("encoder.block.0.layer.0.SelfAttention.q.weight", "encoder"),
-    ("model.decoder.layers.0.fc1.weight", "decoder"),
-    ("bert.encoder.layer.0.attention.self.query.weight", "encoder"),
-    ("model.layers.0.mlp.up_proj.weight", None),
-    ("decoder_norm.weight", None),
-])
+@pytest.mark.parametrize(
+    "name,stack",
+    [
+        ("encoder.block.0.layer.0.SelfAttention.q.weight", "encoder"),
+        ("model.decoder.layers.0.fc1.weight", "decoder"),
+        ("bert.encoder.layer.0.attention.self.query.weight", "encoder"),
+        ("model.layers.0.mlp.up_proj.weight", None),
+        ("decoder_norm.weight", None),
+    ],
+)
 def test_stack(name, stack):
     assert infer_stack(name) == stack
 

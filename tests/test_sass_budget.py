@@ -138,8 +138,10 @@ def test_interior_loop_is_hot_not_edge_loop(oracle):
 
 def test_modes_read_from_header(tmp_path):
     header = tmp_path / "transform.h"
-    header.write_text("enum TransformMode : int {\n  kTwoSided = 0,  // a comment, kNot = 9\n"
-                      "  kTail = 1,\n  kCentral = 3,\n  kUniform,\n};\n")
+    header.write_text(
+        "enum TransformMode : int {\n  kTwoSided = 0,  // a comment, kNot = 9\n"
+        "  kTail = 1,\n  kCentral = 3,\n  kUniform,\n};\n"
+    )
     assert sb.read_modes(header) == {0: "two_sided", 1: "tail", 3: "central", 4: "uniform"}
     real = sb.read_modes(ROOT / "csrc" / "include" / "tinit" / "transform.h")
     assert real and all(isinstance(v, int) and name for v, name in real.items()), real
@@ -147,19 +149,39 @@ def test_modes_read_from_header(tmp_path):
 
 def test_describe_demangled_names():
     modes = {0: "two_sided", 3: "central"}
-    assert sb.describe("void tinit::cuda::(anonymous namespace)::trunc_normal_kernel<__nv_bfloat16, 3>"
-                       "(__nv_bfloat16*, long, bool)", modes) == ("trunc_normal_kernel", "bf16", 3)
-    assert sb.describe("void tinit::cuda::grouped_kernel<float>(tinit::cuda::GroupView, unsigned long)",
-                       modes) == ("grouped_kernel", "fp32", None)
-    assert sb.describe("tinit::cuda::(anonymous namespace)::philox_kernel(unsigned int*, long, bool)",
-                       modes) == ("philox_kernel", "words", None)
+    assert sb.describe(
+        "void tinit::cuda::(anonymous namespace)::trunc_normal_kernel<__nv_bfloat16, 3>(__nv_bfloat16*, long, bool)",
+        modes,
+    ) == ("trunc_normal_kernel", "bf16", 3)
+    assert sb.describe("void tinit::cuda::grouped_kernel<float>(tinit::cuda::GroupView, unsigned long)", modes) == (
+        "grouped_kernel",
+        "fp32",
+        None,
+    )
+    assert sb.describe("tinit::cuda::(anonymous namespace)::philox_kernel(unsigned int*, long, bool)", modes) == (
+        "philox_kernel",
+        "words",
+        None,
+    )
     assert sb.describe("void k<float, (tinit::TransformMode)0>(float*)", modes) == ("k", "fp32", 0)
 
 
 def _assert_case(case: dict, backend: str) -> None:
     assert case["backend"] == backend and "error" not in case, case
-    for key in ("sass_per_elem", "slow_per_elem", "fp64_per_elem", "mufu_per_elem", "cvt_per_elem", "elems",
-                "est_gelem_s", "regs", "store_bits", "stack", "spill_stores", "spill_loads"):
+    for key in (
+        "sass_per_elem",
+        "slow_per_elem",
+        "fp64_per_elem",
+        "mufu_per_elem",
+        "cvt_per_elem",
+        "elems",
+        "est_gelem_s",
+        "regs",
+        "store_bits",
+        "stack",
+        "spill_stores",
+        "spill_loads",
+    ):
         assert key in case and case[key] is not None and math.isfinite(case[key]) and case[key] >= 0, (key, case)
     for key in ("sass_per_elem", "elems", "est_gelem_s", "regs", "store_bits"):
         assert case[key] > 0, (key, case)
@@ -169,9 +191,14 @@ def _assert_case(case: dict, backend: str) -> None:
 def test_real_cuda_kernel_first_mode(tmp_path):
     modes = sb.read_modes(ROOT / "csrc" / "include" / "tinit" / "transform.h")
     first = min(modes)
-    cases = sb.cuda_cases(ROOT / sb.CU_FILES[0], modes, tmp_path, None, {},
-                          select=lambda kernel, dtype, mode: kernel == "trunc_normal_kernel" and dtype == "fp32"
-                          and mode == first)
+    cases = sb.cuda_cases(
+        ROOT / sb.CU_FILES[0],
+        modes,
+        tmp_path,
+        None,
+        {},
+        select=lambda kernel, dtype, mode: kernel == "trunc_normal_kernel" and dtype == "fp32" and mode == first,
+    )
     assert len(cases) == 1, cases
     case = cases[0]
     case.update(sb.throughput(case["sass_per_elem"], case["dtype"]))
@@ -191,8 +218,14 @@ def test_real_triton_kernel_first_mode(tmp_path):
         pytest.skip("triton has no NVIDIA backend to compile for sm_90 with")
     modes = sb.read_modes(ROOT / "csrc" / "include" / "tinit" / "transform.h")
     first = min(modes)
-    cases = sb.triton_cases(ROOT, modes, tmp_path, None, {}, select=lambda kernel, dtype, mode:
-                            kernel == "_trunc_normal_kernel" and dtype == "fp32" and mode == first)
+    cases = sb.triton_cases(
+        ROOT,
+        modes,
+        tmp_path,
+        None,
+        {},
+        select=lambda kernel, dtype, mode: kernel == "_trunc_normal_kernel" and dtype == "fp32" and mode == first,
+    )
     assert len(cases) == 1, cases
     case = cases[0]
     case.update(sb.throughput(case["sass_per_elem"], case["dtype"]))
@@ -201,8 +234,22 @@ def test_real_triton_kernel_first_mode(tmp_path):
 
 def test_cli_writes_json_and_markdown(tmp_path, capsys):
     out_json, out_md = tmp_path / "budget.json", tmp_path / "budget.md"
-    assert sb.main(["--no-triton", "--filter", "^cuda/philox_kernel/", "--json", str(out_json), "--md", str(out_md),
-                    "--p-diverge", "two_sided=0.01"]) == 0
+    assert (
+        sb.main(
+            [
+                "--no-triton",
+                "--filter",
+                "^cuda/philox_kernel/",
+                "--json",
+                str(out_json),
+                "--md",
+                str(out_md),
+                "--p-diverge",
+                "two_sided=0.01",
+            ]
+        )
+        == 0
+    )
     report = json.loads(out_json.read_text())
     assert report["versions"]["nvcc"] and report["model"] and report["nvcc_flags"], report
     assert [c["kernel"] for c in report["cases"]] == ["philox_kernel"], report["cases"]

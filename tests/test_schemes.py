@@ -18,25 +18,40 @@ from tinit.fill import write_spec_
 
 D, F, L, LAYER, V, KV = 768, 3072, 12, 3, 1000, 256
 SHAPES = {  # nn.Linear layout (out, in); GQA key/value of width 256
-    "embedding": (V, D), "attn_q": (D, D), "attn_k": (KV, D), "attn_v": (KV, D), "attn_qkv": (3 * D, D),
-    "attn_out": (D, D), "mlp_in": (F, D), "mlp_out": (D, F), "head": (V, D),
-    "norm": (D,), "bias": (D,), "residual_gate": (1,),
+    "embedding": (V, D),
+    "attn_q": (D, D),
+    "attn_k": (KV, D),
+    "attn_v": (KV, D),
+    "attn_qkv": (3 * D, D),
+    "attn_out": (D, D),
+    "mlp_in": (F, D),
+    "mlp_out": (D, F),
+    "head": (V, D),
+    "norm": (D,),
+    "bias": (D,),
+    "residual_gate": (1,),
 }
 BETA = (8 * L) ** -0.25  # DeepNorm, decoder-only, L = 12
 SMALL = math.sqrt(2 / (5 * D))
 
 # (scheme, options, role, expected parent std, expected trunc); a None trunc means "constant std" value.
 CASES = [
-    ("normal", {}, "embedding", 0.02, 2), ("normal", {}, "attn_out", 0.02, 2), ("normal", {"std": 0.01}, "head", 0.01, 2),
-    ("gpt2", {}, "attn_qkv", 0.02, 2), ("gpt2", {}, "mlp_in", 0.02, 2), ("gpt2", {}, "embedding", 0.02, 2),
-    ("gpt2", {}, "attn_out", 0.02 / math.sqrt(2 * L), 2), ("gpt2", {}, "mlp_out", 0.02 / math.sqrt(2 * L), 2),
+    ("normal", {}, "embedding", 0.02, 2),
+    ("normal", {}, "attn_out", 0.02, 2),
+    ("normal", {"std": 0.01}, "head", 0.01, 2),
+    ("gpt2", {}, "attn_qkv", 0.02, 2),
+    ("gpt2", {}, "mlp_in", 0.02, 2),
+    ("gpt2", {}, "embedding", 0.02, 2),
+    ("gpt2", {}, "attn_out", 0.02 / math.sqrt(2 * L), 2),
+    ("gpt2", {}, "mlp_out", 0.02 / math.sqrt(2 * L), 2),
     ("megatron", {}, "mlp_out", 0.02 / math.sqrt(2 * L), 2),
     ("megatron", {"multiplier": 1.0}, "attn_out", 0.02 / math.sqrt(L), 2),
-    ("depth_init", {}, "attn_q", 0.02, 2), ("depth_init", {}, "mlp_in", 0.02, 2),
+    ("depth_init", {}, "attn_q", 0.02, 2),
+    ("depth_init", {}, "mlp_in", 0.02, 2),
     ("depth_init", {}, "attn_out", 0.02 / math.sqrt(2 * (LAYER + 1)), 2),
     ("depth_init", {}, "mlp_out", 0.02 / math.sqrt(2 * (LAYER + 1)), 2),
-    ("depth_init", {"embedding_std": 1.0, "head_std": D ** -0.5}, "embedding", 1.0, 2),
-    ("depth_init", {"embedding_std": 1.0, "head_std": D ** -0.5}, "head", D ** -0.5, 2),
+    ("depth_init", {"embedding_std": 1.0, "head_std": D**-0.5}, "embedding", 1.0, 2),
+    ("depth_init", {"embedding_std": 1.0, "head_std": D**-0.5}, "head", D**-0.5, 2),
     ("xavier_normal", {}, "attn_q", math.sqrt(2 / (D + D)), 2),
     ("xavier_normal", {}, "attn_k", math.sqrt(2 / (D + KV)), 2),
     ("xavier_normal", {}, "attn_qkv", math.sqrt(2 / (D + D)), 2),  # fan_out of one of q, k, v
@@ -46,33 +61,44 @@ CASES = [
     ("kaiming_normal", {}, "mlp_out", math.sqrt(2) / math.sqrt(F), 2),
     ("kaiming_normal", {"mode": "fan_out"}, "mlp_in", math.sqrt(2) / math.sqrt(F), 2),
     ("kaiming_normal", {"mode": "fan_out"}, "attn_k", math.sqrt(2) / math.sqrt(KV), 2),
-    ("lecun_normal", {}, "attn_v", 1 / math.sqrt(D), 2), ("lecun_normal", {}, "mlp_out", 1 / math.sqrt(F), 2),
-    ("small_init", {}, "attn_q", SMALL, 2), ("small_init", {}, "mlp_out", SMALL, 2),
+    ("lecun_normal", {}, "attn_v", 1 / math.sqrt(D), 2),
+    ("lecun_normal", {}, "mlp_out", 1 / math.sqrt(F), 2),
+    ("small_init", {}, "attn_q", SMALL, 2),
+    ("small_init", {}, "mlp_out", SMALL, 2),
     ("small_init", {}, "embedding", SMALL, 2),
-    ("wang_init", {}, "mlp_in", SMALL, 2), ("wang_init", {}, "attn_out", 2 / (L * math.sqrt(D)), 2),
+    ("wang_init", {}, "mlp_in", SMALL, 2),
+    ("wang_init", {}, "attn_out", 2 / (L * math.sqrt(D)), 2),
     ("wang_init", {}, "mlp_out", 2 / (L * math.sqrt(D)), 2),
-    ("mitchell", {}, "embedding", 1 / math.sqrt(D), 3), ("mitchell", {}, "attn_qkv", 1 / math.sqrt(D), 3),
-    ("mitchell", {}, "mlp_in", 1 / math.sqrt(D), 3), ("mitchell", {}, "head", 1 / math.sqrt(D), 3),
+    ("mitchell", {}, "embedding", 1 / math.sqrt(D), 3),
+    ("mitchell", {}, "attn_qkv", 1 / math.sqrt(D), 3),
+    ("mitchell", {}, "mlp_in", 1 / math.sqrt(D), 3),
+    ("mitchell", {}, "head", 1 / math.sqrt(D), 3),
     ("mitchell", {}, "attn_out", 1 / math.sqrt(2 * D * (LAYER + 1)), 3),
     ("mitchell", {}, "mlp_out", 1 / math.sqrt(2 * F * (LAYER + 1)), 3),
-    ("modern", {}, "embedding", 0.02, 3), ("modern", {}, "attn_q", SMALL, 3), ("modern", {}, "mlp_in", SMALL, 3),
-    ("modern", {}, "head", SMALL, 3), ("modern", {}, "attn_out", SMALL / math.sqrt(2 * L), 3),
+    ("modern", {}, "embedding", 0.02, 3),
+    ("modern", {}, "attn_q", SMALL, 3),
+    ("modern", {}, "mlp_in", SMALL, 3),
+    ("modern", {}, "head", SMALL, 3),
+    ("modern", {}, "attn_out", SMALL / math.sqrt(2 * L), 3),
     ("modern", {}, "mlp_out", SMALL / math.sqrt(2 * L), 3),
     ("modern", {"base": "inv_sqrt_d"}, "attn_k", 1 / math.sqrt(D), 3),
     ("modern", {"base": "inv_sqrt_d"}, "mlp_out", 1 / math.sqrt(D) / math.sqrt(2 * L), 3),
     ("modern", {"trunc": 2.0}, "attn_q", SMALL, 2),
-    ("deepnorm", {}, "attn_q", math.sqrt(2 / (D + D)), 2), ("deepnorm", {}, "attn_k", math.sqrt(2 / (D + KV)), 2),
+    ("deepnorm", {}, "attn_q", math.sqrt(2 / (D + D)), 2),
+    ("deepnorm", {}, "attn_k", math.sqrt(2 / (D + KV)), 2),
     ("deepnorm", {}, "attn_v", BETA * math.sqrt(2 / (D + KV)), 2),
     ("deepnorm", {}, "attn_out", BETA * math.sqrt(2 / (D + D)), 2),
     ("deepnorm", {}, "mlp_in", BETA * math.sqrt(2 / (D + F)), 2),
     ("deepnorm", {}, "mlp_out", BETA * math.sqrt(2 / (F + D)), 2),
-    ("deepnorm", {}, "embedding", D ** -0.5, 2), ("deepnorm", {}, "head", D ** -0.5, 2),
-    ("rezero", {}, "attn_q", 0.02, 2), ("rezero", {"base": "xavier_normal"}, "mlp_in", math.sqrt(2 / (D + F)), 2),
+    ("deepnorm", {}, "embedding", D**-0.5, 2),
+    ("deepnorm", {}, "head", D**-0.5, 2),
+    ("rezero", {}, "attn_q", 0.02, 2),
+    ("rezero", {"base": "xavier_normal"}, "mlp_in", math.sqrt(2 / (D + F)), 2),
     ("rezero", {"base": "modern"}, "attn_out", SMALL / math.sqrt(2 * L), 3),
     ("fixup", {}, "attn_q", math.sqrt(2 / D) * (2 * L) ** -0.5, 2),
     ("fixup", {}, "mlp_in", math.sqrt(2 / D) * (2 * L) ** -0.5, 2),
     ("fixup", {"m": 3}, "attn_v", math.sqrt(2 / D) * (2 * L) ** -0.25, 2),
-    ("fixup", {}, "embedding", D ** -0.5, 2),
+    ("fixup", {}, "embedding", D**-0.5, 2),
     ("mup", {"base_width": 256}, "embedding", 0.02, 2),
     ("mup", {"base_width": 256}, "attn_q", 0.02 / math.sqrt(D / 256), 2),
     ("mup", {"base_width": 256}, "mlp_out", 0.02 / math.sqrt(D / 256), 2),
@@ -81,11 +107,18 @@ CASES = [
     ("mup", {}, "attn_out", 0.02, 2),
 ]
 CONSTANTS = [
-    ("normal", {}, "norm", 1.0), ("normal", {}, "bias", 0.0), ("gpt2", {}, "residual_gate", 1.0),
-    ("xavier_uniform", {}, "norm", 1.0), ("deepnorm", {}, "bias", 0.0),
-    ("rezero", {}, "residual_gate", 0.0), ("rezero", {}, "norm", 1.0),
-    ("fixup", {}, "attn_out", 0.0), ("fixup", {}, "mlp_out", 0.0), ("fixup", {}, "head", 0.0),
-    ("fixup", {}, "residual_gate", 1.0), ("mup", {"base_width": 256}, "head", 0.0),
+    ("normal", {}, "norm", 1.0),
+    ("normal", {}, "bias", 0.0),
+    ("gpt2", {}, "residual_gate", 1.0),
+    ("xavier_uniform", {}, "norm", 1.0),
+    ("deepnorm", {}, "bias", 0.0),
+    ("rezero", {}, "residual_gate", 0.0),
+    ("rezero", {}, "norm", 1.0),
+    ("fixup", {}, "attn_out", 0.0),
+    ("fixup", {}, "mlp_out", 0.0),
+    ("fixup", {}, "head", 0.0),
+    ("fixup", {}, "residual_gate", 1.0),
+    ("mup", {"base_width": 256}, "head", 0.0),
 ]
 
 
@@ -93,8 +126,9 @@ def _spec(scheme, role, **options):
     return schemes.get(scheme).spec(role=role, layer_idx=LAYER, n_layers=L, d_model=D, shape=SHAPES[role], **options)
 
 
-@pytest.mark.parametrize("scheme,options,role,std,trunc", CASES,
-                         ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    "scheme,options,role,std,trunc", CASES, ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CASES)]
+)
 def test_std_per_role(scheme, options, role, std, trunc):
     spec = _spec(scheme, role, **options)
     assert spec.constant is None and spec.parts is None and spec.distribution == "trunc_normal"
@@ -103,18 +137,20 @@ def test_std_per_role(scheme, options, role, std, trunc):
     assert spec.bounds == pytest.approx((-trunc * spec.std, trunc * spec.std))
 
 
-@pytest.mark.parametrize("scheme,options,role,value", CONSTANTS,
-                         ids=[f"{c[0]}-{c[2]}" for c in CONSTANTS])
+@pytest.mark.parametrize("scheme,options,role,value", CONSTANTS, ids=[f"{c[0]}-{c[2]}" for c in CONSTANTS])
 def test_constants(scheme, options, role, value):
     assert _spec(scheme, role, **options).constant == value
 
 
-@pytest.mark.parametrize("scheme,role,options,std", [
-    ("xavier_uniform", "attn_q", {}, math.sqrt(6 / (D + D)) / math.sqrt(3)),
-    ("xavier_uniform", "mlp_in", {"gain": 0.5}, 0.5 * math.sqrt(6 / (D + F)) / math.sqrt(3)),
-    ("kaiming_uniform", "mlp_out", {}, math.sqrt(2) * math.sqrt(3 / F) / math.sqrt(3)),
-    ("kaiming_uniform", "mlp_out", {"gain": 3 ** -0.5}, (1 / math.sqrt(F)) / math.sqrt(3)),  # nn.Linear default
-])
+@pytest.mark.parametrize(
+    "scheme,role,options,std",
+    [
+        ("xavier_uniform", "attn_q", {}, math.sqrt(6 / (D + D)) / math.sqrt(3)),
+        ("xavier_uniform", "mlp_in", {"gain": 0.5}, 0.5 * math.sqrt(6 / (D + F)) / math.sqrt(3)),
+        ("kaiming_uniform", "mlp_out", {}, math.sqrt(2) * math.sqrt(3 / F) / math.sqrt(3)),
+        ("kaiming_uniform", "mlp_out", {"gain": 3**-0.5}, (1 / math.sqrt(F)) / math.sqrt(3)),  # nn.Linear default
+    ],
+)
 def test_uniform_schemes(scheme, role, options, std):
     spec = _spec(scheme, role, **options)
     assert spec.distribution == "uniform"
@@ -137,12 +173,18 @@ def test_deepnorm_fused_qkv_parts():
         xavier = math.sqrt(2 / (D + D))
         assert [p.std for p in spec.parts] == pytest.approx([xavier, xavier, BETA * xavier])
         assert spec.realised_std == pytest.approx(
-            0.8796256610342398 * math.sqrt((2 * xavier ** 2 + (BETA * xavier) ** 2) / 3))
+            0.8796256610342398 * math.sqrt((2 * xavier**2 + (BETA * xavier) ** 2) / 3)
+        )
 
 
 # The design document's table (shared/seeds/003): alpha = (2L)^(1/4), beta = (8L)^(-1/4), 1/sqrt(2L).
-DEEPNORM_TABLE = [(12, 2.213, 0.319, 0.204), (32, 2.828, 0.250, 0.125), (80, 3.557, 0.199, 0.079),
-                  (200, 4.472, 0.158, 0.050), (1000, 6.687, 0.106, 0.022)]
+DEEPNORM_TABLE = [
+    (12, 2.213, 0.319, 0.204),
+    (32, 2.828, 0.250, 0.125),
+    (80, 3.557, 0.199, 0.079),
+    (200, 4.472, 0.158, 0.050),
+    (1000, 6.687, 0.106, 0.022),
+]
 
 
 @pytest.mark.parametrize("n_layers,alpha,beta,megatron", DEEPNORM_TABLE, ids=[str(r[0]) for r in DEEPNORM_TABLE])
@@ -160,24 +202,26 @@ def test_deepnorm_decoder_only_table(n_layers, alpha, beta, megatron):
 def test_deepnorm_encoder_decoder_constants(n, m):
     """Wang et al. 2022, Figure 2: encoder 0.81 (N^4 M)^(1/16), 0.87 (N^4 M)^(-1/16); decoder (3M)^(1/4), (12M)^(-1/4)."""
     got = schemes.multipliers("deepnorm", encoder_layers=n, decoder_layers=m)
-    assert got["encoder_residual_alpha"] == pytest.approx(0.81 * (n ** 4 * m) ** (1 / 16))
-    assert got["encoder_beta"] == pytest.approx(0.87 * (n ** 4 * m) ** (-1 / 16))
+    assert got["encoder_residual_alpha"] == pytest.approx(0.81 * (n**4 * m) ** (1 / 16))
+    assert got["encoder_beta"] == pytest.approx(0.87 * (n**4 * m) ** (-1 / 16))
     assert got["decoder_residual_alpha"] == pytest.approx((3 * m) ** 0.25)
     assert got["decoder_beta"] == pytest.approx((12 * m) ** -0.25)
     # Not the single-stack constants the design document lists for encoder-decoder models.
     assert got["encoder_residual_alpha"] != pytest.approx((2 * n) ** 0.25, rel=1e-3)
     assert got["decoder_beta"] != pytest.approx((8 * m) ** -0.25, rel=1e-3)
     for stack in ("encoder", "decoder"):
-        spec = schemes.get("deepnorm").spec(role="mlp_in", shape=(F, D), stack=stack, encoder_layers=n,
-                                            decoder_layers=m)
+        spec = schemes.get("deepnorm").spec(
+            role="mlp_in", shape=(F, D), stack=stack, encoder_layers=n, decoder_layers=m
+        )
         assert spec.std == pytest.approx(got[f"{stack}_beta"] * math.sqrt(2 / (D + F)))
 
 
 def test_deepnorm_encoder_decoder_numbers():
     """6L-6L, written out: 0.81 * 7776^(1/16) = 1.418, 0.87 / 7776^(1/16) = 0.497, 18^(1/4) = 2.060, 72^(-1/4) = 0.343."""
     got = schemes.multipliers("deepnorm", encoder_layers=6, decoder_layers=6)
-    assert [round(got[k], 3) for k in ("encoder_residual_alpha", "encoder_beta", "decoder_residual_alpha",
-                                       "decoder_beta")] == [1.418, 0.497, 2.060, 0.343]
+    assert [
+        round(got[k], 3) for k in ("encoder_residual_alpha", "encoder_beta", "decoder_residual_alpha", "decoder_beta")
+    ] == [1.418, 0.497, 2.060, 0.343]
 
 
 def test_mup_zero_query():
@@ -185,25 +229,32 @@ def test_mup_zero_query():
     fused = _spec("mup", "attn_qkv", zero_query=True, base_width=256)
     assert fused.parts[0].constant == 0.0
     assert [p.std for p in fused.parts[1:]] == pytest.approx([0.02 / math.sqrt(3)] * 2)
-    values = write_spec_(torch.empty(3 * 64, 64), schemes.get("mup").spec(role="attn_qkv", shape=(192, 64),
-                                                                          zero_query=True), seed=1)
+    values = write_spec_(
+        torch.empty(3 * 64, 64), schemes.get("mup").spec(role="attn_qkv", shape=(192, 64), zero_query=True), seed=1
+    )
     assert (values[:64] == 0).all() and (values[64:] != 0).all()
 
 
 def test_multipliers():
     assert schemes.multipliers("gpt2", n_layers=12) == {}
     assert schemes.multipliers("mup", d_model=1024, base_width=256, readout="multiplier") == {
-        "width_mult": 4.0, "output": 0.25}
+        "width_mult": 4.0,
+        "output": 0.25,
+    }
     assert schemes.multipliers("mup", d_model=1024, base_width=256)["output"] == 1.0
-    assert schemes.multipliers("rezero", base="deepnorm", n_layers=80)["residual_alpha"] == pytest.approx(160 ** 0.25)
-    assert schemes.multipliers("deepnorm", n_layers=6, stack="decoder", encoder_layers=6,
-                               decoder_layers=6)["residual_alpha"] == pytest.approx(18 ** 0.25)
+    assert schemes.multipliers("rezero", base="deepnorm", n_layers=80)["residual_alpha"] == pytest.approx(160**0.25)
+    assert schemes.multipliers("deepnorm", n_layers=6, stack="decoder", encoder_layers=6, decoder_layers=6)[
+        "residual_alpha"
+    ] == pytest.approx(18**0.25)
 
 
-@pytest.mark.parametrize("optimizer,expected", [
-    ("adam", {"embedding": 1, "attn_q": 1 / 4, "mlp_out": 1 / 4, "head": 1 / 4, "norm": 1, "bias": 1}),
-    ("sgd", {"embedding": 4, "attn_q": 1, "mlp_out": 1, "head": 1 / 4, "norm": 4, "bias": 4}),
-])
+@pytest.mark.parametrize(
+    "optimizer,expected",
+    [
+        ("adam", {"embedding": 1, "attn_q": 1 / 4, "mlp_out": 1 / 4, "head": 1 / 4, "norm": 1, "bias": 1}),
+        ("sgd", {"embedding": 4, "attn_q": 1, "mlp_out": 1, "head": 1 / 4, "norm": 4, "bias": 4}),
+    ],
+)
 def test_mup_lr_multipliers(optimizer, expected):
     """TP5 Table 3 at width multiplier 4 (Adam: hidden and output 1/m; SGD: input and biases m, output 1/m)."""
     mup = schemes.get("mup")
@@ -213,8 +264,13 @@ def test_mup_lr_multipliers(optimizer, expected):
     assert table8 == pytest.approx({"adam": 1.0, "sgd": 4.0}[optimizer])
 
 
-TARGETS = [("small_init", "mlp_in", 2.0), ("small_init", "mlp_in", 3.0), ("gpt2", "attn_out", 2.0),
-           ("deepnorm", "attn_v", 1.0), ("mitchell", "mlp_out", None)]
+TARGETS = [
+    ("small_init", "mlp_in", 2.0),
+    ("small_init", "mlp_in", 3.0),
+    ("gpt2", "attn_out", 2.0),
+    ("deepnorm", "attn_v", 1.0),
+    ("mitchell", "mlp_out", None),
+]
 
 
 @pytest.mark.parametrize("variance_preserving", [False, True], ids=["plain", "vp"])
@@ -230,7 +286,7 @@ def test_realised_std(scheme, role, trunc, variance_preserving):
     factor = scipy.stats.truncnorm.std(-t, t)
     expected = target if variance_preserving else target * factor
     assert spec.std == pytest.approx(target / factor if variance_preserving else target, rel=1e-9)
-    values = write_spec_(torch.empty(10 ** 6), spec, seed=11, stream=hash((scheme, role)) & 0xFFFF).double()
+    values = write_spec_(torch.empty(10**6), spec, seed=11, stream=hash((scheme, role)) & 0xFFFF).double()
     got = float(values.std())
     print(f"{scheme} {role} trunc {t} vp={variance_preserving}: realised {got:.6g}, expected {expected:.6g}")
     assert abs(got / expected - 1) < 0.01
@@ -263,36 +319,60 @@ def test_fill_routes_context():
     tinit.fill_(w, "deepnorm", name="transformer.h.0.attn.c_attn.weight", n_layers=L, layout="in_out", seed=1)
     xavier = math.sqrt(2 / (D + D)) * 0.8796256610342398
     for i, scale in enumerate((1.0, 1.0, BETA)):
-        got = float(w[:, i * D:(i + 1) * D].std())
+        got = float(w[:, i * D : (i + 1) * D].std())
         assert abs(got / (scale * xavier) - 1) < 0.01, (i, got)
     small = torch.empty(256, 256)
     tinit.fill_(small, "small_init", d_model=256, seed=2)
     assert abs(float(small.std()) / (math.sqrt(2 / 1280) * 0.8796256610342398) - 1) < 0.02
 
 
-@pytest.mark.parametrize("call,error,match", [
-    (lambda: schemes.get("gpt2").spec(role=None, shape=(8, 8)), ValueError, "role"),
-    (lambda: schemes.get("gpt2").spec(role="residual", shape=(8, 8)), KeyError, "unknown role"),
-    (lambda: schemes.get("gpt2").spec(role="attn_out", shape=(8, 8)), ValueError, "n_layers"),
-    (lambda: schemes.get("small_init").spec(role="attn_q", shape=(8, 8)), ValueError, "d_model"),
-    (lambda: schemes.get("depth_init").spec(role="mlp_out", shape=(8, 8)), ValueError, "layer_idx"),
-    (lambda: schemes.get("normal").spec(role="attn_q", shape=(8, 8), stdd=0.1), TypeError, "stdd"),
-    (lambda: schemes.get("normal").spec(role="attn_q", shape=(8, 8), trunc=0.0), ValueError, "trunc"),
-    (lambda: schemes.get("normal").spec(role="attn_q", shape=(8, 8), std=-1.0), ValueError, "std"),
-    (lambda: schemes.get("modern").spec(role="attn_q", shape=(8, 8), d_model=8, base="big"), ValueError, "base"),
-    (lambda: schemes.get("mup").spec(role="head", shape=(8, 8), readout="none"), ValueError, "readout"),
-    (lambda: schemes.get("mup").spec(role="head", shape=(8, 8), base_width=4), ValueError, "d_model"),
-    (lambda: schemes.get("xavier_normal").spec(role="attn_qkv", shape=(8, 8)), ValueError, "3 equal parts"),
-    (lambda: schemes.get("xavier_normal").spec(role=None, shape=(8,)), ValueError, ">= 2 dims"),
-    (lambda: schemes.get("kaiming_normal").spec(role="attn_q", shape=(8, 8), mode="avg"), ValueError, "mode"),
-    (lambda: schemes.get("fixup").spec(role="attn_q", shape=(8, 8), n_layers=2, m=1), ValueError, "m "),
-    (lambda: schemes.get("deepnorm").spec(role="attn_v", shape=(8, 8), encoder_layers=2, decoder_layers=2),
-     ValueError, "stack"),
-    (lambda: schemes.get("rezero").spec(role="attn_q", shape=(8, 8), base="rezero"), ValueError, "base"),
-    (lambda: schemes.get("nope"), KeyError, "known"),
-], ids=["needs-role", "unknown-role", "n_layers", "d_model", "layer_idx", "unknown-option", "trunc", "std",
-        "modern-base", "mup-readout", "mup-width", "qkv-split", "fan-1d", "kaiming-mode", "fixup-m",
-        "deepnorm-stack", "rezero-base", "unknown-scheme"])
+@pytest.mark.parametrize(
+    "call,error,match",
+    [
+        (lambda: schemes.get("gpt2").spec(role=None, shape=(8, 8)), ValueError, "role"),
+        (lambda: schemes.get("gpt2").spec(role="residual", shape=(8, 8)), KeyError, "unknown role"),
+        (lambda: schemes.get("gpt2").spec(role="attn_out", shape=(8, 8)), ValueError, "n_layers"),
+        (lambda: schemes.get("small_init").spec(role="attn_q", shape=(8, 8)), ValueError, "d_model"),
+        (lambda: schemes.get("depth_init").spec(role="mlp_out", shape=(8, 8)), ValueError, "layer_idx"),
+        (lambda: schemes.get("normal").spec(role="attn_q", shape=(8, 8), stdd=0.1), TypeError, "stdd"),
+        (lambda: schemes.get("normal").spec(role="attn_q", shape=(8, 8), trunc=0.0), ValueError, "trunc"),
+        (lambda: schemes.get("normal").spec(role="attn_q", shape=(8, 8), std=-1.0), ValueError, "std"),
+        (lambda: schemes.get("modern").spec(role="attn_q", shape=(8, 8), d_model=8, base="big"), ValueError, "base"),
+        (lambda: schemes.get("mup").spec(role="head", shape=(8, 8), readout="none"), ValueError, "readout"),
+        (lambda: schemes.get("mup").spec(role="head", shape=(8, 8), base_width=4), ValueError, "d_model"),
+        (lambda: schemes.get("xavier_normal").spec(role="attn_qkv", shape=(8, 8)), ValueError, "3 equal parts"),
+        (lambda: schemes.get("xavier_normal").spec(role=None, shape=(8,)), ValueError, ">= 2 dims"),
+        (lambda: schemes.get("kaiming_normal").spec(role="attn_q", shape=(8, 8), mode="avg"), ValueError, "mode"),
+        (lambda: schemes.get("fixup").spec(role="attn_q", shape=(8, 8), n_layers=2, m=1), ValueError, "m "),
+        (
+            lambda: schemes.get("deepnorm").spec(role="attn_v", shape=(8, 8), encoder_layers=2, decoder_layers=2),
+            ValueError,
+            "stack",
+        ),
+        (lambda: schemes.get("rezero").spec(role="attn_q", shape=(8, 8), base="rezero"), ValueError, "base"),
+        (lambda: schemes.get("nope"), KeyError, "known"),
+    ],
+    ids=[
+        "needs-role",
+        "unknown-role",
+        "n_layers",
+        "d_model",
+        "layer_idx",
+        "unknown-option",
+        "trunc",
+        "std",
+        "modern-base",
+        "mup-readout",
+        "mup-width",
+        "qkv-split",
+        "fan-1d",
+        "kaiming-mode",
+        "fixup-m",
+        "deepnorm-stack",
+        "rezero-base",
+        "unknown-scheme",
+    ],
+)
 def test_errors(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -317,8 +397,13 @@ def test_truncation_factor_matches_scipy():
 def test_depth_dependent_flag(scheme):
     """``init_model_`` shares one spec between blocks unless ``depth_dependent``: the flag must say the truth."""
     chosen = schemes.get(scheme)
-    options = [{}, {"base_width": 256}] if scheme == "mup" else \
-        [{}, {"base": "modern"}, {"base": "depth_init"}, {"base": "mitchell"}] if scheme == "rezero" else [{}]
+    options = (
+        [{}, {"base_width": 256}]
+        if scheme == "mup"
+        else [{}, {"base": "modern"}, {"base": "depth_init"}, {"base": "mitchell"}]
+        if scheme == "rezero"
+        else [{}]
+    )
     for opts in options:
         differs = False
         for role, shape in SHAPES.items():

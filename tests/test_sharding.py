@@ -43,31 +43,53 @@ def _block(shape, offsets, local):
 def test_chunked_shards_assemble_the_unsharded_fill(shape, dtype, backend):
     """Every dim split into 2, 3 and 4 chunks (torch.chunk sizes, empty chunks included): each shard is the slice."""
     mean, std, a, b = WINDOWS[0]
-    full = tinit.trunc_normal_at_(torch.empty(shape, dtype=dtype), mean, std, a, b, seed=5, stream=9, offset=3,
-                                  backend=backend)
+    full = tinit.trunc_normal_at_(
+        torch.empty(shape, dtype=dtype), mean, std, a, b, seed=5, stream=9, offset=3, backend=backend
+    )
     for dim in range(len(shape)):
         for world in (2, 3, 4):
             pieces = []
             for rank in range(world):
                 offsets, local = shard_offsets(shape, dim, rank, world), shard_shape(shape, dim, rank, world)
                 shard = torch.full(local, 7.0, dtype=dtype)
-                tinit.trunc_normal_at_(shard, mean, std, a, b, seed=5, stream=9, offset=3, backend=backend,
-                                       global_shape=shape, shard_offsets=offsets)
+                tinit.trunc_normal_at_(
+                    shard,
+                    mean,
+                    std,
+                    a,
+                    b,
+                    seed=5,
+                    stream=9,
+                    offset=3,
+                    backend=backend,
+                    global_shape=shape,
+                    shard_offsets=offsets,
+                )
                 assert torch.equal(shard, full[_block(shape, offsets, local)]), (dim, world, rank)
                 pieces.append(shard)
             assert torch.equal(torch.cat(pieces, dim), full)
 
 
 @pytest.mark.parametrize("window", WINDOWS)
-@pytest.mark.parametrize("block", [((3, 10), (4, 7)), ((0, 50), (29, 1)), ((49, 1), (0, 30)), ((10, 5), (0, 30)),
-                                   ((0, 1), (0, 1)), ((5, 40), (3, 20))])
+@pytest.mark.parametrize(
+    "block",
+    [
+        ((3, 10), (4, 7)),
+        ((0, 50), (29, 1)),
+        ((49, 1), (0, 30)),
+        ((10, 5), (0, 30)),
+        ((0, 1), (0, 1)),
+        ((5, 40), (3, 20)),
+    ],
+)
 def test_2d_blocks(block, window):
     """Blocks on both dims (a 2-D mesh's Shard, Shard), including single rows, columns and elements."""
     (o0, n0), (o1, n1) = block
     full = tinit.trunc_normal_at_(torch.empty(50, 30), *window, seed=1, stream=2)
-    shard = tinit.trunc_normal_at_(torch.empty(n0, n1), *window, seed=1, stream=2, global_shape=(50, 30),
-                                   shard_offsets=(o0, o1))
-    assert torch.equal(shard, full[o0:o0 + n0, o1:o1 + n1])
+    shard = tinit.trunc_normal_at_(
+        torch.empty(n0, n1), *window, seed=1, stream=2, global_shape=(50, 30), shard_offsets=(o0, o1)
+    )
+    assert torch.equal(shard, full[o0 : o0 + n0, o1 : o1 + n1])
 
 
 def test_3d_middle_dim_shard_and_non_contiguous_local():
@@ -76,18 +98,20 @@ def test_3d_middle_dim_shard_and_non_contiguous_local():
     full = tinit.trunc_normal_at_(torch.empty(shape), 0.0, 0.5, -1.0, 1.0, seed=3, stream=4)
     storage = torch.zeros(9, 13, 6)
     local = storage.permute(2, 1, 0)  # shape (6, 13, 9), not contiguous
-    tinit.trunc_normal_at_(local, 0.0, 0.5, -1.0, 1.0, seed=3, stream=4, global_shape=shape,
-                           shard_offsets=(0, 20, 0))
+    tinit.trunc_normal_at_(local, 0.0, 0.5, -1.0, 1.0, seed=3, stream=4, global_shape=shape, shard_offsets=(0, 20, 0))
     assert torch.equal(local, full[:, 20:33])
 
 
-@pytest.mark.parametrize("layout,expected", [
-    (ShardLayout.from_offsets((8, 6), (4, 6), (4, 0)), StreamRuns(24, 24)),
-    (ShardLayout.from_offsets((8, 6), (8, 3), (0, 3)), StreamRuns(3, 3, (8,), tuple(range(0, 48, 6)))),
-    (ShardLayout.from_offsets((8, 6), (1, 2), (5, 1)), StreamRuns(31, 2)),
-    (ShardLayout.from_offsets((2, 3, 4), (2, 1, 4), (0, 2, 0)), StreamRuns(8, 4, (2,), (0, 12))),
-    (ShardLayout.full((5, 7)), StreamRuns(0, 35)),
-])
+@pytest.mark.parametrize(
+    "layout,expected",
+    [
+        (ShardLayout.from_offsets((8, 6), (4, 6), (4, 0)), StreamRuns(24, 24)),
+        (ShardLayout.from_offsets((8, 6), (8, 3), (0, 3)), StreamRuns(3, 3, (8,), tuple(range(0, 48, 6)))),
+        (ShardLayout.from_offsets((8, 6), (1, 2), (5, 1)), StreamRuns(31, 2)),
+        (ShardLayout.from_offsets((2, 3, 4), (2, 1, 4), (0, 2, 0)), StreamRuns(8, 4, (2,), (0, 12))),
+        (ShardLayout.full((5, 7)), StreamRuns(0, 35)),
+    ],
+)
 def test_runs_of_layouts(layout, expected):
     """Hand-derived runs: row-major global index = sum offset_k * stride_k."""
     assert layout.runs() == expected
@@ -133,19 +157,23 @@ def test_fused_parts_and_fans_use_the_logical_tensor(dim):
             offsets, local = shard_offsets(shape, dim, rank, world), shard_shape(shape, dim, rank, world)
             shard = tinit.fill_(torch.empty(local), "mup", global_shape=shape, shard_offsets=offsets, **kwargs)
             assert torch.equal(shard, full[_block(shape, offsets, local)])
-            shard = tinit.fill_(torch.empty(local), "xavier_uniform", seed=3, stream=5, global_shape=shape,
-                                shard_offsets=offsets)
+            shard = tinit.fill_(
+                torch.empty(local), "xavier_uniform", seed=3, stream=5, global_shape=shape, shard_offsets=offsets
+            )
             assert torch.equal(shard, xavier[_block(shape, offsets, local)])
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"global_shape": (10, 10), "shard_offsets": (8, 0)}, "does not fit"),
-    ({"global_shape": (3, 10), "shard_offsets": (0, 0)}, "does not fit"),
-    ({"global_shape": (10, 10), "shard_offsets": (-1, 0)}, "does not fit"),
-    ({"global_shape": (10, 10), "shard_offsets": (0,)}, "one entry per dim"),
-    ({"global_shape": (10, 10)}, "both"),
-    ({"shard_offsets": (0, 0)}, "both"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"global_shape": (10, 10), "shard_offsets": (8, 0)}, "does not fit"),
+        ({"global_shape": (3, 10), "shard_offsets": (0, 0)}, "does not fit"),
+        ({"global_shape": (10, 10), "shard_offsets": (-1, 0)}, "does not fit"),
+        ({"global_shape": (10, 10), "shard_offsets": (0,)}, "one entry per dim"),
+        ({"global_shape": (10, 10)}, "both"),
+        ({"shard_offsets": (0, 0)}, "both"),
+    ],
+)
 def test_bad_shard_arguments_raise_before_writing(kwargs, match):
     shard = torch.full((4, 10), 5.0)
     with pytest.raises(ValueError, match=match):
@@ -161,8 +189,7 @@ def test_bad_shard_arguments_raise_before_writing(kwargs, match):
 
 def test_shard_offset_beyond_int64_is_refused():
     with pytest.raises(ValueError, match="offset"):
-        tinit.trunc_normal_at_(torch.empty(2, 2), seed=1, offset=2**63 - 10, global_shape=(10, 2),
-                               shard_offsets=(0, 0))
+        tinit.trunc_normal_at_(torch.empty(2, 2), seed=1, offset=2**63 - 10, global_shape=(10, 2), shard_offsets=(0, 0))
 
 
 def test_shard_offsets_helper_is_torch_chunk():
@@ -219,23 +246,26 @@ def test_grouped_uses_one_native_call_per_device(monkeypatch):
     real = ops.trunc_normal_grouped_native
     monkeypatch.setattr(ops, "trunc_normal_grouped_native", lambda t, *a: (calls.append(len(t)), real(t, *a))[1])
     tensors = [torch.empty(n) for n in (5, 64, 4097, 300) * 50]
-    write_grouped_([FillItem(t, schemes.InitSpec(std=0.02, trunc=2.0), stream=i) for i, t in enumerate(tensors)],
-                   seed=1)
+    write_grouped_(
+        [FillItem(t, schemes.InitSpec(std=0.02, trunc=2.0), stream=i) for i, t in enumerate(tensors)], seed=1
+    )
     assert calls == [200]
 
 
 def test_grouped_fused_parts_and_shards(monkeypatch):
     """Truncated-normal parts along dim 0 join the native table; parts along dim 1 are written alone; all exact."""
-    qkv = schemes.InitSpec(parts=(schemes.InitSpec(std=0.5), schemes.InitSpec(constant=0.0),
-                                  schemes.InitSpec(std=2.0, trunc=3.0)))
+    qkv = schemes.InitSpec(
+        parts=(schemes.InitSpec(std=0.5), schemes.InitSpec(constant=0.0), schemes.InitSpec(std=2.0, trunc=3.0))
+    )
     assert schemes.get("deepnorm").spec(role="attn_qkv", shape=(96, 32), d_model=32, n_layers=4).parts is not None
     tensors = [torch.empty(96, 32), torch.empty(32, 96)]
     items = [FillItem(tensors[0], qkv, stream=5), FillItem(tensors[1], dataclasses.replace(qkv, split_dim=1), stream=6)]
     expected = [write_spec_(torch.empty_like(i.tensor), i.spec, seed=2, stream=i.stream) for i in items]
     tabled = []
     real = ops.trunc_normal_grouped_native
-    monkeypatch.setattr(ops, "trunc_normal_grouped_native",
-                        lambda t, *a: (tabled.extend(x.data_ptr() for x in t), real(t, *a))[1])
+    monkeypatch.setattr(
+        ops, "trunc_normal_grouped_native", lambda t, *a: (tabled.extend(x.data_ptr() for x in t), real(t, *a))[1]
+    )
     write_grouped_(items, seed=2)
     for item, want in zip(items, expected):
         torch.testing.assert_close(item.tensor, want, rtol=0, atol=0)
@@ -259,8 +289,7 @@ def test_grouped_bad_item_writes_nothing():
 def test_grouped_bumps_versions():
     tensors = [torch.zeros(8, requires_grad=True) for _ in range(2)]
     before = [t._version for t in tensors]
-    write_grouped_([FillItem(t, schemes.InitSpec(std=1.0, trunc=2.0), stream=i) for i, t in enumerate(tensors)],
-                   seed=1)
+    write_grouped_([FillItem(t, schemes.InitSpec(std=1.0, trunc=2.0), stream=i) for i, t in enumerate(tensors)], seed=1)
     assert [t._version for t in tensors] > before
     assert all(a > b for a, b in zip([t._version for t in tensors], before))
 
@@ -279,8 +308,9 @@ def test_init_model_grouped_equals_ungrouped():
 def test_grouped_items_from_a_generator_with_fresh_specs():
     """Specs created and dropped on the fly (ids may be reused): each tensor still gets its own std."""
     tensors = [torch.empty(20000) for _ in range(12)]
-    write_grouped_((FillItem(t, schemes.InitSpec(std=0.01 * (i + 1), trunc=2.0), stream=i)
-                    for i, t in enumerate(tensors)), seed=4)
+    write_grouped_(
+        (FillItem(t, schemes.InitSpec(std=0.01 * (i + 1), trunc=2.0), stream=i) for i, t in enumerate(tensors)), seed=4
+    )
     for i, t in enumerate(tensors):
         want = write_spec_(torch.empty(20000), schemes.InitSpec(std=0.01 * (i + 1), trunc=2.0), seed=4, stream=i)
         assert torch.equal(t, want), i
@@ -290,26 +320,40 @@ def test_grouped_overlapping_tensors_are_written_in_order():
     """Two Parameters on one storage, and one tensor listed twice: sequential semantics, with a warning."""
     base = torch.empty(50, 40)
     a, b = torch.nn.Parameter(base), torch.nn.Parameter(base)  # distinct Parameters, same memory
-    items = [FillItem(a, schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
-             FillItem(b, schemes.InitSpec(std=0.02, trunc=2.0), stream=2)]
+    items = [
+        FillItem(a, schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
+        FillItem(b, schemes.InitSpec(std=0.02, trunc=2.0), stream=2),
+    ]
     with pytest.warns(RuntimeWarning, match="share memory"):
         write_grouped_(items, seed=3)
     assert torch.equal(base, write_spec_(torch.empty(50, 40), items[1].spec, seed=3, stream=2))
     t = torch.empty(1000)
     with pytest.warns(RuntimeWarning, match="share memory"):
-        write_grouped_([FillItem(t, schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
-                        FillItem(t, schemes.InitSpec(constant=0.0), stream=1)], seed=3)
+        write_grouped_(
+            [
+                FillItem(t, schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
+                FillItem(t, schemes.InitSpec(constant=0.0), stream=1),
+            ],
+            seed=3,
+        )
     assert torch.equal(t, torch.zeros(1000))
     views = torch.empty(100)
-    write_grouped_([FillItem(views[:50], schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
-                    FillItem(views[50:], schemes.InitSpec(std=1.0, trunc=2.0), stream=2)], seed=3)  # no overlap
+    write_grouped_(
+        [
+            FillItem(views[:50], schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
+            FillItem(views[50:], schemes.InitSpec(std=1.0, trunc=2.0), stream=2),
+        ],
+        seed=3,
+    )  # no overlap
 
 
 @pytest.mark.parametrize("sequential", [False, True])
 def test_grouped_checks_everything_before_writing(sequential):
     tensors = [torch.full((10,), 3.0) for _ in range(2)]
-    items = [FillItem(tensors[0], schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
-             FillItem(tensors[1], schemes.InitSpec(std=1.0, trunc=2.0), stream=-1)]
+    items = [
+        FillItem(tensors[0], schemes.InitSpec(std=1.0, trunc=2.0), stream=1),
+        FillItem(tensors[1], schemes.InitSpec(std=1.0, trunc=2.0), stream=-1),
+    ]
     with pytest.raises(ValueError, match="stream"):
         write_grouped_(items, seed=1, sequential=sequential)
     assert all(torch.equal(t, torch.full((10,), 3.0)) for t in tensors)

@@ -36,14 +36,28 @@ WORLDS = (1, 2, 4)
 SHAPES = [((4096, 4096), "f32"), ((1000, 37), "f32"), ((1000, 37), "bf16"), ((3, 37), "f32"), ((5, 7, 9), "f32")]
 ONE_D = [("S0",), ("S1",), ("R",)]
 TWO_D = [("S0", "S1"), ("R", "S1"), ("S1", "S1"), ("S0", "S0"), ("S1", "S0")]
-LAYOUTS = {world: [Layout(shape, dtype, (world,), placements) for shape, dtype in SHAPES for placements in ONE_D]
-           + ([Layout(shape, dtype, (2, 2), placements) for shape, dtype in SHAPES for placements in TWO_D]
-              if world == 4 else [])
-           for world in WORLDS}
-PARTIALS = {1: [], 2: [Layout((8, 6), "f32", (2,), ("P",))],
-            4: [Layout((8, 6), "f32", (2, 2), ("S0", "P")), Layout((8, 6), "bf16", (4,), ("P",))]}
-FSDP_RUNS = [("gpt2", True), ("gpt2", False), ("small_init", True), ("normal", False), ("xavier_normal", True),
-             ("xavier_uniform", False)]
+LAYOUTS = {
+    world: [Layout(shape, dtype, (world,), placements) for shape, dtype in SHAPES for placements in ONE_D]
+    + (
+        [Layout(shape, dtype, (2, 2), placements) for shape, dtype in SHAPES for placements in TWO_D]
+        if world == 4
+        else []
+    )
+    for world in WORLDS
+}
+PARTIALS = {
+    1: [],
+    2: [Layout((8, 6), "f32", (2,), ("P",))],
+    4: [Layout((8, 6), "f32", (2, 2), ("S0", "P")), Layout((8, 6), "bf16", (4,), ("P",))],
+}
+FSDP_RUNS = [
+    ("gpt2", True),
+    ("gpt2", False),
+    ("small_init", True),
+    ("normal", False),
+    ("xavier_normal", True),
+    ("xavier_uniform", False),
+]
 MEMORY_WORLD, MEMORY_SHAPE, MEMORY_SLACK = 2, (8192, 8192), 32 * MiB
 
 
@@ -90,23 +104,26 @@ def _assert_passed(results: dict, check: str) -> None:
         pytest.fail(f"{check}:\n" + "\n".join(results[check]), pytrace=False)
 
 
-@pytest.mark.parametrize("world, layout", [pytest.param(w, layout, id=f"w{w}-{layout.id}")
-                                           for w in WORLDS for layout in LAYOUTS[w]])
+@pytest.mark.parametrize(
+    "world, layout", [pytest.param(w, layout, id=f"w{w}-{layout.id}") for w in WORLDS for layout in LAYOUTS[w]]
+)
 def test_layout_matches_single_process_fill(world_results, world, layout):
     """full_tensor() and each local shard bit-identical to trunc_normal_at_ on one process; flat_index as DTensor's."""
     _assert_passed(world_results(world), layout.id)
 
 
-@pytest.mark.parametrize("world, layout", [pytest.param(w, layout, id=f"w{w}-{layout.id}")
-                                           for w in WORLDS for layout in PARTIALS[w]])
+@pytest.mark.parametrize(
+    "world, layout", [pytest.param(w, layout, id=f"w{w}-{layout.id}") for w in WORLDS for layout in PARTIALS[w]]
+)
 def test_partial_placement_refused(world_results, world, layout):
     """A Partial DTensor: trunc_normal_at_ and fill_ raise ValueError naming it and leave the local tensor as it was."""
     _assert_passed(world_results(world), layout.id)
 
 
 @pytest.mark.parametrize("world", WORLDS, ids=[f"w{w}" for w in WORLDS])
-@pytest.mark.parametrize("scheme, grouped", [pytest.param(s, g, id=f"{s}-{'grouped' if g else 'ungrouped'}")
-                                             for s, g in FSDP_RUNS])
+@pytest.mark.parametrize(
+    "scheme, grouped", [pytest.param(s, g, id=f"{s}-{'grouped' if g else 'ungrouped'}") for s, g in FSDP_RUNS]
+)
 def test_fsdp2_init_model_matches_unsharded(world_results, world, scheme, grouped):
     """init_model_ on a meta-built, fully_shard-ed Llama: full_tensor() and FSDP's unshard() equal the plain model."""
     _assert_passed(world_results(world), f"fsdp-{scheme}-{'grouped' if grouped else 'ungrouped'}")
@@ -133,10 +150,12 @@ def test_fill_peak_memory_stays_near_shard(tmp_path, dim):
     for r in records:
         increase = r["peak_after"] - r["rss_before"]
         masked = r["peak_before"] - r["rss_before"]
-        numbers = (f"Shard({dim}) of {MEMORY_SHAPE} float32 over {MEMORY_WORLD} ranks, rank {r['rank']}: RSS before "
-                   f"{r['rss_before'] / MiB:.1f} MiB, peak before {r['peak_before'] / MiB:.1f} MiB, peak after "
-                   f"{r['peak_after'] / MiB:.1f} MiB; increase {increase / MiB:.1f} MiB for a shard of "
-                   f"{r['shard_bytes'] / MiB:.1f} MiB (global {r['global_bytes'] / MiB:.1f} MiB)")
+        numbers = (
+            f"Shard({dim}) of {MEMORY_SHAPE} float32 over {MEMORY_WORLD} ranks, rank {r['rank']}: RSS before "
+            f"{r['rss_before'] / MiB:.1f} MiB, peak before {r['peak_before'] / MiB:.1f} MiB, peak after "
+            f"{r['peak_after'] / MiB:.1f} MiB; increase {increase / MiB:.1f} MiB for a shard of "
+            f"{r['shard_bytes'] / MiB:.1f} MiB (global {r['global_bytes'] / MiB:.1f} MiB)"
+        )
         print(numbers)
         assert not r["value_failures"], f"{numbers}\nvalues wrong: {r['value_failures']}"
         assert masked < MEMORY_SLACK, f"{numbers}\nan earlier peak {masked / MiB:.1f} MiB above the RSS could hide it"

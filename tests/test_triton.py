@@ -35,8 +35,9 @@ try:
     import triton
     import triton.language as tl
 except ImportError:
-    pytest.skip("triton is not installed (pip install triton): the triton backend is not tested",
-                allow_module_level=True)
+    pytest.skip(
+        "triton is not installed (pip install triton): the triton backend is not tested", allow_module_level=True
+    )
 import torch
 from conftest import place_words
 
@@ -74,29 +75,39 @@ needs_native = pytest.mark.skipif(
 KAT = json.loads((Path(__file__).parent / "data" / "philox4x32_10_kat.json").read_text())["vectors"]
 KAT_PARAMS = [pytest.param(v, id=f"kat{i}") for i, v in enumerate(KAT)]
 
-DTYPES = [pytest.param(torch.float32, id="f32"), pytest.param(torch.bfloat16, id="bf16"),
-          pytest.param(torch.float16, id="f16")]
+DTYPES = [
+    pytest.param(torch.float32, id="f32"),
+    pytest.param(torch.bfloat16, id="bf16"),
+    pytest.param(torch.float16, id="f16"),
+]
 # (mean, std, a, b), absolute bounds, and the mode each selects for every
 # dtype (checked below): together they reach every tinit.params.Mode.
 WINDOWS = {
-    "linear": (0.0, 1.0, 0.5, 0.5001),             # UNIFORM with a linear-density slope
-    "two_sided": (0.0, 1.0, -2.0, 2.0),            # +-2 sigma: the central rows
-    "narrow_std": (0.0, 0.02, -2.0, 2.0),          # +-100 sigma: deep rows of the table
+    "linear": (0.0, 1.0, 0.5, 0.5001),  # UNIFORM with a linear-density slope
+    "two_sided": (0.0, 1.0, -2.0, 2.0),  # +-2 sigma: the central rows
+    "narrow_std": (0.0, 0.02, -2.0, 2.0),  # +-100 sigma: deep rows of the table
     "untruncated": (0.0, 1.0, -math.inf, math.inf),
-    "mirrored": (0.0, 1.0, -1.0, 4.0),             # sign -1, complement words, split < 2^32 - 1
-    "precise": (1.0, 1.0 / 7.0, -math.inf, 0.0),   # mean + std z cancels next to 0
-    "tail": (0.0, 1.0, 8.0, 100.0),                # beyond 8 sigma, mirrored
+    "mirrored": (0.0, 1.0, -1.0, 4.0),  # sign -1, complement words, split < 2^32 - 1
+    "precise": (1.0, 1.0 / 7.0, -math.inf, 0.0),  # mean + std z cancels next to 0
+    "tail": (0.0, 1.0, 8.0, 100.0),  # beyond 8 sigma, mirrored
     "tail_lower": (0.0, 1.0, -math.inf, -15.0),
 }
-WINDOW_MODES = {"linear": Mode.UNIFORM, "two_sided": Mode.TWO_SIDED, "narrow_std": Mode.TWO_SIDED,
-                "untruncated": Mode.TWO_SIDED, "mirrored": Mode.TWO_SIDED, "precise": Mode.TWO_SIDED_PRECISE,
-                "tail": Mode.TAIL, "tail_lower": Mode.TAIL}
+WINDOW_MODES = {
+    "linear": Mode.UNIFORM,
+    "two_sided": Mode.TWO_SIDED,
+    "narrow_std": Mode.TWO_SIDED,
+    "untruncated": Mode.TWO_SIDED,
+    "mirrored": Mode.TWO_SIDED,
+    "precise": Mode.TWO_SIDED_PRECISE,
+    "tail": Mode.TAIL,
+    "tail_lower": Mode.TAIL,
+}
 WINDOW_PARAMS = [pytest.param(name, id=name) for name in WINDOWS]
 # U(-3, 5) of tinit.params.uniform_constants: the flat UNIFORM record.
 FLAT = (-3.0, 5.0)
 SEED, STREAM = 0x9E3779B97F4A7C15, 0xD1B54A32D192ED03  # both >= 2**63
 OFFSET = 2**32 + 4097 * 4 + 3  # past 2**32, odd
-NUMEL = 4099                   # prime
+NUMEL = 4099  # prime
 INT_VIEW = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
 
 
@@ -104,8 +115,14 @@ INT_VIEW = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float
 def _kat_kernel(out_ptr, c0, c1, c2, c3, k0, k1):
     """One call of the kernel's Philox rounds on explicit words (int32 bit patterns)."""
     zero = tl.full([1], 0, tl.uint32)
-    r0, r1, r2, r3 = tk._philox4x32_10(zero + tk._u32(c0), zero + tk._u32(c1), zero + tk._u32(c2),
-                                       zero + tk._u32(c3), zero + tk._u32(k0), zero + tk._u32(k1))
+    r0, r1, r2, r3 = tk._philox4x32_10(
+        zero + tk._u32(c0),
+        zero + tk._u32(c1),
+        zero + tk._u32(c2),
+        zero + tk._u32(c3),
+        zero + tk._u32(k0),
+        zero + tk._u32(k1),
+    )
     lane = tl.arange(0, 1)
     tl.store(out_ptr + lane, r0.to(tl.int32, bitcast=True))
     tl.store(out_ptr + 1 + lane, r1.to(tl.int32, bitcast=True))
@@ -139,6 +156,7 @@ def test_kernels_run_in_the_interpreter():
 
 
 # ------------------------------------------------------------------ Philox
+
 
 def _kat_words(kernel, vector) -> list[int]:
     args = [tk._i32_bits(int(w, 16)) for w in vector["counter"] + vector["key"]]
@@ -179,8 +197,9 @@ def test_tl_philox_has_the_same_convention():
         print(json.dumps(result))
     """)
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    result = subprocess.run([sys.executable, "-c", code, json.dumps(KAT)], check=False, capture_output=True,
-                            text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(KAT)], check=False, capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     expected = [[int(w, 16) for w in vector["output"]] for vector in KAT]
     assert json.loads(result.stdout) == expected, "tl.philox vs published vectors"
@@ -195,13 +214,16 @@ def _assert_words_equal(got: torch.Tensor, expected: torch.Tensor, what: str) ->
 
 
 @needs_native
-@pytest.mark.parametrize(("seed", "stream", "offset", "numel"), [
-    pytest.param(0, 0, 0, 1031, id="zero"),
-    pytest.param(SEED, STREAM, 1, 1031, id="odd-offset"),
-    pytest.param(2**32 - 1, 2**31 + 1, 2**32 - 3, 1031, id="offset-across-2^32"),
-    pytest.param(2**64 - 1, 2**64 - 1, 2**34 - 7, 1031, id="block-across-2^32"),
-    pytest.param(1, 2**32, 2**62 + 5, 517, id="offset-2^62"),
-])
+@pytest.mark.parametrize(
+    ("seed", "stream", "offset", "numel"),
+    [
+        pytest.param(0, 0, 0, 1031, id="zero"),
+        pytest.param(SEED, STREAM, 1, 1031, id="odd-offset"),
+        pytest.param(2**32 - 1, 2**31 + 1, 2**32 - 3, 1031, id="offset-across-2^32"),
+        pytest.param(2**64 - 1, 2**64 - 1, 2**34 - 7, 1031, id="block-across-2^32"),
+        pytest.param(1, 2**32, 2**62 + 5, 517, id="offset-2^62"),
+    ],
+)
 def test_words_match_cpu_kernel(seed, stream, offset, numel):
     got = tk.philox_words_triton(numel, seed, stream, offset, device="cpu", block=256)
     _assert_words_equal(got, ops.philox_words(numel, seed, stream, offset), "philox_words_triton vs tinit.ops")
@@ -216,6 +238,7 @@ def test_words_do_not_depend_on_block():
 
 
 # ------------------------------------------------------------------ values
+
 
 def _constants(dtype, window) -> TruncNormalParams:
     """The record of a WINDOWS entry, or of FLAT (uniform_constants)."""
@@ -281,22 +304,28 @@ def test_flat_uniform_bit_identical_to_cpu_kernel(dtype):
 
 
 @needs_native
-@pytest.mark.parametrize(("offset", "numel", "block"), [
-    pytest.param(0, 1, 1, id="one-element"),
-    pytest.param(1, 6, 1, id="offset1-block1"),
-    pytest.param(2, 1030, 16, id="offset2-block16"),
-    pytest.param(3, 517, 64, id="offset3-block64"),
-    pytest.param(4, 1024, 64, id="aligned-full-programs"),
-    pytest.param(2**34 + 5, 257, 2, id="offset-past-2^34"),
-])
+@pytest.mark.parametrize(
+    ("offset", "numel", "block"),
+    [
+        pytest.param(0, 1, 1, id="one-element"),
+        pytest.param(1, 6, 1, id="offset1-block1"),
+        pytest.param(2, 1030, 16, id="offset2-block16"),
+        pytest.param(3, 517, 64, id="offset3-block64"),
+        pytest.param(4, 1024, 64, id="aligned-full-programs"),
+        pytest.param(2**34 + 5, 257, 2, id="offset-past-2^34"),
+    ],
+)
 @pytest.mark.parametrize("name", [pytest.param(name, id=name) for name in ("linear", "mirrored", "precise", "tail")])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_offsets_and_blocks_bit_identical(dtype, name, offset, numel, block):
     """Every offset % 4 (a program's first and last counter blocks straddle the tensor's
     ends; offset % 4 == 0 takes the unmasked vector store) and several BLOCKs."""
     got = _fill_triton(dtype, WINDOWS[name], numel=numel, offset=offset, block=block)
-    _assert_bits_equal(got, _fill_cpu(dtype, WINDOWS[name], numel=numel, offset=offset),
-                       f"{dtype}, window {name}, offset {offset}, block {block}")
+    _assert_bits_equal(
+        got,
+        _fill_cpu(dtype, WINDOWS[name], numel=numel, offset=offset),
+        f"{dtype}, window {name}, offset {offset}, block {block}",
+    )
 
 
 @needs_native
@@ -352,8 +381,15 @@ def test_inner_dim_shard_through_the_backend_equals_cpu():
     """A column block of a (40, 30) weight via backend="triton" (one launch for all row runs): the CPU kernel's bits."""
     window = WINDOWS["two_sided"]
     whole = tinit.trunc_normal_at_(torch.empty(40, 30), *window, seed=SEED, stream=STREAM, backend="cpu")
-    shard = tinit.trunc_normal_at_(torch.empty(40, 7), *window, seed=SEED, stream=STREAM, backend="triton",
-                                   global_shape=(40, 30), shard_offsets=(0, 21))
+    shard = tinit.trunc_normal_at_(
+        torch.empty(40, 7),
+        *window,
+        seed=SEED,
+        stream=STREAM,
+        backend="triton",
+        global_shape=(40, 30),
+        shard_offsets=(0, 21),
+    )
     assert _bit_mismatches(shard, whole[:, 21:28]).numel() == 0
 
 
@@ -364,9 +400,14 @@ def test_registered_op_matches_direct_launch():
     torch.testing.assert_close(via_op, direct, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize(("seed", "stream"), [pytest.param(SEED + 1, STREAM, id="seed"),
-                                              pytest.param(SEED, STREAM + 1, id="stream"),
-                                              pytest.param(SEED, STREAM + 2**32, id="stream-high-word")])
+@pytest.mark.parametrize(
+    ("seed", "stream"),
+    [
+        pytest.param(SEED + 1, STREAM, id="seed"),
+        pytest.param(SEED, STREAM + 1, id="stream"),
+        pytest.param(SEED, STREAM + 2**32, id="stream-high-word"),
+    ],
+)
 def test_seed_and_stream_change_values(seed, stream):
     base = _fill_triton(torch.float32, WINDOWS["two_sided"], numel=512)
     other = _fill_triton(torch.float32, WINDOWS["two_sided"], numel=512, seed=seed, stream=stream)
@@ -388,10 +429,16 @@ def test_kernel_arguments_are_the_record_fields():
 
 # ------------------------------------------------------------- the op, errors
 
+
 def test_opcheck():
     tensor = torch.empty(37, dtype=torch.bfloat16)
-    args = (tensor, ops.as_int64(SEED), ops.as_int64(STREAM), 3,
-            list(transform_constants(*WINDOWS["two_sided"], torch.bfloat16)))
+    args = (
+        tensor,
+        ops.as_int64(SEED),
+        ops.as_int64(STREAM),
+        3,
+        list(transform_constants(*WINDOWS["two_sided"], torch.bfloat16)),
+    )
     torch.library.opcheck(torch.ops.tinit.trunc_normal_triton_, args)
 
 
@@ -411,18 +458,22 @@ def test_float64_is_refused():
 _GOOD = transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32)
 
 
-@pytest.mark.parametrize(("tensor", "offset", "constants", "error"), [
-    pytest.param(torch.empty(4, 4).t(), 0, None, "contiguous", id="non-contiguous"),
-    pytest.param(torch.empty(4), -1, None, "offset", id="negative-offset"),
-    pytest.param(torch.empty(4), 0, (0.0,) * (PARAM_COUNT - 1), f"{PARAM_COUNT} transform constants",
-                 id="short-constants"),
-    pytest.param(torch.empty(4), 0, (7.0,) + (0.0,) * (PARAM_COUNT - 1), "mode", id="bad-mode"),
-    pytest.param(torch.empty(4), 0, (math.nan,) + (0.0,) * (PARAM_COUNT - 1), "mode", id="nan-mode"),
-    pytest.param(torch.empty(4), 0, _GOOD._replace(split=2.0**32), "split", id="split-2^32"),
-    pytest.param(torch.empty(4), 0, _GOOD._replace(a_cdf=0.9), "outside their range", id="a_cdf-past-table"),
-    pytest.param(torch.empty(4), 0, _GOOD._replace(step=2.0**-31), "outside their range", id="step-past-table"),
-    pytest.param(torch.empty(4), 0, _GOOD._replace(b_sf=math.nan), "outside their range", id="nan-b_sf"),
-])
+@pytest.mark.parametrize(
+    ("tensor", "offset", "constants", "error"),
+    [
+        pytest.param(torch.empty(4, 4).t(), 0, None, "contiguous", id="non-contiguous"),
+        pytest.param(torch.empty(4), -1, None, "offset", id="negative-offset"),
+        pytest.param(
+            torch.empty(4), 0, (0.0,) * (PARAM_COUNT - 1), f"{PARAM_COUNT} transform constants", id="short-constants"
+        ),
+        pytest.param(torch.empty(4), 0, (7.0,) + (0.0,) * (PARAM_COUNT - 1), "mode", id="bad-mode"),
+        pytest.param(torch.empty(4), 0, (math.nan,) + (0.0,) * (PARAM_COUNT - 1), "mode", id="nan-mode"),
+        pytest.param(torch.empty(4), 0, _GOOD._replace(split=2.0**32), "split", id="split-2^32"),
+        pytest.param(torch.empty(4), 0, _GOOD._replace(a_cdf=0.9), "outside their range", id="a_cdf-past-table"),
+        pytest.param(torch.empty(4), 0, _GOOD._replace(step=2.0**-31), "outside their range", id="step-past-table"),
+        pytest.param(torch.empty(4), 0, _GOOD._replace(b_sf=math.nan), "outside their range", id="nan-b_sf"),
+    ],
+)
 def test_bad_arguments_raise(tensor, offset, constants, error):
     constants = constants or _GOOD
     with pytest.raises(ValueError, match=error):
@@ -454,7 +505,9 @@ def test_module_imports_without_triton():
             raise AssertionError("no ImportError")
     """)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
 
 
@@ -470,8 +523,9 @@ def test_stream_arguments_do_not_specialize():
                           for k in (tk._trunc_normal_kernel, tk._philox_kernel, tg._grouped_kernel)}))
     """)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     found = {name: set(params) for name, params in json.loads(result.stdout).items()}
     stream = {f"{n}_{half}" for n in ("seed", "stream", "offset") for half in ("lo", "hi")}
@@ -527,8 +581,14 @@ def test_gpu_code_is_ieee_fp32_and_uncontracted():
     """)
     cases = [[dtype, int(mode)] for dtype in ("fp32", "bf16", "fp16") for mode in Mode]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, "-c", code, json.dumps(cases)], check=False, capture_output=True,
-                            text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(cases)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     if result.returncode == 3:
         pytest.skip("this triton has no NVIDIA backend: nothing compiles for sm_90")
     assert result.returncode == 0, f"compiling the kernel for sm_90 failed:\n{result.stderr[-3000:]}"
@@ -545,5 +605,8 @@ def test_gpu_code_is_ieee_fp32_and_uncontracted():
         assert copies in (1, 2), f"{key}: {copies} copies of the uniform conversions"
         fmas = insts.count("fma.rn.f32") / (per_thread * copies)
         assert fmas == PTX_FMAS[mode], f"{key}: {fmas} fmas per element, transform.h has {PTX_FMAS[mode]}"
-        div_sqrt = (insts.count("div.rn.f32") / (per_thread * copies), insts.count("sqrt.rn.f32") / (per_thread * copies))
+        div_sqrt = (
+            insts.count("div.rn.f32") / (per_thread * copies),
+            insts.count("sqrt.rn.f32") / (per_thread * copies),
+        )
         assert div_sqrt == PTX_DIV_SQRT[mode], f"{key}: (div, sqrt) per element {div_sqrt}"

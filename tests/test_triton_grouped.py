@@ -29,8 +29,9 @@ import pytest
 try:
     import triton  # noqa: F401
 except ImportError:
-    pytest.skip("triton is not installed (pip install triton): the triton backend is not tested",
-                allow_module_level=True)
+    pytest.skip(
+        "triton is not installed (pip install triton): the triton backend is not tested", allow_module_level=True
+    )
 import torch
 from conftest import triton_interpreted
 
@@ -48,8 +49,11 @@ needs_native = pytest.mark.skipif(
 )
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-DTYPE_PARAMS = [pytest.param(torch.float32, id="f32"), pytest.param(torch.bfloat16, id="bf16"),
-                pytest.param(torch.float16, id="f16")]
+DTYPE_PARAMS = [
+    pytest.param(torch.float32, id="f32"),
+    pytest.param(torch.bfloat16, id="bf16"),
+    pytest.param(torch.float16, id="f16"),
+]
 INT_VIEW = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
 # (mean, std, a, b), absolute bounds, one per tinit.params.Mode, in Mode order
 # (checked below): UNIFORM (a linear window), TWO_SIDED (+-2 sigma),
@@ -73,6 +77,7 @@ def launches(monkeypatch):
     """Every launch of the grouped and the single-tensor kernel, as ("grouped", DTYPE code) or ("single", None)."""
     seen = []
     for name, kernel in (("grouped", tg._grouped_kernel), ("single", tk._trunc_normal_kernel)):
+
         def counted(*args, _name=name, _run=kernel.run, **kwargs):
             seen.append((_name, kwargs.get("DTYPE")))
             return _run(*args, **kwargs)
@@ -134,6 +139,7 @@ def test_constants_row_holds_the_record_fields_by_name():
 
 # ------------------------------------------------------------------ grouped
 
+
 @needs_native
 def test_grouped_equals_cpu_op_in_one_launch_per_dtype(launches):
     tensors, streams, offsets, packed = _mixed_list()
@@ -168,7 +174,7 @@ def test_unaligned_views_bit_identical():
     programs: the vector path is taken only where it is aligned, and nothing outside is written."""
     dtypes, firsts = (torch.float32, torch.bfloat16, torch.float16, torch.float32), (1, 1, 4, 4)
     storages = [torch.full((600,), 7.0, dtype=d) for d in dtypes]
-    views = [storage[first:first + 512] for storage, first in zip(storages, firsts)]
+    views = [storage[first : first + 512] for storage, first in zip(storages, firsts)]
     streams, offsets = [STREAM, STREAM + 1, 5, 6], [0, 64, 2**34, 8]
     packed = [transform_constants(*WINDOWS[k % 4], v.dtype) for k, v in enumerate(views)]
     expected = _cpu_grouped(views, streams, offsets, packed)
@@ -176,7 +182,7 @@ def test_unaligned_views_bit_identical():
     for t, (got, want) in enumerate(zip(views, expected)):
         _assert_bits_equal(got, want, f"view {t} ({got.dtype}, address % 16 = {got.data_ptr() % 16})")
     for t, (storage, first) in enumerate(zip(storages, firsts)):
-        outside = torch.cat([storage[:first], storage[first + 512:]])
+        outside = torch.cat([storage[:first], storage[first + 512 :]])
         assert bool((outside == 7.0).all()), f"storage {t}: written outside its view"
 
 
@@ -193,8 +199,9 @@ def test_nothing_to_fill_launches_nothing(launches):
     tg.trunc_normal_grouped_([], SEED, [], [], [])
     empty = [torch.empty(0, dtype=d) for d in DTYPES]
     tg.trunc_normal_grouped_(empty, SEED, [0, 1, 2], [0, 1, 2], [transform_constants(*WINDOWS[0], d) for d in DTYPES])
-    tg.trunc_normal_grouped_([torch.empty(5, device="meta")], SEED, [0], [0],
-                             [transform_constants(*WINDOWS[0], torch.float32)])
+    tg.trunc_normal_grouped_(
+        [torch.empty(5, device="meta")], SEED, [0], [0], [transform_constants(*WINDOWS[0], torch.float32)]
+    )
     assert launches == []
 
 
@@ -205,30 +212,47 @@ def _good():
 GOOD_CONSTANTS = [transform_constants(*WINDOWS[0], torch.float32), transform_constants(*WINDOWS[0], torch.float16)]
 
 
-@pytest.mark.parametrize(("extra", "seed", "stream", "offset", "constants", "error"), [
-    pytest.param(torch.empty(4, 4).t(), SEED, 1, 0, None, (ValueError, "contiguous"), id="non-contiguous"),
-    pytest.param(torch.empty(4, dtype=torch.float64), SEED, 1, 0, None, (TypeError, "float64"), id="float64"),
-    pytest.param(torch.empty(4, device="meta"), SEED, 1, 0, None, (ValueError, "device"), id="two-devices"),
-    pytest.param("x", SEED, 1, 0, None, (TypeError, "Tensor"), id="not-a-tensor"),
-    pytest.param(torch.empty(4), SEED, 1, -1, None, (ValueError, "offsets"), id="negative-offset"),
-    pytest.param(torch.empty(4), SEED, 1, 2**63 - 3, None, (ValueError, "2\\*\\*63"), id="past-2^63"),
-    pytest.param(torch.empty(4), SEED, 2**64, 0, None, (ValueError, "streams"), id="stream-2^64"),
-    pytest.param(torch.empty(4), -1, 1, 0, None, (ValueError, "seed"), id="negative-seed"),
-    pytest.param(torch.empty(4), SEED, 1, 0, (7.0,) + (0.0,) * (PARAM_COUNT - 1), (ValueError, "mode"),
-                 id="bad-mode"),
-    pytest.param(torch.empty(4), SEED, 1, 0, (0.0,) * (PARAM_COUNT - 1), (ValueError, str(PARAM_COUNT)),
-                 id="short-constants"),
-    pytest.param(torch.empty(4), SEED, 1, 0, transform_constants(*WINDOWS[1], torch.float32)._replace(a_cdf=2.0),
-                 (ValueError, "outside their range"), id="a_cdf-past-table"),
-])
+@pytest.mark.parametrize(
+    ("extra", "seed", "stream", "offset", "constants", "error"),
+    [
+        pytest.param(torch.empty(4, 4).t(), SEED, 1, 0, None, (ValueError, "contiguous"), id="non-contiguous"),
+        pytest.param(torch.empty(4, dtype=torch.float64), SEED, 1, 0, None, (TypeError, "float64"), id="float64"),
+        pytest.param(torch.empty(4, device="meta"), SEED, 1, 0, None, (ValueError, "device"), id="two-devices"),
+        pytest.param("x", SEED, 1, 0, None, (TypeError, "Tensor"), id="not-a-tensor"),
+        pytest.param(torch.empty(4), SEED, 1, -1, None, (ValueError, "offsets"), id="negative-offset"),
+        pytest.param(torch.empty(4), SEED, 1, 2**63 - 3, None, (ValueError, "2\\*\\*63"), id="past-2^63"),
+        pytest.param(torch.empty(4), SEED, 2**64, 0, None, (ValueError, "streams"), id="stream-2^64"),
+        pytest.param(torch.empty(4), -1, 1, 0, None, (ValueError, "seed"), id="negative-seed"),
+        pytest.param(
+            torch.empty(4), SEED, 1, 0, (7.0,) + (0.0,) * (PARAM_COUNT - 1), (ValueError, "mode"), id="bad-mode"
+        ),
+        pytest.param(
+            torch.empty(4), SEED, 1, 0, (0.0,) * (PARAM_COUNT - 1), (ValueError, str(PARAM_COUNT)), id="short-constants"
+        ),
+        pytest.param(
+            torch.empty(4),
+            SEED,
+            1,
+            0,
+            transform_constants(*WINDOWS[1], torch.float32)._replace(a_cdf=2.0),
+            (ValueError, "outside their range"),
+            id="a_cdf-past-table",
+        ),
+    ],
+)
 def test_bad_input_raises_before_writing(extra, seed, stream, offset, constants, error, launches):
     tensors = [*_good(), extra]
     constants = constants or transform_constants(*WINDOWS[0], torch.float32)
     with pytest.raises(error[0], match=error[1]):
         tg.trunc_normal_grouped_(tensors, seed, [1, 2, stream], [0, 0, offset], [*GOOD_CONSTANTS, constants])
     for t, tensor in enumerate(tensors[:2]):
-        torch.testing.assert_close(tensor, torch.full_like(tensor, 7.0), rtol=0, atol=0,
-                                   msg=lambda m, t=t: f"tensor {t} written before the error: {m}")
+        torch.testing.assert_close(
+            tensor,
+            torch.full_like(tensor, 7.0),
+            rtol=0,
+            atol=0,
+            msg=lambda m, t=t: f"tensor {t} written before the error: {m}",
+        )
     assert launches == []
 
 
@@ -271,8 +295,15 @@ def test_runs_equal_cpu_op_in_one_launch(global_shape, local_shape, offsets, dty
 def test_inner_dim_shard_through_the_backend_is_one_launch(launches):
     window = WINDOWS[1]
     whole = tinit.trunc_normal_at_(torch.empty(40, 30), *window, seed=SEED, stream=STREAM, backend="cpu")
-    shard = tinit.trunc_normal_at_(torch.empty(40, 7), *window, seed=SEED, stream=STREAM, backend="triton",
-                                   global_shape=(40, 30), shard_offsets=(0, 21))
+    shard = tinit.trunc_normal_at_(
+        torch.empty(40, 7),
+        *window,
+        seed=SEED,
+        stream=STREAM,
+        backend="triton",
+        global_shape=(40, 30),
+        shard_offsets=(0, 21),
+    )
     _assert_bits_equal(shard, whole[:, 21:28], "backend='triton' shard vs CPU whole")
     assert launches == [("grouped", 0)], "one launch for all 40 row runs"
 
@@ -288,8 +319,10 @@ def test_write_grouped_uses_the_triton_table(launches, monkeypatch):
     specs = [schemes.InitSpec(std=0.02), schemes.InitSpec(std=1.0, trunc=3.0), schemes.InitSpec(constant=1.0)]
     shapes = [(7, 5), (3,), (101,), (4, 4), (64,)]
     dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.bfloat16, torch.float32]
-    items = [grouped.FillItem(torch.full(shape, 9.0, dtype=dtype), specs[i % 2], stream=STREAM - i, offset=3 * i)
-             for i, (shape, dtype) in enumerate(zip(shapes, dtypes))]
+    items = [
+        grouped.FillItem(torch.full(shape, 9.0, dtype=dtype), specs[i % 2], stream=STREAM - i, offset=3 * i)
+        for i, (shape, dtype) in enumerate(zip(shapes, dtypes))
+    ]
     items.append(grouped.FillItem(torch.full((5,), 9.0), specs[2], stream=0))
     expected = [torch.empty_like(item.tensor) for item in items]
     grouped.write_grouped_([item._replace(tensor=t) for item, t in zip(items, expected)], seed=SEED, backend="cpu")
@@ -300,10 +333,13 @@ def test_write_grouped_uses_the_triton_table(launches, monkeypatch):
     assert sorted(launches, key=str) == sorted([("grouped", 0), ("grouped", 1), ("single", None)], key=str), launches
 
 
-@pytest.mark.parametrize(("tensor", "layout", "error"), [
-    pytest.param(torch.full((40, 8), 7.0), ((40, 30), (40, 7), (0, 21)), "elements", id="wrong-size"),
-    pytest.param(torch.full((7, 40), 7.0).t(), ((40, 30), (40, 7), (0, 21)), "contiguous", id="non-contiguous"),
-])
+@pytest.mark.parametrize(
+    ("tensor", "layout", "error"),
+    [
+        pytest.param(torch.full((40, 8), 7.0), ((40, 30), (40, 7), (0, 21)), "elements", id="wrong-size"),
+        pytest.param(torch.full((7, 40), 7.0).t(), ((40, 30), (40, 7), (0, 21)), "contiguous", id="non-contiguous"),
+    ],
+)
 def test_runs_bad_input_raises_before_writing(tensor, layout, error, launches):
     runs = ShardLayout.from_offsets(*layout).runs(0)
     with pytest.raises(ValueError, match=error):
@@ -320,17 +356,25 @@ def test_runs_past_2_63_raise():
 
 # --------------------------------------------------------------- the ops
 
+
 def test_opcheck_grouped_and_runs():
     """The custom ops' fake kernels and mutation declarations (the interpreter is fine here:
     custom_op bodies are opaque to fake tensors, unlike triton_op's)."""
     tensors = [torch.empty(37, dtype=torch.bfloat16), torch.empty(5), torch.empty(0, dtype=torch.float16)]
     packed = [transform_constants(*WINDOWS[i], t.dtype) for i, t in enumerate(tensors)]
-    args = (tensors, ops.as_int64(SEED), [ops.as_int64(STREAM), 1, 2], [3, 0, 1],
-            [c for p in packed for c in p])
+    args = (tensors, ops.as_int64(SEED), [ops.as_int64(STREAM), 1, 2], [3, 0, 1], [c for p in packed for c in p])
     torch.library.opcheck(torch.ops.tinit.trunc_normal_grouped_triton_, args)
     runs = ShardLayout.from_offsets((6, 10), (6, 3), (0, 4)).runs(FAR)
-    args = (torch.empty(6, 3), ops.as_int64(SEED), ops.as_int64(STREAM), runs.base, runs.run,
-            list(runs.outer_sizes), list(runs.outer_starts), list(transform_constants(*WINDOWS[1], torch.float32)))
+    args = (
+        torch.empty(6, 3),
+        ops.as_int64(SEED),
+        ops.as_int64(STREAM),
+        runs.base,
+        runs.run,
+        list(runs.outer_sizes),
+        list(runs.outer_starts),
+        list(transform_constants(*WINDOWS[1], torch.float32)),
+    )
     torch.library.opcheck(torch.ops.tinit.trunc_normal_runs_triton_, args)
 
 
@@ -372,8 +416,9 @@ def test_gpu_code_compiles_without_inexact_math():
         print(json.dumps(found))
     """)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env,
-                            timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=600
+    )
     if result.returncode == 3:
         pytest.skip("this triton has no NVIDIA backend: nothing compiles for sm_90")
     assert result.returncode == 0, f"compiling the grouped kernel for sm_90 failed:\n{result.stderr[-3000:]}"
@@ -387,11 +432,16 @@ def test_gpu_code_compiles_without_inexact_math():
         assert all(".rn" in i for i in insts if i.startswith(("div.", "sqrt."))), sorted(set(insts))
         fmas = insts.count("fma.rn.f32") / per_thread
         conversions = insts.count("cvt.rn.f32.u32") / per_thread
-        copies = [c for c in itertools.product((1, 2), repeat=len(Mode))
-                  if fmas == sum(MODE_FMAS[m] * k for m, k in zip(Mode, c))
-                  and conversions == sum(MODE_CONVERSIONS[m] * k for m, k in zip(Mode, c))]
-        assert copies, f"DTYPE {dtype}: {fmas} fmas and {conversions} conversions per element are not the " \
-                       f"modes' {MODE_FMAS} and {MODE_CONVERSIONS}, once or twice each"
+        copies = [
+            c
+            for c in itertools.product((1, 2), repeat=len(Mode))
+            if fmas == sum(MODE_FMAS[m] * k for m, k in zip(Mode, c))
+            and conversions == sum(MODE_CONVERSIONS[m] * k for m, k in zip(Mode, c))
+        ]
+        assert copies, (
+            f"DTYPE {dtype}: {fmas} fmas and {conversions} conversions per element are not the "
+            f"modes' {MODE_FMAS} and {MODE_CONVERSIONS}, once or twice each"
+        )
 
 
 @pytest.mark.gpu
@@ -438,6 +488,7 @@ def test_compiled_on_gpu():
         print("ok")
     """)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env,
-                            timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=600
+    )
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-4000:]

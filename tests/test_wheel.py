@@ -48,13 +48,32 @@ def test_wheel_builds_and_imports_outside_the_checkout(tmp_path):
     src = tmp_path / "src"
     # A copy: a build in the checkout would write build/ and tinit.egg-info there
     # and could pick up its stale objects or its in-place _C.
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "*.egg-info", "*.so", "__pycache__", ".*_cache", ".hypothesis", ".benchmarks"))
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "*.egg-info", "*.so", "__pycache__", ".*_cache", ".hypothesis", ".benchmarks"
+        ),
+    )
     wheels = tmp_path / "wheels"
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--wheel-dir", str(wheels),
-         str(src)],
-        check=False, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "--wheel-dir",
+            str(wheels),
+            str(src),
+        ],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
 
     (wheel,) = wheels.glob("tinit-*.whl")
@@ -74,8 +93,9 @@ def test_wheel_builds_and_imports_outside_the_checkout(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
-    probe = subprocess.run([sys.executable, "-c", PROBE], check=False, cwd=elsewhere, env=env, capture_output=True,
-                           text=True, timeout=300)
+    probe = subprocess.run(
+        [sys.executable, "-c", PROBE], check=False, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
+    )
     assert probe.returncode == 0, probe.stderr[-4000:]
     result = json.loads(probe.stdout.strip().splitlines()[-1])
     assert Path(result["file"]).resolve().parent == (tmp_path / "site" / "tinit").resolve(), result["file"]

@@ -19,6 +19,16 @@ from tinit.model_init import init_model_, materialise_, mup_param_groups, stream
 from tinit.params import STREAM_VERSION, InternalOverlapError
 from tinit.report import report
 
-__all__ = ["STREAM_VERSION", "InternalOverlapError", "fill_", "init_model_", "materialise_", "mup_param_groups",
-           "report", "stream_for", "trunc_normal_", "trunc_normal_at_"]
+__all__ = [
+    "STREAM_VERSION",
+    "InternalOverlapError",
+    "fill_",
+    "init_model_",
+    "materialise_",
+    "mup_param_groups",
+    "report",
+    "stream_for",
+    "trunc_normal_",
+    "trunc_normal_at_",
+]
 __version__ = "0.2.0"

@@ -134,9 +134,11 @@ class HFRotaryEmbedding(BufferRecipe):
     @staticmethod
     def _function(module, layer_type):
         rope_type = module.rope_type if layer_type is None else module.rope_type[layer_type]
-        functions = {"axial": getattr(module, "compute_axial_rope_parameters", None),
-                     "ntk_alpha": getattr(module, "compute_ntk_alpha_rope_parameters", None),
-                     "default": getattr(module, "compute_default_rope_parameters", None)}
+        functions = {
+            "axial": getattr(module, "compute_axial_rope_parameters", None),
+            "ntk_alpha": getattr(module, "compute_ntk_alpha_rope_parameters", None),
+            "default": getattr(module, "compute_default_rope_parameters", None),
+        }
         if rope_type not in ("axial", "ntk_alpha", "default"):
             try:
                 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -168,8 +170,9 @@ class HFScaledWordEmbedding(BufferRecipe):
     name = "hf_embed_scale"
 
     def claims(self, module):
-        ok = (module._buffers.get("embed_scale") is not None
-              and isinstance(getattr(module, "scalar_embed_scale", None), (int, float)))
+        ok = module._buffers.get("embed_scale") is not None and isinstance(
+            getattr(module, "scalar_embed_scale", None), (int, float)
+        )
         return ("embed_scale",) if ok else ()
 
     def values(self, module):
@@ -228,13 +231,18 @@ class BatchNormStats(BufferRecipe):
     def claims(self, module):
         if not isinstance(module, torch.nn.modules.batchnorm._NormBase):
             return ()
-        return tuple(name for name in ("running_mean", "running_var", "num_batches_tracked")
-                     if module._buffers.get(name) is not None)
+        return tuple(
+            name
+            for name in ("running_mean", "running_var", "num_batches_tracked")
+            if module._buffers.get(name) is not None
+        )
 
     def values(self, module):
         fill = {"running_mean": 0, "running_var": 1, "num_batches_tracked": 0}
-        return {name: torch.full(module._buffers[name].shape, fill[name], dtype=module._buffers[name].dtype)
-                for name in self.claims(module)}
+        return {
+            name: torch.full(module._buffers[name].shape, fill[name], dtype=module._buffers[name].dtype)
+            for name in self.claims(module)
+        }
 
 
 RECIPES: list[BufferRecipe] = [HFRotaryEmbedding(), HFScaledWordEmbedding(), HFInputIds(), BatchNormStats()]
@@ -323,7 +331,8 @@ def plan(model: torch.nn.Module) -> BufferPlan:
             "tinit.buffers.BufferRecipe for the module type (tinit.buffers.register), or materialise the model "
             "yourself (tinit.materialise_(model, device, recompute_buffers=False), then fill these buffers or "
             "load a checkpoint) and call init_model_ without device=",
-            [entry.split(" ", 1)[0] for entry in missing])
+            [entry.split(" ", 1)[0] for entry in missing],
+        )
     return result
 
 
@@ -352,15 +361,18 @@ def recompute_(buffer_plan: BufferPlan, device: str | torch.device) -> list[str]
                 try:
                     found = recipe.values(module)
                 except Exception as err:
-                    raise UninitialisedBufferError(f"buffer recipe {recipe.name!r} failed for {', '.join(names)} "
-                                                   f"({type(module).__name__}): {err}", names) from err
+                    raise UninitialisedBufferError(
+                        f"buffer recipe {recipe.name!r} failed for {', '.join(names)} ({type(module).__name__}): {err}",
+                        names,
+                    ) from err
                 for leaf, qualified in zip(claimed, names):
                     buffer, value = module._buffers[leaf], found.get(leaf)
                     if value is None or tuple(value.shape) != tuple(buffer.shape):
                         got = "nothing" if value is None else f"shape {tuple(value.shape)}"
                         raise UninitialisedBufferError(
-                            f"buffer recipe {recipe.name!r} gave {got} for {qualified} "
-                            f"(shape {tuple(buffer.shape)})", [qualified])
+                            f"buffer recipe {recipe.name!r} gave {got} for {qualified} (shape {tuple(buffer.shape)})",
+                            [qualified],
+                        )
                     buffer.copy_(value)
                     written.append(qualified)
     return written

@@ -34,8 +34,7 @@ from tinit.report import add_parser as _add_report_parser
 
 MODELS = ("gpt2-small", "hf-gpt2")
 DEVICES = ("cpu", "cuda")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16,
-          "float16": torch.float16, "float64": torch.float64}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 _CHUNK = 1 << 22  # elements per fp64 chunk when measuring moments
 
 
@@ -54,6 +53,7 @@ def truncated_std(std: float, alpha: float, beta: float) -> float:
         Computed on the mirrored window when it lies mostly above the mean,
         so one-sided tail windows keep their digits (a = 8, b = 100 -> 0.1197).
     """
+
     def pdf(x):
         return 0.0 if math.isinf(x) else math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
 
@@ -78,8 +78,9 @@ def _default_heads(d_model: int) -> int:
     return heads
 
 
-def build_model(name: str, *, layers: int | None = None, d_model: int | None = None,
-                heads: int | None = None) -> tuple[torch.nn.Module, int, str]:
+def build_model(
+    name: str, *, layers: int | None = None, d_model: int | None = None, heads: int | None = None
+) -> tuple[torch.nn.Module, int, str]:
     """Build ``name`` on the meta device (no memory is allocated, nothing is initialised).
 
     Args:
@@ -107,9 +108,14 @@ def build_model(name: str, *, layers: int | None = None, d_model: int | None = N
         config = GPTConfig(**sizes)
         with torch.device("meta"):
             model = GPT(config)
-        return model, config.n_layers, (
-            f"gpt2-small (tinit.models.GPT): {config.n_layers} layers, d_model {config.d_model}, "
-            f"{config.n_heads} heads, vocab {config.vocab}, n_ctx {config.n_ctx}")
+        return (
+            model,
+            config.n_layers,
+            (
+                f"gpt2-small (tinit.models.GPT): {config.n_layers} layers, d_model {config.d_model}, "
+                f"{config.n_heads} heads, vocab {config.vocab}, n_ctx {config.n_ctx}"
+            ),
+        )
     if name == "hf-gpt2":
         try:
             import transformers
@@ -119,31 +125,73 @@ def build_model(name: str, *, layers: int | None = None, d_model: int | None = N
         config = transformers.GPT2Config(**{renames[k]: v for k, v in sizes.items()})
         with torch.device("meta"):
             model = transformers.GPT2LMHeadModel(config)
-        return model, config.n_layer, (
-            f"hf-gpt2 (transformers {transformers.__version__} GPT2LMHeadModel): {config.n_layer} layers, "
-            f"d_model {config.n_embd}, {config.n_head} heads, vocab {config.vocab_size}, n_ctx {config.n_positions}")
+        return (
+            model,
+            config.n_layer,
+            (
+                f"hf-gpt2 (transformers {transformers.__version__} GPT2LMHeadModel): {config.n_layer} layers, "
+                f"d_model {config.n_embd}, {config.n_head} heads, vocab {config.vocab_size}, n_ctx {config.n_positions}"
+            ),
+        )
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
 # model_type -> (config class, model class, config keys for layers, d_model, heads, kv heads, ffn width, vocab)
 HF_FAMILIES = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", ("n_layer", "n_embd", "n_head", None, "n_inner", "vocab_size")),
-    "llama": ("LlamaConfig", "LlamaForCausalLM", ("num_hidden_layers", "hidden_size", "num_attention_heads",
-                                                  "num_key_value_heads", "intermediate_size", "vocab_size")),
-    "mistral": ("MistralConfig", "MistralForCausalLM", ("num_hidden_layers", "hidden_size", "num_attention_heads",
-                                                        "num_key_value_heads", "intermediate_size", "vocab_size")),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", ("num_hidden_layers", "hidden_size", "num_attention_heads",
-                                                  "num_key_value_heads", "intermediate_size", "vocab_size")),
-    "t5": ("T5Config", "T5ForConditionalGeneration", ("num_layers", "d_model", "num_heads", None, "d_ff",
-                                                      "vocab_size")),
-    "bert": ("BertConfig", "BertForMaskedLM", ("num_hidden_layers", "hidden_size", "num_attention_heads", None,
-                                               "intermediate_size", "vocab_size")),
+    "llama": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        (
+            "num_hidden_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "intermediate_size",
+            "vocab_size",
+        ),
+    ),
+    "mistral": (
+        "MistralConfig",
+        "MistralForCausalLM",
+        (
+            "num_hidden_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "intermediate_size",
+            "vocab_size",
+        ),
+    ),
+    "qwen2": (
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        (
+            "num_hidden_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "intermediate_size",
+            "vocab_size",
+        ),
+    ),
+    "t5": (
+        "T5Config",
+        "T5ForConditionalGeneration",
+        ("num_layers", "d_model", "num_heads", None, "d_ff", "vocab_size"),
+    ),
+    "bert": (
+        "BertConfig",
+        "BertForMaskedLM",
+        ("num_hidden_layers", "hidden_size", "num_attention_heads", None, "intermediate_size", "vocab_size"),
+    ),
 }
 HF_REDUCED = {"layers": 4, "d_model": 256, "heads": 4, "vocab": 8192}
 
 
-def build_hf(model_type: str, *, layers: int | None = None, d_model: int | None = None,
-             heads: int | None = None) -> tuple[torch.nn.Module, int, str]:
+def build_hf(
+    model_type: str, *, layers: int | None = None, d_model: int | None = None, heads: int | None = None
+) -> tuple[torch.nn.Module, int, str]:
     """A Hugging Face model of ``model_type`` on the meta device, from a reduced default config.
 
     The family's default config with ``HF_REDUCED`` sizes (4 layers, d_model
@@ -174,10 +222,11 @@ def build_hf(model_type: str, *, layers: int | None = None, d_model: int | None 
     width = HF_REDUCED["d_model"] if d_model is None else d_model
     heads = heads if heads is not None else (HF_REDUCED["heads"] if d_model is None else _default_heads(width))
     if layers < 1 or width < 1 or heads < 1 or width % heads:
-        raise ValueError(f"--hf {model_type}: need layers >= 1 and heads dividing d_model, got "
-                         f"{layers} layers, d_model {width}, {heads} heads")
-    values = (layers, width, heads, max(1, heads // 2) if heads % 2 == 0 else heads, 4 * width,
-              HF_REDUCED["vocab"])
+        raise ValueError(
+            f"--hf {model_type}: need layers >= 1 and heads dividing d_model, got "
+            f"{layers} layers, d_model {width}, {heads} heads"
+        )
+    values = (layers, width, heads, max(1, heads // 2) if heads % 2 == 0 else heads, 4 * width, HF_REDUCED["vocab"])
     kwargs = {key: value for key, value in zip(keys, values, strict=True) if key is not None}
     defaults = getattr(transformers, config_name)()
     for attr in ("bos_token_id", "eos_token_id", "pad_token_id"):  # keep special ids inside the reduced vocab
@@ -189,8 +238,14 @@ def build_hf(model_type: str, *, layers: int | None = None, d_model: int | None 
     config = getattr(transformers, config_name)(**kwargs)
     with torch.device("meta"):
         model = getattr(transformers, model_name)(config)
-    return model, layers, (f"hf {model_type} (transformers {transformers.__version__} {model_name}, reduced config): "
-                           f"{layers} layers, d_model {width}, {heads} heads, vocab {HF_REDUCED['vocab']}")
+    return (
+        model,
+        layers,
+        (
+            f"hf {model_type} (transformers {transformers.__version__} {model_name}, reduced config): "
+            f"{layers} layers, d_model {width}, {heads} heads, vocab {HF_REDUCED['vocab']}"
+        ),
+    )
 
 
 @dataclass
@@ -246,7 +301,7 @@ def measure(summary, params: dict, progress=None) -> dict[tuple, Moments]:
         (role, InitSpec) -> moments over every element of those tensors.
     """
     groups: dict[tuple, Moments] = {}
-    for entry in (summary if progress is None else progress(summary)):
+    for entry in summary if progress is None else progress(summary):
         groups.setdefault((entry.role, entry.spec), Moments()).add(params[entry.name])
     return groups
 
@@ -290,7 +345,7 @@ def _torch_spec_(param: torch.Tensor, spec: schemes.InitSpec) -> None:
 def _torch_init_(summary, params: dict, progress=None) -> None:
     """The same per-parameter distribution through ``torch.nn.init``."""
     with torch.no_grad():
-        for entry in (summary if progress is None else progress(summary)):
+        for entry in summary if progress is None else progress(summary):
             _torch_spec_(params[entry.name], entry.spec)
 
 
@@ -338,8 +393,17 @@ def _role_rows(summary, tinit_moments: dict, torch_moments: dict | None) -> list
         label, spec = labels[key], key[1]
         if spec.constant is not None:
             constant = spec.constant
-            row = [label, str(m.tensors), f"{m.n:,}", "-", "-", f"={constant:g}", f"{m.mean:g}",
-                   f"dev={max(abs(m.lo - constant), abs(m.hi - constant)):.2g}", "-"]
+            row = [
+                label,
+                str(m.tensors),
+                f"{m.n:,}",
+                "-",
+                "-",
+                f"={constant:g}",
+                f"{m.mean:g}",
+                f"dev={max(abs(m.lo - constant), abs(m.hi - constant)):.2g}",
+                "-",
+            ]
             other = f"{torch_moments[key].mean:g}" if torch_moments is not None else None
         else:
             intended = spec.realised_std
@@ -347,8 +411,17 @@ def _role_rows(summary, tinit_moments: dict, torch_moments: dict | None) -> list
                 parent, trunc = "parts", "/".join(f"{p.std:.3g}" for p in spec.parts)
             else:
                 parent, trunc = f"{spec.std:.6g}", "U" if spec.distribution == "uniform" else f"{spec.trunc:g}"
-            row = [label, str(m.tensors), f"{m.n:,}", parent, trunc, f"{intended:.6f}",
-                   f"{m.std:.6f}", f"{100 * (m.std / intended - 1):+.2f}%", f"{m.mean:+.2e}"]
+            row = [
+                label,
+                str(m.tensors),
+                f"{m.n:,}",
+                parent,
+                trunc,
+                f"{intended:.6f}",
+                f"{m.std:.6f}",
+                f"{100 * (m.std / intended - 1):+.2f}%",
+                f"{m.mean:+.2e}",
+            ]
             other = f"{torch_moments[key].std:.6f}" if torch_moments is not None else None
         if other is not None:
             row.append(other)
@@ -364,39 +437,70 @@ def build_parser() -> argparse.ArgumentParser:
     """
     parser = argparse.ArgumentParser(prog="tinit", description="tinit: fast truncated-normal initialisation.")
     sub = parser.add_subparsers(dest="command", required=True)
-    init = sub.add_parser("init", help="initialise a whole model and report per-role stds",
-                          description=__doc__.split("\n\n")[0])
-    init.add_argument("--model", choices=MODELS, default="gpt2-small",
-                      help="gpt2-small: tinit's own GPT-2-small-shaped model (default); "
-                           "hf-gpt2: transformers.GPT2LMHeadModel(GPT2Config()), needs transformers")
-    init.add_argument("--hf", metavar="MODEL_TYPE", choices=sorted(HF_FAMILIES),
-                      help="a Hugging Face model of this type from a reduced default config (4 layers, "
-                           f"d_model 256, vocab 8192; no download): {', '.join(sorted(HF_FAMILIES))}; "
-                           "overrides --model")
-    init.add_argument("--scheme", choices=sorted(schemes.SCHEMES), default="gpt2",
-                      help="initialisation recipe (tinit.schemes; default gpt2)")
+    init = sub.add_parser(
+        "init", help="initialise a whole model and report per-role stds", description=__doc__.split("\n\n")[0]
+    )
+    init.add_argument(
+        "--model",
+        choices=MODELS,
+        default="gpt2-small",
+        help="gpt2-small: tinit's own GPT-2-small-shaped model (default); "
+        "hf-gpt2: transformers.GPT2LMHeadModel(GPT2Config()), needs transformers",
+    )
+    init.add_argument(
+        "--hf",
+        metavar="MODEL_TYPE",
+        choices=sorted(HF_FAMILIES),
+        help="a Hugging Face model of this type from a reduced default config (4 layers, "
+        f"d_model 256, vocab 8192; no download): {', '.join(sorted(HF_FAMILIES))}; "
+        "overrides --model",
+    )
+    init.add_argument(
+        "--scheme",
+        choices=sorted(schemes.SCHEMES),
+        default="gpt2",
+        help="initialisation recipe (tinit.schemes; default gpt2)",
+    )
     init.add_argument("--seed", type=int, default=0, help="Philox key (default 0)")
     init.add_argument("--layers", type=int, help="number of blocks (default 12; --hf: 4)")
     init.add_argument("--d-model", type=int, help="model width (default 768; --hf: 256)")
     init.add_argument("--heads", type=int, help="attention heads (default d_model // 64)")
-    init.add_argument("--trunc", type=float,
-                      help="truncation in units of std (default: the scheme's, +-2 unless the recipe fixes it)")
-    init.add_argument("--variance-preserving", action="store_true",
-                      help="scale each std so the realised (truncated) std equals the recipe's")
-    init.add_argument("--device", choices=DEVICES, default="cpu",
-                      help="where the model is materialised and filled (default cpu); cuda needs a visible GPU")
-    init.add_argument("--backend", choices=["auto", *dispatch.BACKENDS], default="auto",
-                      help="auto: the fastest that fills --device (default); cuda needs --device cuda; "
-                           "triton needs --device cuda, or TRITON_INTERPRET=1 on the CPU (its interpreter, slow)")
+    init.add_argument(
+        "--trunc", type=float, help="truncation in units of std (default: the scheme's, +-2 unless the recipe fixes it)"
+    )
+    init.add_argument(
+        "--variance-preserving",
+        action="store_true",
+        help="scale each std so the realised (truncated) std equals the recipe's",
+    )
+    init.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="cpu",
+        help="where the model is materialised and filled (default cpu); cuda needs a visible GPU",
+    )
+    init.add_argument(
+        "--backend",
+        choices=["auto", *dispatch.BACKENDS],
+        default="auto",
+        help="auto: the fastest that fills --device (default); cuda needs --device cuda; "
+        "triton needs --device cuda, or TRITON_INTERPRET=1 on the CPU (its interpreter, slow)",
+    )
     init.add_argument("--dtype", choices=list(DTYPES), default="float32")
-    init.add_argument("--compare", action="store_true",
-                      help="also time the scheme's torch.nn.init calls with the same distribution per parameter "
-                           "(trunc_normal_ with the same std and bounds, uniform_ with the same bounds, constant_)")
-    init.add_argument("--no-progress", action="store_true",
-                      help="no progress bars on stderr. Measuring the stds and --compare's torch pass advance "
-                           "per tensor; the fill's bar advances once, when the grouped fill returns (one native "
-                           f"call on the CPU; on a GPU one launch per dtype, plus one per tensor over "
-                           f"{GPU_TABLE_MAX_NUMEL:,} elements)")
+    init.add_argument(
+        "--compare",
+        action="store_true",
+        help="also time the scheme's torch.nn.init calls with the same distribution per parameter "
+        "(trunc_normal_ with the same std and bounds, uniform_ with the same bounds, constant_)",
+    )
+    init.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars on stderr. Measuring the stds and --compare's torch pass advance "
+        "per tensor; the fill's bar advances once, when the grouped fill returns (one native "
+        f"call on the CPU; on a GPU one launch per dtype, plus one per tensor over "
+        f"{GPU_TABLE_MAX_NUMEL:,} elements)",
+    )
     _add_report_parser(sub)
     return parser
 
@@ -421,8 +525,9 @@ def _timed_init(model, args, n_layers: int, desc: str) -> tuple[list, float]:
     # the bar is told the tensors at once when it returns.
     with _bar(args, desc, total=len(list(model.parameters()))) as bar:
         start = time.perf_counter()
-        summary = tinit.init_model_(model, args.scheme, seed=args.seed, n_layers=n_layers, d_model=args.d_model,
-                                    backend=args.backend, **options)
+        summary = tinit.init_model_(
+            model, args.scheme, seed=args.seed, n_layers=n_layers, d_model=args.d_model, backend=args.backend, **options
+        )
         _sync(args.device)
         seconds = time.perf_counter() - start
         bar.update(len(summary))
@@ -432,8 +537,7 @@ def _timed_init(model, args, n_layers: int, desc: str) -> tuple[list, float]:
 def _device_error(args) -> str | None:
     """Why ``args.device`` and ``args.backend`` cannot fill ``args.dtype``, in one line; None when they can."""
     if args.device == "cuda" and not torch.cuda.is_available():
-        build = ("is a CPU-only build" if torch.version.cuda is None
-                 else f"(CUDA {torch.version.cuda}) sees no GPU")
+        build = "is a CPU-only build" if torch.version.cuda is None else f"(CUDA {torch.version.cuda}) sees no GPU"
         return f"--device cuda: no CUDA device is available (torch {torch.__version__} {build})"
     if args.device == "cpu" and args.backend == "cuda":
         return "--backend cuda fills CUDA tensors only; add --device cuda"
@@ -442,8 +546,10 @@ def _device_error(args) -> str | None:
         dispatch.select(probe, args.backend)
     except (RuntimeError, ValueError) as err:
         if args.device == "cpu" and args.backend == "triton" and "TRITON_INTERPRET" in str(err):
-            return ("--backend triton runs on the CPU only in the Triton interpreter: set TRITON_INTERPRET=1 "
-                    "(slow; a test tool), or use --device cuda")
+            return (
+                "--backend triton runs on the CPU only in the Triton interpreter: set TRITON_INTERPRET=1 "
+                "(slow; a test tool), or use --device cuda"
+            )
         return f"--backend {args.backend} --device {args.device} --dtype {args.dtype}: {err}"
     return None
 
@@ -469,8 +575,10 @@ def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
 
     print(f"tinit init: {description}")
     print(f"stream version {STREAM_VERSION} (tinit {tinit.__version__}; docs/stream.md)")
-    print(f"scheme {args.scheme}, seed {args.seed}, dtype {args.dtype}, backend {backend}, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"scheme {args.scheme}, seed {args.seed}, dtype {args.dtype}, backend {backend}, "
+        f"{torch.get_num_threads()} threads"
+    )
     print(f"materialised on {device} with to_empty in {materialise_s:.3f} s")
     print(f"parameters: {count:,} in {len(params)} unique tensors (tied counted once)")
     for group in tied_groups(model):
@@ -478,8 +586,11 @@ def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
         print(f"tied: {' = '.join(group)}: data_ptr {ptr:#x} written {written.count(ptr)}x")
         ok = ok and written.count(ptr) == 1
     print(f"tensors written: {len(summary)}, distinct data_ptr: {len(set(written))}")
-    print(f"tinit:                       {seconds:8.3f} s  {count / seconds / 1e9:8.3f} G elements/s"
-          "  (includes the first touch of the memory to_empty allocated)")
+    print(
+        f"tinit:                       {seconds:8.3f} s  {count / seconds / 1e9:8.3f} G elements/s"
+        "  (includes the first touch of the memory to_empty allocated)"
+    )
+
     def moments(desc: str) -> dict[tuple, Moments]:
         return measure(summary, params, progress=lambda items: _bar(args, desc, items=items))
 
@@ -498,28 +609,37 @@ def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
         torch_moments = moments(f"measuring {label}")
         _, warm_s = _timed_init(model, args, n_layers, f"tinit fill again ({args.scheme})")
         same = {k: (m.total, m.squares) for k, m in moments("measuring again").items()} == {
-            k: (m.total, m.squares) for k, m in tinit_moments.items()}
+            k: (m.total, m.squares) for k, m in tinit_moments.items()
+        }
         ok = ok and same
         what = "same bounds" if label.endswith(".uniform_") else "same std and bounds"
-        print(f"{label + ':':<29}{torch_s:8.3f} s  {count / torch_s / 1e9:8.3f} G elements/s"
-              f"  ({what} per parameter, constants by constant_; torch {torch.__version__})")
-        print(f"tinit again:                 {warm_s:8.3f} s  {count / warm_s / 1e9:8.3f} G elements/s"
-              f"  (same seed: values {'identical to' if same else 'DIFFERENT from'} the first pass;"
-              " memory already touched, as for torch)")
-        print(f"speed-up: {torch_s / warm_s:.1f}x over {label} "
-              f"({torch_s / seconds:.1f}x counting tinit's first touch)")
+        print(
+            f"{label + ':':<29}{torch_s:8.3f} s  {count / torch_s / 1e9:8.3f} G elements/s"
+            f"  ({what} per parameter, constants by constant_; torch {torch.__version__})"
+        )
+        print(
+            f"tinit again:                 {warm_s:8.3f} s  {count / warm_s / 1e9:8.3f} G elements/s"
+            f"  (same seed: values {'identical to' if same else 'DIFFERENT from'} the first pass;"
+            " memory already touched, as for torch)"
+        )
+        print(f"speed-up: {torch_s / warm_s:.1f}x over {label} ({torch_s / seconds:.1f}x counting tinit's first touch)")
     print()
     print(_table(_role_rows(summary, tinit_moments, torch_moments)))
-    print("\nrole: the parameters' role (@blocks when it has several specs); parent_std: std of the parent\n"
-          "normal (of the uniform; 'parts' for a fused tensor written per slice, trunc then lists the slices' stds);\n"
-          "trunc: bounds +-trunc x parent_std around the mean (U: uniform)\n"
-          "intended: std of the values the spec draws (truncated normal: parent_std x truncation factor;\n"
-          "=value for constants)\n"
-          "measured: std of the values written (their value for constants); mean: their mean\n"
-          "error: measured / intended - 1 (max |value - constant| for constants)")
+    print(
+        "\nrole: the parameters' role (@blocks when it has several specs); parent_std: std of the parent\n"
+        "normal (of the uniform; 'parts' for a fused tensor written per slice, trunc then lists the slices' stds);\n"
+        "trunc: bounds +-trunc x parent_std around the mean (U: uniform)\n"
+        "intended: std of the values the spec draws (truncated normal: parent_std x truncation factor;\n"
+        "=value for constants)\n"
+        "measured: std of the values written (their value for constants); mean: their mean\n"
+        "error: measured / intended - 1 (max |value - constant| for constants)"
+    )
     if not ok:
-        print("error: a tensor was written more than once, the element counts disagree, "
-              "or the same seed gave different values", file=sys.stderr)
+        print(
+            "error: a tensor was written more than once, the element counts disagree, "
+            "or the same seed gave different values",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

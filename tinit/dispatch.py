@@ -92,7 +92,7 @@ class Backend:
         else:
             flat = tensor.view(-1)
             for row in range(runs.rows):
-                self.fill(flat[row * runs.run:(row + 1) * runs.run], seed, stream, runs.row_start(row), constants)
+                self.fill(flat[row * runs.run : (row + 1) * runs.run], seed, stream, runs.row_start(row), constants)
 
     def why_not(self, tensor: torch.Tensor) -> str | None:
         """Why this backend cannot fill ``tensor``, or None when it can.
@@ -125,8 +125,11 @@ def _cuda_install_reason() -> str | None:
     if reason is not None:
         return reason
     if not ops.native_has_cuda():
-        torch_build = (f"torch {torch.__version__} is a CPU-only build" if torch.version.cuda is None
-                       else f"torch {torch.__version__} has CUDA {torch.version.cuda}")
+        torch_build = (
+            f"torch {torch.__version__} is a CPU-only build"
+            if torch.version.cuda is None
+            else f"torch {torch.__version__} has CUDA {torch.version.cuda}"
+        )
         return f"the native extension was built without its CUDA kernels ({torch_build}); {CUDA_BUILD_HINT}"
     return None
 
@@ -154,11 +157,14 @@ def _triton_install_reason() -> str | None:
 def _triton_tensor_reason(tensor: torch.Tensor) -> str | None:
     module = _triton_module()[0]
     if tensor.device.type == "cpu":
-        interpreted = (module.interpreted() if hasattr(module, "interpreted")
-                       else os.environ.get("TRITON_INTERPRET", "0") == "1")
+        interpreted = (
+            module.interpreted() if hasattr(module, "interpreted") else os.environ.get("TRITON_INTERPRET", "0") == "1"
+        )
         if not interpreted:
-            return ("runs on CPU tensors only in the Triton interpreter (TRITON_INTERPRET=1, "
-                    f"set before {TRITON_MODULE} is imported)")
+            return (
+                "runs on CPU tensors only in the Triton interpreter (TRITON_INTERPRET=1, "
+                f"set before {TRITON_MODULE} is imported)"
+            )
     return module.why_not(tensor) if hasattr(module, "why_not") else None
 
 
@@ -194,32 +200,61 @@ def _triton_fill_runs(tensor: torch.Tensor, seed: int, stream: int, runs, consta
     _triton_grouped_module().trunc_normal_runs_(tensor, seed, stream, runs, constants)
 
 
-def _triton_fill_grouped(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
-                         packed: list[tuple]) -> None:
+def _triton_fill_grouped(
+    tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int], packed: list[tuple]
+) -> None:
     """Many tensors on one device in one launch per dtype (``trunc_normal_grouped.trunc_normal_grouped_``)."""
     _triton_grouped_module().trunc_normal_grouped_(tensors, seed, streams, offsets, packed)
 
 
-def _native_fill_grouped(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
-                         packed: list[tuple]) -> None:
+def _native_fill_grouped(
+    tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int], packed: list[tuple]
+) -> None:
     """``tinit::trunc_normal_grouped_`` (CPU: one parallel loop; CUDA: one launch per dtype)."""
     ops.trunc_normal_grouped_native(tensors, seed, streams, offsets, packed)
 
 
 BACKENDS: dict[str, Backend] = {
-    "cuda": Backend("cuda", ops.trunc_normal_native, ("cuda",), SUPPORTED_DTYPES, _cuda_install_reason,
-                    summary="native CUDA kernels (csrc/cuda/)",
-                    fill_runs=ops.trunc_normal_runs_native, fill_grouped=_native_fill_grouped),
-    "triton": Backend("triton", _triton_fill, ("cuda", "cpu"),
-                      tuple(d for d in SUPPORTED_DTYPES if d != torch.float64), _triton_install_reason,
-                      _triton_tensor_reason, summary=f"Triton kernel ({TRITON_MODULE}); CPU only when interpreted",
-                      fill_runs=_triton_fill_runs, fill_grouped=_triton_fill_grouped),
-    "cpu": Backend("cpu", ops.trunc_normal_native, ("cpu",), SUPPORTED_DTYPES, _native_reason,
-                   summary="native CPU kernels (csrc/cpu/), SIMD Philox, OpenMP",
-                   fill_runs=ops.trunc_normal_runs_native, fill_grouped=_native_fill_grouped),
-    "torch": Backend("torch", reference.trunc_normal_, (), SUPPORTED_DTYPES, lambda: None,
-                     summary="pure-torch reference, fp64 temporaries of the tensor's size",
-                     fill_runs=reference.trunc_normal_runs_),
+    "cuda": Backend(
+        "cuda",
+        ops.trunc_normal_native,
+        ("cuda",),
+        SUPPORTED_DTYPES,
+        _cuda_install_reason,
+        summary="native CUDA kernels (csrc/cuda/)",
+        fill_runs=ops.trunc_normal_runs_native,
+        fill_grouped=_native_fill_grouped,
+    ),
+    "triton": Backend(
+        "triton",
+        _triton_fill,
+        ("cuda", "cpu"),
+        tuple(d for d in SUPPORTED_DTYPES if d != torch.float64),
+        _triton_install_reason,
+        _triton_tensor_reason,
+        summary=f"Triton kernel ({TRITON_MODULE}); CPU only when interpreted",
+        fill_runs=_triton_fill_runs,
+        fill_grouped=_triton_fill_grouped,
+    ),
+    "cpu": Backend(
+        "cpu",
+        ops.trunc_normal_native,
+        ("cpu",),
+        SUPPORTED_DTYPES,
+        _native_reason,
+        summary="native CPU kernels (csrc/cpu/), SIMD Philox, OpenMP",
+        fill_runs=ops.trunc_normal_runs_native,
+        fill_grouped=_native_fill_grouped,
+    ),
+    "torch": Backend(
+        "torch",
+        reference.trunc_normal_,
+        (),
+        SUPPORTED_DTYPES,
+        lambda: None,
+        summary="pure-torch reference, fp64 temporaries of the tensor's size",
+        fill_runs=reference.trunc_normal_runs_,
+    ),
 }
 # Fastest measured first, per device type; the reference backend is the
 # fallback of last resort. Triton runs on CPU tensors only when asked for by
@@ -273,8 +308,10 @@ def select(tensor: torch.Tensor, backend: str = "auto") -> Backend:
             raise ValueError(f"unknown tinit backend {backend!r}; choose from {sorted(BACKENDS)} or 'auto'")
         reason = BACKENDS[backend].why_not(tensor)
         if reason is not None:
-            raise RuntimeError(f"tinit backend {backend!r} cannot fill {what}: {reason}. "
-                               f"Other backends: {_reasons_text(tensor, skip=backend)}")
+            raise RuntimeError(
+                f"tinit backend {backend!r} cannot fill {what}: {reason}. "
+                f"Other backends: {_reasons_text(tensor, skip=backend)}"
+            )
         return BACKENDS[backend]
     reasons = {}
     for name in auto_order(tensor.device):

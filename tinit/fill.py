@@ -41,8 +41,9 @@ def _check_generator(generator) -> None:
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
 
 
-def _resolve(tensor: torch.Tensor, global_shape, shard_offsets,
-             name: str = "tensor") -> tuple[torch.Tensor, ShardLayout | None]:
+def _resolve(
+    tensor: torch.Tensor, global_shape, shard_offsets, name: str = "tensor"
+) -> tuple[torch.Tensor, ShardLayout | None]:
     """(the tensor to write, its place in the logical tensor or None when it is the whole of it).
 
     Raises:
@@ -72,15 +73,23 @@ def _stream_position(seed, stream, offset, logical_numel: int) -> tuple[int, int
         TypeError: a bool, float or other non-integer.
         ValueError: seed or stream outside [0, 2**64), offset < 0 or offset + numel > 2**63.
     """
-    if type(seed) is int and type(stream) is int and type(offset) is int and 0 <= seed < 2**64 \
-            and 0 <= stream < 2**64 and 0 <= offset and offset + logical_numel <= 2**63:
+    if (
+        type(seed) is int
+        and type(stream) is int
+        and type(offset) is int
+        and 0 <= seed < 2**64
+        and 0 <= stream < 2**64
+        and 0 <= offset
+        and offset + logical_numel <= 2**63
+    ):
         return seed, stream, offset  # the common case, checked without building the messages below
     seed = as_index("seed", seed, 0, 2**64)
     stream = as_index("stream", stream, 0, 2**64)
     offset = as_index("offset", offset)
     if offset + logical_numel > 2**63:
-        raise ValueError(f"offset must be an int >= 0 with offset + numel <= 2**63, got {offset!r} "
-                         f"for {logical_numel} elements")
+        raise ValueError(
+            f"offset must be an int >= 0 with offset + numel <= 2**63, got {offset!r} for {logical_numel} elements"
+        )
     return seed, stream, offset
 
 
@@ -99,8 +108,9 @@ def _logical_numel(local: torch.Tensor, layout: ShardLayout | None) -> int:
     return local.numel() if layout is None else math.prod(layout.global_shape)
 
 
-def _trunc_normal_local(local: torch.Tensor, layout: ShardLayout | None, constants: tuple, seed: int, stream: int,
-                        offset: int, backend: str) -> None:
+def _trunc_normal_local(
+    local: torch.Tensor, layout: ShardLayout | None, constants: tuple, seed: int, stream: int, offset: int, backend: str
+) -> None:
     """Write the truncated normal into ``local`` (checked arguments), a shard when ``layout`` is given."""
     if local.numel() == 0 or local.device.type == "meta":
         return
@@ -111,10 +121,20 @@ def _trunc_normal_local(local: torch.Tensor, layout: ShardLayout | None, constan
 
 
 @torch.no_grad()
-def trunc_normal_at_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
-                     a: float = -2.0, b: float = 2.0, *, seed: int, stream: int = 0,
-                     offset: int = 0, backend: str = "auto", global_shape=None,
-                     shard_offsets=None) -> torch.Tensor:
+def trunc_normal_at_(
+    tensor: torch.Tensor,
+    mean: float = 0.0,
+    std: float = 1.0,
+    a: float = -2.0,
+    b: float = 2.0,
+    *,
+    seed: int,
+    stream: int = 0,
+    offset: int = 0,
+    backend: str = "auto",
+    global_shape=None,
+    shard_offsets=None,
+) -> torch.Tensor:
     """Fill ``tensor`` from an explicit position of the tinit stream.
 
     Element j of ``tensor`` (row-major over its logical shape, whatever its
@@ -172,9 +192,14 @@ def trunc_normal_at_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
     return tensor
 
 
-def trunc_normal_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0,
-                  a: float = -2.0, b: float = 2.0,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+def trunc_normal_(
+    tensor: torch.Tensor,
+    mean: float = 0.0,
+    std: float = 1.0,
+    a: float = -2.0,
+    b: float = 2.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Drop-in for ``torch.nn.init.trunc_normal_``: one fused pass, no host sync.
 
     Same signature, semantics and return value as torch's: values from
@@ -292,8 +317,16 @@ def _leaves(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitS
         yield from _leaves(view, sub, part, offset + i * part_numel)
 
 
-def _write_leaf(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec, *, seed: int, stream: int,
-                offset: int, backend: str) -> None:
+def _write_leaf(
+    local: torch.Tensor,
+    layout: ShardLayout | None,
+    spec: schemes.InitSpec,
+    *,
+    seed: int,
+    stream: int,
+    offset: int,
+    backend: str,
+) -> None:
     """Write a checked single-distribution ``spec`` (a constant, a uniform or a truncated normal)."""
     if spec.constant is not None:
         local.fill_(spec.constant)
@@ -323,8 +356,16 @@ def _checked_spec(local: torch.Tensor, layout: ShardLayout | None, spec: schemes
     _split_checked(spec, tuple(local.shape) if layout is None else layout.global_shape)
 
 
-def _write_spec_checked(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec, *, seed: int,
-                        stream: int, offset: int, backend: str) -> None:
+def _write_spec_checked(
+    local: torch.Tensor,
+    layout: ShardLayout | None,
+    spec: schemes.InitSpec,
+    *,
+    seed: int,
+    stream: int,
+    offset: int,
+    backend: str,
+) -> None:
     with torch.no_grad():
         for view, sub, leaf, leaf_offset in _leaves(local, layout, spec, offset):
             _write_leaf(view, sub, leaf, seed=seed, stream=stream, offset=leaf_offset, backend=backend)
@@ -337,8 +378,17 @@ def _draws(spec: schemes.InitSpec) -> bool:
     return spec.constant is None
 
 
-def write_spec_(param: torch.Tensor, spec: schemes.InitSpec, *, seed: int, stream: int = 0, offset: int = 0,
-                backend: str = "auto", global_shape=None, shard_offsets=None) -> torch.Tensor:
+def write_spec_(
+    param: torch.Tensor,
+    spec: schemes.InitSpec,
+    *,
+    seed: int,
+    stream: int = 0,
+    offset: int = 0,
+    backend: str = "auto",
+    global_shape=None,
+    shard_offsets=None,
+) -> torch.Tensor:
     """Write ``spec`` into ``param`` from stream (``seed``, ``stream``), element j at ``offset + j``.
 
     Constants are filled directly; a uniform takes low + (high - low) u_j
@@ -372,12 +422,27 @@ def write_spec_(param: torch.Tensor, spec: schemes.InitSpec, *, seed: int, strea
     return param
 
 
-def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = None, *,
-          role: str | None = None, name: str | None = None, n_layers: int | None = None,
-          d_model: int | None = None, fan_in: int | None = None, fan_out: int | None = None,
-          layout: str = "out_in", seed: int | None = None, stream: int = 0, offset: int = 0,
-          generator: torch.Generator | None = None, backend: str = "auto",
-          global_shape=None, shard_offsets=None, **options) -> torch.Tensor:
+def fill_(
+    param: torch.Tensor,
+    scheme: str = "normal",
+    layer_idx: int | None = None,
+    *,
+    role: str | None = None,
+    name: str | None = None,
+    n_layers: int | None = None,
+    d_model: int | None = None,
+    fan_in: int | None = None,
+    fan_out: int | None = None,
+    layout: str = "out_in",
+    seed: int | None = None,
+    stream: int = 0,
+    offset: int = 0,
+    generator: torch.Generator | None = None,
+    backend: str = "auto",
+    global_shape=None,
+    shard_offsets=None,
+    **options,
+) -> torch.Tensor:
     """Initialise one parameter by a named scheme (large-model setup entry point).
 
     The scheme (``tinit.schemes``) maps the parameter's role, depth, width and
@@ -439,8 +504,17 @@ def fill_(param: torch.Tensor, scheme: str = "normal", layer_idx: int | None = N
     local, shard = _resolve(param, global_shape, shard_offsets, "param")
     _check_generator(generator)
     shape = tuple(param.shape) if shard is None else shard.global_shape
-    spec = schemes.get(scheme).spec(role=role, layer_idx=layer_idx, n_layers=n_layers, shape=shape,
-                                    d_model=d_model, fan_in=fan_in, fan_out=fan_out, layout=layout, **options)
+    spec = schemes.get(scheme).spec(
+        role=role,
+        layer_idx=layer_idx,
+        n_layers=n_layers,
+        shape=shape,
+        d_model=d_model,
+        fan_in=fan_in,
+        fan_out=fan_out,
+        layout=layout,
+        **options,
+    )
     _checked_spec(local, shard, spec)
     numel = _logical_numel(local, shard)
     stream_seed = 0 if seed is None else seed

@@ -79,8 +79,15 @@ def _grouped_writer(backend: dispatch.Backend) -> tuple:
     return backend.fill_grouped, (2**63 if backend.name == "cpu" else GPU_TABLE_MAX_NUMEL)
 
 
-def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto",
-                   sequential: bool = False, progress=None, names: Sequence[str] | None = None) -> None:
+def write_grouped_(
+    items: Iterable[FillItem],
+    *,
+    seed: int,
+    backend: str = "auto",
+    sequential: bool = False,
+    progress=None,
+    names: Sequence[str] | None = None,
+) -> None:
     """Write every item's spec into its tensor, batching the native calls.
 
     Equivalent to ``write_spec_(item.tensor, item.spec, seed=seed,
@@ -130,13 +137,16 @@ def write_grouped_(items: Iterable[FillItem], *, seed: int, backend: str = "auto
     plan.add(items, seed, names)
     shared = _overlaps(plan.spans)
     if shared:
-        warnings.warn(f"write_grouped_: {shared} of the tensors share memory with an earlier one; writing all "
-                      "items one by one in list order (later items overwrite earlier ones)", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"write_grouped_: {shared} of the tensors share memory with an earlier one; writing all "
+            "items one by one in list order (later items overwrite earlier ones)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     with torch.no_grad():
         if sequential or shared:
             checked = plan.checked
-            for local, layout, item in (progress(checked) if progress is not None else checked):
+            for local, layout, item in progress(checked) if progress is not None else checked:
                 for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
                     _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
             return
@@ -200,17 +210,25 @@ class _Plan:
                 if not isinstance(spec, schemes.InitSpec):
                     raise TypeError(f"spec must be a tinit.schemes.InitSpec, got {type(spec).__name__}")
                 if local.is_inference() and not torch.is_inference_mode_enabled():
-                    raise RuntimeError("write_grouped_: an inference tensor (made under torch.inference_mode) can be "
-                                       "written only inside torch.inference_mode(); nothing was written")
+                    raise RuntimeError(
+                        "write_grouped_: an inference tensor (made under torch.inference_mode) can be "
+                        "written only inside torch.inference_mode(); nothing was written"
+                    )
                 dtype = local.dtype
                 kind, constants = kinds.get((id(spec), dtype)) or self._kind(spec, dtype)
                 numel = local.numel()
                 if kind == _OTHER and spec.parts is not None:
                     _split_checked(spec, tuple(local.shape) if layout is None else layout.global_shape)
-                if not (layout is None and type(stream) is int and type(offset) is int and 0 <= stream < _U64
-                        and 0 <= offset <= _I63 - numel):  # else the full check, which raises when it must
-                    _, stream, offset = _stream_position(seed, stream, offset,
-                                                         numel if layout is None else _logical_numel(local, layout))
+                if not (
+                    layout is None
+                    and type(stream) is int
+                    and type(offset) is int
+                    and 0 <= stream < _U64
+                    and 0 <= offset <= _I63 - numel
+                ):  # else the full check, which raises when it must
+                    _, stream, offset = _stream_position(
+                        seed, stream, offset, numel if layout is None else _logical_numel(local, layout)
+                    )
                     item = FillItem(tensor, spec, stream, offset)
                 checked((local, layout, item))
                 if not numel or local.is_meta:
@@ -268,8 +286,7 @@ class _Plan:
                     writer, largest = self._writers[view.device, view.dtype]  # set by add for this tensor
                     runs = _runs(view, sub, offset) if view.numel() <= largest else None
                     if runs is not None and runs.contiguous:
-                        self._add(writer, view.device, view, item.stream, runs.base,
-                                  leaf_constants(leaf, view.dtype))
+                        self._add(writer, view.device, view, item.stream, runs.base, leaf_constants(leaf, view.dtype))
                         continue
                 _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=self.backend)
         for (writer, _), (tensors, streams, offsets, packed) in self.tables.items():

@@ -74,8 +74,9 @@ def nvcc_version() -> str | None:
         out = subprocess.run([nvcc, "--version"], check=False, capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{nvcc} (version unknown: {exc})"
-    release = next((line.split("release", 1)[1].split(",")[0].strip()
-                    for line in out.splitlines() if "release" in line), "unknown")
+    release = next(
+        (line.split("release", 1)[1].split(",")[0].strip() for line in out.splitlines() if "release" in line), "unknown"
+    )
     return f"{release} ({nvcc})"
 
 
@@ -138,15 +139,20 @@ def backend_info() -> dict[str, dict[str, object]]:
 
 def device_info() -> list[dict[str, object]]:
     """The CPU and every visible CUDA device (name, capability, memory, SMs)."""
-    devices = [{"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(),
-                "logical_cpus": os.cpu_count()}]
+    devices = [{"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(), "logical_cpus": os.cpu_count()}]
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(index)
-            devices.append({"type": "cuda", "index": index, "name": props.name,
-                            "capability": f"{props.major}.{props.minor}",
-                            "memory_gib": round(props.total_memory / 2**30, 1),
-                            "multiprocessors": props.multi_processor_count})
+            devices.append(
+                {
+                    "type": "cuda",
+                    "index": index,
+                    "name": props.name,
+                    "capability": f"{props.major}.{props.minor}",
+                    "memory_gib": round(props.total_memory / 2**30, 1),
+                    "multiprocessors": props.multi_processor_count,
+                }
+            )
     return devices
 
 
@@ -164,8 +170,11 @@ def cpu_model() -> str:
 def report() -> str:
     """The whole report as text (what ``python -m tinit.info`` prints)."""
     build = build_info()
-    lines = ["tinit backends (auto order: " + "; ".join(
-        f"{dev} tensors {' > '.join(order)}" for dev, order in dispatch.AUTO_ORDER.items()) + ")"]
+    lines = [
+        "tinit backends (auto order: "
+        + "; ".join(f"{dev} tensors {' > '.join(order)}" for dev, order in dispatch.AUTO_ORDER.items())
+        + ")"
+    ]
     for name, info in backend_info().items():
         state = "available" if info["available"] else "unavailable"
         lines.append(f"  {name:<7} {state:<12} {info['summary']}")
@@ -183,8 +192,11 @@ def report() -> str:
         f"  tinit {build['tinit']}, python {build['python']}",
         f"  torch {build['torch']}, torch CUDA {build['torch_cuda'] or 'none (CPU-only build)'}",
         f"  native extension: {'loaded' if build['native_extension'] else 'missing: ' + str(build['native_error'])}"
-        + (f", CUDA kernels {'built' if build['native_cuda_kernels'] else 'not built'}"
-           if build["native_extension"] else ""),
+        + (
+            f", CUDA kernels {'built' if build['native_cuda_kernels'] else 'not built'}"
+            if build["native_extension"]
+            else ""
+        ),
         f"  triton: {build['triton'] or 'missing'}",
         f"  nvcc: {build['nvcc'] or 'not found'}",
         f"  CPU SIMD: Philox {simd['philox']}, transform clone {simd['transform']}",
@@ -192,11 +204,14 @@ def report() -> str:
     ]
     for dev in device_info():
         if dev["type"] == "cpu":
-            lines.append(f"  cpu: {dev['name']} ({dev['logical_cpus']} logical CPUs, "
-                         f"torch uses {dev['threads']} threads)")
+            lines.append(
+                f"  cpu: {dev['name']} ({dev['logical_cpus']} logical CPUs, torch uses {dev['threads']} threads)"
+            )
         else:
-            lines.append(f"  cuda:{dev['index']}: {dev['name']}, compute capability {dev['capability']}, "
-                         f"{dev['memory_gib']} GiB, {dev['multiprocessors']} SMs")
+            lines.append(
+                f"  cuda:{dev['index']}: {dev['name']}, compute capability {dev['capability']}, "
+                f"{dev['memory_gib']} GiB, {dev['multiprocessors']} SMs"
+            )
     if not torch.cuda.is_available():
         lines.append("  cuda: none visible")
     return "\n".join(lines)

@@ -94,8 +94,9 @@ def tied_groups(model: torch.nn.Module) -> list[list[str]]:
     return [names for names in groups.values() if len(names) > 1]
 
 
-def materialise_(model: torch.nn.Module, device: str | torch.device = "cpu", *,
-                 recompute_buffers: bool = True) -> torch.nn.Module:
+def materialise_(
+    model: torch.nn.Module, device: str | torch.device = "cpu", *, recompute_buffers: bool = True
+) -> torch.nn.Module:
     """``to_empty(device=...)``, restore every tie the model had before, recompute the buffers.
 
     ``to_empty`` replaces each module's parameters one module at a time, so a
@@ -173,8 +174,16 @@ def _layout(module: torch.nn.Module) -> str:
     return "in_out" if type(module).__name__ == "Conv1D" else "out_in"
 
 
-_NORM_TYPES = tuple(t for t in (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.modules.batchnorm._NormBase,
-                                getattr(torch.nn, "RMSNorm", None)) if t is not None)
+_NORM_TYPES = tuple(
+    t
+    for t in (
+        torch.nn.LayerNorm,
+        torch.nn.GroupNorm,
+        torch.nn.modules.batchnorm._NormBase,
+        getattr(torch.nn, "RMSNorm", None),
+    )
+    if t is not None
+)
 
 
 def _role_from_module(module: torch.nn.Module, leaf: str) -> str | None:
@@ -205,8 +214,11 @@ def _named_modules(model: torch.nn.Module):
         found.append((name, module))
         children = module._modules
         if children:
-            stack.extend(reversed([(f"{name}.{key}" if name else key, child)
-                                   for key, child in children.items() if child is not None]))
+            stack.extend(
+                reversed(
+                    [(f"{name}.{key}" if name else key, child) for key, child in children.items() if child is not None]
+                )
+            )
     return found
 
 
@@ -306,9 +318,11 @@ def _check_hf_tie(model) -> None:
     except (AttributeError, NotImplementedError):
         return
     if inputs is not None and outputs is not None and outputs.weight is not inputs.weight:
-        raise ValueError("init_model_: the model's config ties the output head to the input embeddings but they "
-                         "are separate tensors (to_empty unties them); call model.tie_weights() or materialise "
-                         "with tinit.materialise_(model, device) or init_model_(..., device=...)")
+        raise ValueError(
+            "init_model_: the model's config ties the output head to the input embeddings but they "
+            "are separate tensors (to_empty unties them); call model.tie_weights() or materialise "
+            "with tinit.materialise_(model, device) or init_model_(..., device=...)"
+        )
 
 
 def _without_gc_passes(function):
@@ -321,6 +335,7 @@ def _without_gc_passes(function):
     Nothing the call makes outlives it in a cycle, so nothing is left to
     collect.
     """
+
     @functools.wraps(function)
     def paused(*args, **kwargs):
         enabled = gc.isenabled()
@@ -335,11 +350,22 @@ def _without_gc_passes(function):
 
 
 @_without_gc_passes
-def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
-                n_layers: int | Mapping[str, int] | None = None, d_model: int | None = None,
-                overrides: Mapping[str, str | Mapping] | None = None, only: str | Callable[[str], bool] | None = None,
-                prefix: str = "", device: str | torch.device | None = None, backend: str = "auto",
-                progress=None, grouped: bool = True, **options) -> list[ParamInit]:
+def init_model_(
+    model: torch.nn.Module,
+    scheme: str = "gpt2",
+    *,
+    seed: int = 0,
+    n_layers: int | Mapping[str, int] | None = None,
+    d_model: int | None = None,
+    overrides: Mapping[str, str | Mapping] | None = None,
+    only: str | Callable[[str], bool] | None = None,
+    prefix: str = "",
+    device: str | torch.device | None = None,
+    backend: str = "auto",
+    progress=None,
+    grouped: bool = True,
+    **options,
+) -> list[ParamInit]:
     """Initialise every parameter of ``model`` in place by ``scheme``.
 
     Roles, block indices and (encoder-decoder) stacks come from parameter
@@ -404,8 +430,10 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
     entries = _classify(model, prefix, compiled)
     meta = next((e.name for e in entries if e.param.is_meta), None)
     if meta is not None and device is None:
-        raise ValueError(f"init_model_: parameters are on the meta device (first: {meta}); pass device=... "
-                         "or materialise with tinit.materialise_(model, device)")
+        raise ValueError(
+            f"init_model_: parameters are on the meta device (first: {meta}); pass device=... "
+            "or materialise with tinit.materialise_(model, device)"
+        )
     if backend != "auto" and backend not in dispatch.BACKENDS:
         raise ValueError(f"unknown tinit backend {backend!r}; choose from {sorted(dispatch.BACKENDS)} or 'auto'")
     if meta is None:
@@ -423,13 +451,17 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
 
     unknown = [e.name for e in selected if e.role is None]
     if unknown and chosen.needs_role:
-        raise ValueError(f"init_model_: scheme {scheme!r} needs each parameter's role but {len(unknown)} "
-                         f"parameter(s) match no rule: {', '.join(unknown[:8])}; pass "
-                         f"overrides={{regex: role}} with a role in {list(schemes.ROLES)}")
+        raise ValueError(
+            f"init_model_: scheme {scheme!r} needs each parameter's role but {len(unknown)} "
+            f"parameter(s) match no rule: {', '.join(unknown[:8])}; pass "
+            f"overrides={{regex: role}} with a role in {list(schemes.ROLES)}"
+        )
     missing = [r for r in chosen.required_roles if not any(e.role == r for e in entries)]
     if missing:
-        raise ValueError(f"init_model_: scheme {scheme!r} needs parameters with role(s) {missing} and the model "
-                         "has none (name them e.g. 'resweight', or classify them with overrides)")
+        raise ValueError(
+            f"init_model_: scheme {scheme!r} needs parameters with role(s) {missing} and the model "
+            "has none (name them e.g. 'resweight', or classify them with overrides)"
+        )
     context = {"encoder_layers": depths.get("encoder"), "decoder_layers": depths.get("decoder")} if enc_dec else {}
     # A model's blocks repeat: one spec per distinct input (the block index
     # counts only for depth-dependent schemes).
@@ -441,8 +473,10 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
     for entry in selected:
         param, override = entry.param, entry.override
         if param.dtype not in _SUPPORTED:
-            raise TypeError(f"init_model_: parameter {entry.name} has dtype {param.dtype}; tinit fills "
-                            "float32, float64, bfloat16 and float16")
+            raise TypeError(
+                f"init_model_: parameter {entry.name} has dtype {param.dtype}; tinit fills "
+                "float32, float64, bfloat16 and float16"
+            )
         shape = param.shape
         if not override:
             extra = shared
@@ -450,19 +484,34 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         else:
             extra = {**shared, **override["options"]} if "options" in override else shared
             by_block = depth if extra is shared else chosen.depends_on_depth(**extra)
-            key = (entry.role, entry.layer if by_block else None, entry.stack, entry.layout, shape,
-                   override.get("fan_in"), override.get("fan_out"),
-                   tuple(sorted(extra.items())) if extra is not shared else None)
+            key = (
+                entry.role,
+                entry.layer if by_block else None,
+                entry.stack,
+                entry.layout,
+                shape,
+                override.get("fan_in"),
+                override.get("fan_out"),
+                tuple(sorted(extra.items())) if extra is not shared else None,
+            )
         try:
             spec = specs.get(key)
         except TypeError:  # an unhashable option value: no sharing
             key, spec = None, None
         if spec is None:
             try:
-                spec = chosen.spec(role=entry.role, layer_idx=entry.layer, n_layers=depths.get(entry.stack),
-                                   shape=tuple(shape), d_model=d_model, layout=entry.layout,
-                                   fan_in=override.get("fan_in"), fan_out=override.get("fan_out"),
-                                   stack=entry.stack, **extra)
+                spec = chosen.spec(
+                    role=entry.role,
+                    layer_idx=entry.layer,
+                    n_layers=depths.get(entry.stack),
+                    shape=tuple(shape),
+                    d_model=d_model,
+                    layout=entry.layout,
+                    fan_in=override.get("fan_in"),
+                    fan_out=override.get("fan_out"),
+                    stack=entry.stack,
+                    **extra,
+                )
             except (TypeError, ValueError) as exc:
                 raise _located(exc, f"init_model_: parameter {entry.name}") from exc
             if key is not None:
@@ -471,21 +520,39 @@ def init_model_(model: torch.nn.Module, scheme: str = "gpt2", *, seed: int = 0,
         stream = 0 if spec.constant is not None and spec.parts is None else stream_for(entry.name)
         # tuple.__new__ skips the NamedTuples' Python-level __new__ (one call per parameter)
         add_item(new_tuple(FillItem, (param, spec, stream, 0)))
-        add_summary(new_tuple(ParamInit, (entry.name, entry.role, entry.layer, param.numel(), spec, entry.stack,
-                                          entry.tied, STREAM_VERSION)))
+        add_summary(
+            new_tuple(
+                ParamInit,
+                (entry.name, entry.role, entry.layer, param.numel(), spec, entry.stack, entry.tied, STREAM_VERSION),
+            )
+        )
     if meta is not None:
         materialise_(model, device)
         _check_hf_tie(model)
         fresh = {e.name: e.param for e in _classify(model, prefix, compiled)}
         items = [item._replace(tensor=fresh[entry.name]) for item, entry in zip(items, selected)]
-    write_grouped_(items, seed=seed, backend=backend, sequential=not grouped, progress=progress,
-                   names=[entry.name for entry in selected])
+    write_grouped_(
+        items,
+        seed=seed,
+        backend=backend,
+        sequential=not grouped,
+        progress=progress,
+        names=[entry.name for entry in selected],
+    )
     return summary
 
 
-def mup_param_groups(model: torch.nn.Module, *, lr: float, base_width: int | None = None,
-                     d_model: int | None = None, optimizer: str = "adam", readout: str = "zero",
-                     overrides: Mapping[str, str | Mapping] | None = None, **group_options) -> list[dict]:
+def mup_param_groups(
+    model: torch.nn.Module,
+    *,
+    lr: float,
+    base_width: int | None = None,
+    d_model: int | None = None,
+    optimizer: str = "adam",
+    readout: str = "zero",
+    overrides: Mapping[str, str | Mapping] | None = None,
+    **group_options,
+) -> list[dict]:
     """Optimiser param groups with muP's per-parameter learning rates.
 
     Each parameter's lr is ``lr * MuP.lr_multiplier(role, ...)`` (Yang et al.
@@ -515,14 +582,18 @@ def mup_param_groups(model: torch.nn.Module, *, lr: float, base_width: int | Non
         d_model = _infer_d_model(model, entries)
     unknown = [e.name for e in entries if e.role is None]
     if unknown:
-        raise ValueError(f"mup_param_groups: {len(unknown)} parameter(s) match no role rule: "
-                         f"{', '.join(unknown[:8])}; pass overrides={{regex: role}}")
+        raise ValueError(
+            f"mup_param_groups: {len(unknown)} parameter(s) match no role rule: "
+            f"{', '.join(unknown[:8])}; pass overrides={{regex: role}}"
+        )
     groups: dict[float, dict] = {}
     for entry in entries:
-        mult = mup.lr_multiplier(entry.role, d_model=d_model, base_width=base_width, optimizer=optimizer,
-                                 readout=readout)
-        group = groups.setdefault(mult, {"params": [], "names": [], "lr": lr * mult, "lr_multiplier": mult,
-                                         **group_options})
+        mult = mup.lr_multiplier(
+            entry.role, d_model=d_model, base_width=base_width, optimizer=optimizer, readout=readout
+        )
+        group = groups.setdefault(
+            mult, {"params": [], "names": [], "lr": lr * mult, "lr_multiplier": mult, **group_options}
+        )
         group["params"].append(entry.param)
         group["names"].append(entry.name)
     return list(groups.values())

@@ -79,18 +79,26 @@ def as_int64(value: int) -> int:
     return value - 2**64 if value >= 2**63 else value
 
 
-def trunc_normal_native(tensor: torch.Tensor, seed: int, stream: int, offset: int,
-                        constants: tuple[float, ...]) -> None:
+def trunc_normal_native(
+    tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: tuple[float, ...]
+) -> None:
     """Fill contiguous ``tensor`` in place through ``torch.ops.tinit.trunc_normal_``."""
     torch.ops.tinit.trunc_normal_(tensor, as_int64(seed), as_int64(stream), offset, list(constants))
 
 
-def trunc_normal_runs_native(tensor: torch.Tensor, seed: int, stream: int, runs,
-                             constants: tuple[float, ...]) -> None:
+def trunc_normal_runs_native(tensor: torch.Tensor, seed: int, stream: int, runs, constants: tuple[float, ...]) -> None:
     """Fill contiguous ``tensor`` laid out as ``runs`` (a ``tinit.sharding.StreamRuns``)
     through ``torch.ops.tinit.trunc_normal_runs_`` (CPU: one parallel loop; CUDA: one launch)."""
-    torch.ops.tinit.trunc_normal_runs_(tensor, as_int64(seed), as_int64(stream), runs.base, runs.run,
-                                       list(runs.outer_sizes), list(runs.outer_starts), list(constants))
+    torch.ops.tinit.trunc_normal_runs_(
+        tensor,
+        as_int64(seed),
+        as_int64(stream),
+        runs.base,
+        runs.run,
+        list(runs.outer_sizes),
+        list(runs.outer_starts),
+        list(constants),
+    )
 
 
 @functools.cache
@@ -104,8 +112,9 @@ def has_kernel(op: str, dispatch_key: str) -> bool:
         return False
 
 
-def trunc_normal_grouped_native(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
-                                constants: list[tuple[float, ...]]) -> None:
+def trunc_normal_grouped_native(
+    tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int], constants: list[tuple[float, ...]]
+) -> None:
     """Fill many contiguous tensors on one device in one call (``torch.ops.tinit.trunc_normal_grouped_``).
 
     Tensor t gets exactly what ``trunc_normal_native(tensors[t], seed,
@@ -114,12 +123,12 @@ def trunc_normal_grouped_native(tensors: list[torch.Tensor], seed: int, streams:
     one launch per dtype. Dtypes may differ between tensors.
     """
     flat = [value for packed in constants for value in packed]
-    torch.ops.tinit.trunc_normal_grouped_(tensors, as_int64(seed), [as_int64(s) for s in streams], list(offsets),
-                                          flat)
+    torch.ops.tinit.trunc_normal_grouped_(tensors, as_int64(seed), [as_int64(s) for s in streams], list(offsets), flat)
 
 
-def trunc_normal_compute_only(tensor: torch.Tensor, seed: int, stream: int, offset: int,
-                              constants: tuple[float, ...]) -> None:
+def trunc_normal_compute_only(
+    tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: tuple[float, ...]
+) -> None:
     """Run the CUDA fill's arithmetic without its stores (benchmarks only).
 
     Args:
@@ -131,12 +140,12 @@ def trunc_normal_compute_only(tensor: torch.Tensor, seed: int, stream: int, offs
         RuntimeError: the extension was built without CUDA, or ``tensor`` is
             not a contiguous CUDA tensor.
     """
-    torch.ops.tinit._trunc_normal_compute_only_(tensor, as_int64(seed), as_int64(stream), offset,
-                                                list(constants))
+    torch.ops.tinit._trunc_normal_compute_only_(tensor, as_int64(seed), as_int64(stream), offset, list(constants))
 
 
-def philox_words(numel: int, seed: int, stream: int, offset: int = 0,
-                 device: torch.device | str = "cpu", runs=None) -> torch.Tensor:
+def philox_words(
+    numel: int, seed: int, stream: int, offset: int = 0, device: torch.device | str = "cpu", runs=None
+) -> torch.Tensor:
     """The uint32 stream words for indices [offset, offset + numel) as int64 in [0, 2**32).
 
     Args:
@@ -160,6 +169,7 @@ def philox_words(numel: int, seed: int, stream: int, offset: int = 0,
     if runs is None:
         torch.ops.tinit.philox_(out, as_int64(seed), as_int64(stream), offset)
     else:
-        torch.ops.tinit.philox_runs_(out, as_int64(seed), as_int64(stream), runs.base, runs.run,
-                                     list(runs.outer_sizes), list(runs.outer_starts))
+        torch.ops.tinit.philox_runs_(
+            out, as_int64(seed), as_int64(stream), runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts)
+        )
     return out.to(torch.int64) & 0xFFFFFFFF

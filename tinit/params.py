@@ -110,16 +110,18 @@ def _real(name: str, value) -> float:
         return value
     if isinstance(value, torch.Tensor):
         if value.numel() != 1 or value.is_complex() or value.is_meta:
-            raise TypeError(f"{name} must be a real scalar, got a tensor of shape {tuple(value.shape)} "
-                            f"on {value.device}")
+            raise TypeError(
+                f"{name} must be a real scalar, got a tensor of shape {tuple(value.shape)} on {value.device}"
+            )
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     try:
         return float(value)
     except OverflowError:  # an int beyond fp64's range
-        raise ValueError(f"{name} must be a finite real number, got an int of {int(value).bit_length()} bits, "
-                         "beyond float64's range") from None
+        raise ValueError(
+            f"{name} must be a finite real number, got an int of {int(value).bit_length()} bits, beyond float64's range"
+        ) from None
 
 
 def as_index(name: str, value, low: int = 0, high: int | None = None) -> int:
@@ -191,9 +193,11 @@ def has_internal_overlap(tensor: torch.Tensor) -> bool:
         return True
     numel = tensor.numel()
     if numel > _EXACT_OVERLAP_MAX_NUMEL:
-        raise InternalOverlapError(f"cannot prove that the {numel} elements of a tensor of shape "
-                                   f"{tuple(tensor.shape)} and strides {tuple(tensor.stride())} do not share "
-                                   "memory; write into a contiguous tensor or a plain view")
+        raise InternalOverlapError(
+            f"cannot prove that the {numel} elements of a tensor of shape "
+            f"{tuple(tensor.shape)} and strides {tuple(tensor.stride())} do not share "
+            "memory; write into a contiguous tensor or a plain view"
+        )
     offsets = torch.zeros((), dtype=torch.int64, device="cpu")
     for stride, size in dims:
         offsets = (offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64, device="cpu") * stride).reshape(-1)
@@ -221,22 +225,23 @@ def check_tensor(tensor, name: str = "tensor") -> None:
         kind = "a nested tensor" if tensor.is_nested else f"layout {tensor.layout}"
         raise TypeError(f"{name}: tinit writes dense strided tensors, got {kind}")
     if tensor.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"{name}: tinit fills floating tensors of dtype float32, float64, bfloat16 or float16; "
-                        f"got {tensor.dtype}")
+        raise TypeError(
+            f"{name}: tinit fills floating tensors of dtype float32, float64, bfloat16 or float16; got {tensor.dtype}"
+        )
     if tensor.is_neg():
         raise TypeError(f"{name} is a negative-bit view (torch._neg_view); write into the tensor it views")
     if not tensor.is_meta and not tensor.is_contiguous() and has_internal_overlap(tensor):
         raise InternalOverlapError(
             f"{name} (shape {tuple(tensor.shape)}, strides {tuple(tensor.stride())}) has elements that share "
-            "memory (e.g. an expanded view); write into the tensor it was made from, or clone() it")
+            "memory (e.g. an expanded view); write into the tensor it was made from, or clone() it"
+        )
 
 
 def check_dtype(tensor: torch.Tensor) -> None:
     """Raise TypeError unless ``tensor`` has a dtype tinit can fill."""
     if tensor.dtype not in SUPPORTED_DTYPES:
         raise TypeError(
-            f"tinit fills floating tensors of dtype float32, float64, bfloat16 or float16; "
-            f"got {tensor.dtype}"
+            f"tinit fills floating tensors of dtype float32, float64, bfloat16 or float16; got {tensor.dtype}"
         )
 
 
@@ -336,8 +341,18 @@ def _linear_params(a: float, b: float, slope: float, dtype: torch.dtype) -> Trun
     scale = 1.0
     if width > torch.finfo(compute_dtype(dtype)).max:  # U(-fmax, fmax): halve everything
         scale = 2.0
-    return _canonical(_ZERO._replace(mode=float(Mode.UNIFORM), sign=1.0, scale=scale, lo=lo, hi=hi,
-                                     edge=a / scale, width=width / scale, slope=slope))
+    return _canonical(
+        _ZERO._replace(
+            mode=float(Mode.UNIFORM),
+            sign=1.0,
+            scale=scale,
+            lo=lo,
+            hi=hi,
+            edge=a / scale,
+            width=width / scale,
+            slope=slope,
+        )
+    )
 
 
 # A model's thousands of tensors share a handful of (std, bounds): computing
@@ -356,9 +371,7 @@ def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.
     reach_lo = max(a, min(b, mean) - _REACH_SIGMAS * std)
     reach_hi = min(b, max(a, mean) + _REACH_SIGMAS * std)
     if not (-fmax <= reach_lo <= fmax and -fmax <= reach_hi <= fmax):
-        raise ValueError(
-            f"values of N({mean}, {std}^2) on [{a}, {b}] overflow {dtype} (max {fmax:g})"
-        )
+        raise ValueError(f"values of N({mean}, {std}^2) on [{a}, {b}] overflow {dtype} (max {fmax:g})")
     lo, hi = representable_inside(a, b, dtype)
     if lo > hi:
         raise ValueError(f"no {dtype} value lies inside [{a}, {b}]")
@@ -397,11 +410,24 @@ def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.
     sd_hi, sd_lo = _split(sign * std / scale, cdt)
     # s = s0 + step w (transform.h two_sided_s): word w's uniform is (w + 1/2) 2^-32.
     step = mass * 2.0**-32
-    return _canonical(_ZERO._replace(
-        mode=float(Mode.TWO_SIDED_PRECISE if precise else Mode.TWO_SIDED), sign=sign,
-        split=float(_lower_side_split(a_cdf, b_sf, mass)), a_cdf=a_cdf + 0.5 * step,
-        b_sf=b_sf + 0.5 * step, a_half=a_half + 0.5 * step, b_half=b_half + 0.5 * step,
-        step=step, mean=mean / scale, sd_hi=sd_hi, sd_lo=sd_lo, scale=scale, lo=lo, hi=hi))
+    return _canonical(
+        _ZERO._replace(
+            mode=float(Mode.TWO_SIDED_PRECISE if precise else Mode.TWO_SIDED),
+            sign=sign,
+            split=float(_lower_side_split(a_cdf, b_sf, mass)),
+            a_cdf=a_cdf + 0.5 * step,
+            b_sf=b_sf + 0.5 * step,
+            a_half=a_half + 0.5 * step,
+            b_half=b_half + 0.5 * step,
+            step=step,
+            mean=mean / scale,
+            sd_hi=sd_hi,
+            sd_lo=sd_lo,
+            scale=scale,
+            lo=lo,
+            hi=hi,
+        )
+    )
 
 
 def _canonical(p: TruncNormalParams) -> TruncNormalParams:
@@ -444,8 +470,7 @@ def _cancels(mu: float, z_lo: float, z_hi: float) -> bool:
     return any(abs(z) > _CANCELLATION * max(abs(mu + z), 1.0) for z in points)
 
 
-def _linear_window(mean: float, std: float, a: float, b: float, lo: float, hi: float,
-                   cdt: torch.dtype) -> float | None:
+def _linear_window(mean: float, std: float, a: float, b: float, lo: float, hi: float, cdt: torch.dtype) -> float | None:
     """The uniform mode's slope if [a, b] is linear against N(mean, std^2), else None.
 
     With t in [0, 1] across the window, the log density is
@@ -496,9 +521,21 @@ def _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt) -> TruncNormal
     scale = _scale_for(std, (edge,), cdt)
     sd_hi, sd_lo = _split(sign * std / scale, cdt)
     coefs = _tail_poly(b0, -alpha) if cdt == torch.float32 else (0.0,) * 5
-    return _canonical(_ZERO._replace(mode=float(Mode.TAIL), sign=sign, sd_hi=sd_hi, sd_lo=sd_lo,
-                                     scale=scale, lo=lo, hi=hi, edge=edge / scale, b0=b0, ratio=ratio,
-                                     **dict(zip(("l1", "l2", "l3", "l4", "l5"), coefs))))
+    return _canonical(
+        _ZERO._replace(
+            mode=float(Mode.TAIL),
+            sign=sign,
+            sd_hi=sd_hi,
+            sd_lo=sd_lo,
+            scale=scale,
+            lo=lo,
+            hi=hi,
+            edge=edge / scale,
+            b0=b0,
+            ratio=ratio,
+            **dict(zip(("l1", "l2", "l3", "l4", "l5"), coefs)),
+        )
+    )
 
 
 @functools.lru_cache(maxsize=256)

@@ -44,8 +44,9 @@ def philox4x32_10(c0, c1, c2, c3, k0: int, k1: int):
     return c0, c1, c2, c3
 
 
-def stream_words(numel: int, seed: int, stream: int, offset: int = 0,
-                 device: torch.device | str = "cpu") -> torch.Tensor:
+def stream_words(
+    numel: int, seed: int, stream: int, offset: int = 0, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """Stream words for indices [offset, offset + numel): int64 tensor in [0, 2**32).
 
     Args:
@@ -60,7 +61,7 @@ def stream_words(numel: int, seed: int, stream: int, offset: int = 0,
     c3 = torch.full_like(blk, (stream >> 32) & _MASK32)
     words = torch.stack(philox4x32_10(c0, c1, c2, c3, seed & _MASK32, (seed >> 32) & _MASK32), dim=1)
     skip = offset - 4 * first
-    return words.reshape(-1)[skip:skip + numel]
+    return words.reshape(-1)[skip : skip + numel]
 
 
 def words_at(indices: torch.Tensor, seed: int, stream: int) -> torch.Tensor:
@@ -130,14 +131,14 @@ def transform(words: torch.Tensor, constants) -> torch.Tensor:
     else:
         lower = words <= int(p.split)
         w = words.to(torch.float64)  # s = s0 + step w' (transform.h two_sided_s)
-        z = torch.where(lower, torch.special.ndtri(p.a_cdf + p.step * w),
-                        -torch.special.ndtri(p.b_sf + p.step * (_MASK32 - w)))
+        z = torch.where(
+            lower, torch.special.ndtri(p.a_cdf + p.step * w), -torch.special.ndtri(p.b_sf + p.step * (_MASK32 - w))
+        )
         x = (p.mean + sd * z) * p.scale
     return x.clamp_(p.lo, p.hi)
 
 
-def trunc_normal_(tensor: torch.Tensor, seed: int, stream: int, offset: int,
-                  constants: tuple[float, ...]) -> None:
+def trunc_normal_(tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: tuple[float, ...]) -> None:
     """Fill contiguous ``tensor`` in place (same contract as the native op)."""
     words = stream_words(tensor.numel(), seed, stream, offset, device=tensor.device)
     tensor.copy_(transform(words, constants).view(tensor.shape))

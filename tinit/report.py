@@ -59,8 +59,10 @@ _LOG_SPAN = 30.0  # a plot panel whose values span more than this factor gets a 
 _PARAM_PATTERN = re.compile(r"^layers\.(\d+)\.(attn|mlp)(?:\.|_norm\.|_gate$)")
 # multipliers that describe the init (DeepNorm's beta, muP's width ratio): nothing to apply
 _INIT_ONLY = ("beta", "width_mult")
-PNG_NEEDS = ("the PNG needs matplotlib, which tinit's `report` extra installs: pip install 'tinit[report]' "
-             "(or pip install matplotlib)")
+PNG_NEEDS = (
+    "the PNG needs matplotlib, which tinit's `report` extra installs: pip install 'tinit[report]' "
+    "(or pip install matplotlib)"
+)
 
 
 @dataclass(frozen=True)
@@ -205,8 +207,10 @@ def _apply_multipliers(model: Stack, scheme: str) -> tuple[float, tuple[str, ...
         if key == "residual_alpha" and config.norm == "deepnorm":
             alpha = value
         elif key not in _INIT_ONLY and value != 1.0:
-            notes.append(f"multiplier {key} = {value:.4g} not applied: the {config.norm} stack has no place "
-                         "for it" + (" (--norm deepnorm has)" if key == "residual_alpha" else ""))
+            notes.append(
+                f"multiplier {key} = {value:.4g} not applied: the {config.norm} stack has no place "
+                "for it" + (" (--norm deepnorm has)" if key == "residual_alpha" else "")
+            )
     if config.norm == "deepnorm":
         model.set_residual_scale(alpha)
     return alpha, tuple(notes)
@@ -220,8 +224,9 @@ def _inputs(config: StackConfig, batch: int, seq: int, inputs: str, seed: int):
     return (embeds if inputs == "embeds" else ids), targets
 
 
-def measure(model: Stack, scheme: str, x, targets: torch.Tensor, *, seed: int = 0,
-            backward: bool = True) -> SchemeReport:
+def measure(
+    model: Stack, scheme: str, x, targets: torch.Tensor, *, seed: int = 0, backward: bool = True
+) -> SchemeReport:
     """Initialise ``model`` by ``scheme`` and record one forward and backward pass.
 
     Args:
@@ -261,11 +266,13 @@ def measure(model: Stack, scheme: str, x, targets: torch.Tensor, *, seed: int = 
                 delta[key] = _var(output.detach() - first[0])
             if output.requires_grad:
                 output.register_hook(lambda g: grads.__setitem__(key, _rms(g)))
+
         return hook
 
     def var_hook(store, key):
         def hook(module, args, output):
             store[key] = _var(output)
+
         return hook
 
     handles.append(model.embed_resid.register_forward_hook(resid_hook(0)))
@@ -295,20 +302,49 @@ def measure(model: Stack, scheme: str, x, targets: torch.Tensor, *, seed: int = 
             key = 2 * int(match.group(1)) + KINDS.index(match.group(2)) + 1
             squares[key] = squares.get(key, 0.0) + _norm(param.grad) ** 2
     sublayers = tuple(
-        SublayerStats(index=l, layer=(l - 1) // 2, kind=KINDS[(l - 1) % 2], resid_var=resid[l],
-                      branch_var=branch[l], sum_var=sums[l], delta_var=delta[l],
-                      grad_norm=math.sqrt(squares.get(l, 0.0)) if backward else math.nan,
-                      stream_grad_rms=grads.get(l, math.nan))
-        for l in range(1, 2 * n + 1))
-    return SchemeReport(scheme=scheme, input_var=resid[0], input_grad_rms=grads.get(0, math.nan),
-                        loss=loss.item(), seconds=time.perf_counter() - start, sublayers=sublayers,
-                        residual_scale=alpha, notes=notes)
+        SublayerStats(
+            index=l,
+            layer=(l - 1) // 2,
+            kind=KINDS[(l - 1) % 2],
+            resid_var=resid[l],
+            branch_var=branch[l],
+            sum_var=sums[l],
+            delta_var=delta[l],
+            grad_norm=math.sqrt(squares.get(l, 0.0)) if backward else math.nan,
+            stream_grad_rms=grads.get(l, math.nan),
+        )
+        for l in range(1, 2 * n + 1)
+    )
+    return SchemeReport(
+        scheme=scheme,
+        input_var=resid[0],
+        input_grad_rms=grads.get(0, math.nan),
+        loss=loss.item(),
+        seconds=time.perf_counter() - start,
+        sublayers=sublayers,
+        residual_scale=alpha,
+        notes=notes,
+    )
 
 
-def report(model: Stack | None = None, schemes=None, *, n_layers: int = 80, d_model: int = 128,
-           norm: str = "pre", d_ff: int | None = None, n_heads: int | None = None, vocab: int = 512,
-           seed: int = 0, batch: int = 4, seq: int = 128, inputs: str = "embeds", backward: bool = True,
-           out: str | Path | None = None, progress=None) -> Report:
+def report(
+    model: Stack | None = None,
+    schemes=None,
+    *,
+    n_layers: int = 80,
+    d_model: int = 128,
+    norm: str = "pre",
+    d_ff: int | None = None,
+    n_heads: int | None = None,
+    vocab: int = 512,
+    seed: int = 0,
+    batch: int = 4,
+    seq: int = 128,
+    inputs: str = "embeds",
+    backward: bool = True,
+    out: str | Path | None = None,
+    progress=None,
+) -> Report:
     """Step-zero signal report of several initialisation schemes on one stack.
 
     Every scheme initialises the same model (in place, through
@@ -353,8 +389,10 @@ def report(model: Stack | None = None, schemes=None, *, n_layers: int = 80, d_mo
         KeyError: a scheme name that is not registered.
     """
     if model is not None and not isinstance(model, Stack):
-        raise TypeError(f"report: model must be a tinit.report_models.Stack, got {type(model).__name__} "
-                        "(the report reads the stream at its hook points; see tinit/report_models.py)")
+        raise TypeError(
+            f"report: model must be a tinit.report_models.Stack, got {type(model).__name__} "
+            "(the report reads the stream at its hook points; see tinit/report_models.py)"
+        )
     if inputs not in INPUTS:
         raise ValueError(f"report: inputs must be one of {INPUTS}, got {inputs!r}")
     for name, value in (("batch", batch), ("seq", seq)):
@@ -364,8 +402,7 @@ def report(model: Stack | None = None, schemes=None, *, n_layers: int = 80, d_mo
     for name in names:
         _schemes.get(name)
     if model is None:
-        config = StackConfig(n_layers=n_layers, d_model=d_model, norm=norm, d_ff=d_ff,
-                             n_heads=n_heads, vocab=vocab)
+        config = StackConfig(n_layers=n_layers, d_model=d_model, norm=norm, d_ff=d_ff, n_heads=n_heads, vocab=vocab)
         with torch.device("meta"):
             model = Stack(config)
         model.to_empty(device="cpu")
@@ -407,8 +444,10 @@ def _describe(r: Report) -> str:
     c = r.config
     alpha = f", alpha {c.residual_scale:.4g}" if c.norm == "deepnorm" else ""
     source = "x_0 ~ N(0, 1)" if r.inputs == "embeds" else "random tokens"
-    return (f"{c.norm} stack, L {c.n_layers} ({2 * c.n_layers} sublayers), d_model {c.d_model}, "
-            f"d_ff {c.ff}, heads {c.heads}{alpha}; {source}, batch {r.batch} x seq {r.seq}, seed {r.seed}")
+    return (
+        f"{c.norm} stack, L {c.n_layers} ({2 * c.n_layers} sublayers), d_model {c.d_model}, "
+        f"d_ff {c.ff}, heads {c.heads}{alpha}; {source}, batch {r.batch} x seq {r.seq}, seed {r.seed}"
+    )
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -439,14 +478,39 @@ def to_markdown(r: Report) -> str:
     for name, s in r.results.items():
         attn = [x.branch_var for x in s.sublayers if x.kind == "attn"]
         mlp = [x.branch_var for x in s.sublayers if x.kind == "mlp"]
-        stream = ([f"{s.added_var:.4g}", f"{s.sublayers[-1].delta_var:.4g}"] if pre
-                  else [f"{max(x.sum_var for x in s.sublayers):.4g}"])
-        rows.append([name, f"{s.input_var:.4g}", f"{s.sublayers[-1].resid_var:.4g}", *stream,
-                     f"{sum(attn) / len(attn):.3g}", f"{sum(mlp) / len(mlp):.3g}",
-                     f"{s.sublayers[0].grad_norm:.3g}", f"{s.sublayers[-1].grad_norm:.3g}", f"{s.loss:.4f}"])
+        stream = (
+            [f"{s.added_var:.4g}", f"{s.sublayers[-1].delta_var:.4g}"]
+            if pre
+            else [f"{max(x.sum_var for x in s.sublayers):.4g}"]
+        )
+        rows.append(
+            [
+                name,
+                f"{s.input_var:.4g}",
+                f"{s.sublayers[-1].resid_var:.4g}",
+                *stream,
+                f"{sum(attn) / len(attn):.3g}",
+                f"{sum(mlp) / len(mlp):.3g}",
+                f"{s.sublayers[0].grad_norm:.3g}",
+                f"{s.sublayers[-1].grad_norm:.3g}",
+                f"{s.loss:.4f}",
+            ]
+        )
     stream = ["Var(x_2L) - Var(x_0)", "Var(x_2L - x_0)"] if pre else ["max Var(sum before LN)"]
-    lines += _table(["scheme", "Var(x_0)", "Var(x_2L)", *stream, "mean Var(F) attn", "mean Var(F) mlp",
-                     "grad first", "grad last", "loss"], rows)
+    lines += _table(
+        [
+            "scheme",
+            "Var(x_0)",
+            "Var(x_2L)",
+            *stream,
+            "mean Var(F) attn",
+            "mean Var(F) mlp",
+            "grad first",
+            "grad last",
+            "loss",
+        ],
+        rows,
+    )
     if r.skipped:
         lines += ["", "Skipped (the scheme does not apply to this stack):", ""]
         lines += [f"- `{name}`: {why}" for name, why in r.skipped.items()]
@@ -455,26 +519,61 @@ def to_markdown(r: Report) -> str:
         lines += ["", "Notes:", "", *notes]
     for name, s in r.results.items():
         alpha = f", residual alpha {s.residual_scale:.4g}" if r.config.norm == "deepnorm" else ""
-        lines += ["", f"## {name}", "",
-                  f"Var(x_0) = {s.input_var:.6g}, rms grad x_0 = {s.input_grad_rms:.4g}{alpha}", ""]
+        lines += [
+            "",
+            f"## {name}",
+            "",
+            f"Var(x_0) = {s.input_var:.6g}, rms grad x_0 = {s.input_grad_rms:.4g}{alpha}",
+            "",
+        ]
         pre = r.config.norm == "pre"
-        lines += _table(["l", "layer", "sublayer", "Var(x_l)", "Var(x_l - x_0)" if pre else "Var(sum before LN)",
-                         "Var(F_l)", "grad norm theta_l", "rms grad x_l"],
-                        [[str(x.index), str(x.layer), x.kind, f"{x.resid_var:.6g}",
-                          f"{x.delta_var if pre else x.sum_var:.4g}", f"{x.branch_var:.4g}", f"{x.grad_norm:.4g}",
-                          f"{x.stream_grad_rms:.4g}"] for x in s.sublayers])
+        lines += _table(
+            [
+                "l",
+                "layer",
+                "sublayer",
+                "Var(x_l)",
+                "Var(x_l - x_0)" if pre else "Var(sum before LN)",
+                "Var(F_l)",
+                "grad norm theta_l",
+                "rms grad x_l",
+            ],
+            [
+                [
+                    str(x.index),
+                    str(x.layer),
+                    x.kind,
+                    f"{x.resid_var:.6g}",
+                    f"{x.delta_var if pre else x.sum_var:.4g}",
+                    f"{x.branch_var:.4g}",
+                    f"{x.grad_norm:.4g}",
+                    f"{x.stream_grad_rms:.4g}",
+                ]
+                for x in s.sublayers
+            ],
+        )
     return "\n".join(lines) + "\n"
 
 
 def to_dict(r: Report) -> dict:
     """The report as plain JSON-ready data (config, options, results, skipped, paths)."""
-    return {"config": asdict(r.config), "residual_scale": r.config.residual_scale, "seed": r.seed,
-            "batch": r.batch, "seq": r.seq, "inputs": r.inputs,
-            "results": {name: {**asdict(s), "sublayers": [asdict(x) for x in s.sublayers]}
-                        for name, s in r.results.items()},
-            "skipped": r.skipped, "png_skipped": r.png_skipped,
-            "files": {k: None if v is None else str(v)
-                      for k, v in (("png", r.png), ("markdown", r.markdown_path), ("json", r.json_path))}}
+    return {
+        "config": asdict(r.config),
+        "residual_scale": r.config.residual_scale,
+        "seed": r.seed,
+        "batch": r.batch,
+        "seq": r.seq,
+        "inputs": r.inputs,
+        "results": {
+            name: {**asdict(s), "sublayers": [asdict(x) for x in s.sublayers]} for name, s in r.results.items()
+        },
+        "skipped": r.skipped,
+        "png_skipped": r.png_skipped,
+        "files": {
+            k: None if v is None else str(v)
+            for k, v in (("png", r.png), ("markdown", r.markdown_path), ("json", r.json_path))
+        },
+    }
 
 
 def plot(r: Report, path: str | Path) -> Path:
@@ -501,6 +600,7 @@ def plot(r: Report, path: str | Path) -> Path:
     """
     try:
         import matplotlib
+
         matplotlib.use("Agg", force=False)
         from matplotlib import pyplot as plt
         from matplotlib.lines import Line2D
@@ -513,8 +613,13 @@ def plot(r: Report, path: str | Path) -> Path:
     # tab10, then tab20's light shades: the first ten schemes get ten distinct hues
     colours = [plt.get_cmap("tab10")(i) for i in range(10)] + [plt.get_cmap("tab20")(2 * i + 1) for i in range(10)]
     panels = [
-        (axes[0, 0], "Residual stream variance Var(x_l)" if pre else
-         "Residual sum before the LayerNorm: Var(alpha x_(l-1) + F_l)", "Var(x_l)" if pre else "Var(sum)"),
+        (
+            axes[0, 0],
+            "Residual stream variance Var(x_l)"
+            if pre
+            else "Residual sum before the LayerNorm: Var(alpha x_(l-1) + F_l)",
+            "Var(x_l)" if pre else "Var(sum)",
+        ),
         (axes[0, 1], "Sublayer output variance Var(F_l)", "Var(F_l)"),
         (axes[1, 0], "Parameter gradient norm per sublayer", "||d loss / d theta_l||"),
         (axes[1, 1], "Stream gradient RMS", "rms(d loss / d x_l)"),
@@ -532,8 +637,12 @@ def plot(r: Report, path: str | Path) -> Path:
         for ax, attr in ((axes[0, 1], "branch_var"), (axes[1, 0], "grad_norm")):
             for kind, style in (("mlp", "-"), ("attn", "--")):
                 picked = [x for x in s.sublayers if x.kind == kind]
-                ax.plot([x.index for x in picked], positive([getattr(x, attr) for x in picked]),
-                        linestyle=style, color=colour)
+                ax.plot(
+                    [x.index for x in picked],
+                    positive([getattr(x, attr) for x in picked]),
+                    linestyle=style,
+                    color=colour,
+                )
     for ax, title, ylabel in panels:
         ax.set_title(title)
         ax.set_ylabel(ylabel)
@@ -543,15 +652,23 @@ def plot(r: Report, path: str | Path) -> Path:
         else:
             ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))
         if not values:
-            ax.text(0.5, 0.5, "nothing to draw (no backward pass, or all zero)", transform=ax.transAxes,
-                    ha="center", va="center", color="grey")
+            ax.text(
+                0.5,
+                0.5,
+                "nothing to draw (no backward pass, or all zero)",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                color="grey",
+            )
         ax.grid(True, which="both", alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel(f"sublayer l (2 per block, L = {r.config.n_layers})")
-    kinds = [Line2D([], [], color="black", linestyle="-", label="MLP sublayer"),
-             Line2D([], [], color="black", linestyle="--", label="attention sublayer")]
-    fig.legend(handles=[*axes[0, 0].get_lines(), *kinds], title="scheme", loc="outside right upper",
-               fontsize="small")
+    kinds = [
+        Line2D([], [], color="black", linestyle="-", label="MLP sublayer"),
+        Line2D([], [], color="black", linestyle="--", label="attention sublayer"),
+    ]
+    fig.legend(handles=[*axes[0, 0].get_lines(), *kinds], title="scheme", loc="outside right upper", fontsize="small")
     fig.suptitle(f"tinit step-zero report: {_describe(r)}", fontsize="medium")
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -602,30 +719,54 @@ def add_parser(sub) -> argparse.ArgumentParser:
     Returns:
         The ``report`` parser; its ``func`` default is ``run``.
     """
-    parser = sub.add_parser("report", help="step-zero signal report: variance and gradients against depth",
-                            description=__doc__.split("\n\n")[0])
+    parser = sub.add_parser(
+        "report",
+        help="step-zero signal report: variance and gradients against depth",
+        description=__doc__.split("\n\n")[0],
+    )
     parser.add_argument("--layers", type=int, default=80, help="blocks L (default 80)")
     parser.add_argument("--d-model", type=int, default=128, help="width (default 128)")
     parser.add_argument("--d-ff", type=int, help="MLP width (default 4 * d_model)")
     parser.add_argument("--heads", type=int, help="attention heads (default d_model // 64)")
-    parser.add_argument("--norm", choices=NORMS, default="pre",
-                        help="pre: x + F(LN(x)); post: LN(x + F(x)); deepnorm: LN(alpha x + F(x))")
-    parser.add_argument("--schemes", nargs="+", action=SchemeList, metavar="NAME",
-                        help="scheme names, space- or comma-separated (normal gpt2, or normal,gpt2); "
-                             "default: every registered scheme")
+    parser.add_argument(
+        "--norm",
+        choices=NORMS,
+        default="pre",
+        help="pre: x + F(LN(x)); post: LN(x + F(x)); deepnorm: LN(alpha x + F(x))",
+    )
+    parser.add_argument(
+        "--schemes",
+        nargs="+",
+        action=SchemeList,
+        metavar="NAME",
+        help="scheme names, space- or comma-separated (normal gpt2, or normal,gpt2); default: every registered scheme",
+    )
     parser.add_argument("--seed", type=int, default=0, help="weights and input seed (default 0)")
     parser.add_argument("--batch", type=int, default=4, help="batch (default 4)")
     parser.add_argument("--seq", type=int, default=128, help="sequence length (default 128)")
-    parser.add_argument("--input", choices=INPUTS, default="embeds",
-                        help="embeds: x_0 ~ N(0, 1) (default); tokens: random ids through the embedding")
-    parser.add_argument("--no-backward", action="store_true",
-                        help="forward pass only (no gradient panels): a third of the time, far less memory")
-    parser.add_argument("--out", default="tinit-report",
-                        help="output folder for report.md, report.json and report.png (default ./tinit-report); "
-                             "the PNG needs matplotlib (the `report` extra), the others do not")
-    parser.add_argument("--no-progress", action="store_true",
-                        help="no progress bar on stderr (the bar advances once per scheme; the one-line "
-                             "result per scheme is printed either way)")
+    parser.add_argument(
+        "--input",
+        choices=INPUTS,
+        default="embeds",
+        help="embeds: x_0 ~ N(0, 1) (default); tokens: random ids through the embedding",
+    )
+    parser.add_argument(
+        "--no-backward",
+        action="store_true",
+        help="forward pass only (no gradient panels): a third of the time, far less memory",
+    )
+    parser.add_argument(
+        "--out",
+        default="tinit-report",
+        help="output folder for report.md, report.json and report.png (default ./tinit-report); "
+        "the PNG needs matplotlib (the `report` extra), the others do not",
+    )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar on stderr (the bar advances once per scheme; the one-line "
+        "result per scheme is printed either way)",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -655,17 +796,28 @@ def run(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             # run reports a missing matplotlib itself, below, in its own words
             warnings.filterwarnings("ignore", message="tinit report: the PNG", category=RuntimeWarning)
-            result = report(schemes=names, n_layers=args.layers, d_model=args.d_model, norm=args.norm,
-                            d_ff=args.d_ff, n_heads=args.heads, seed=args.seed, batch=args.batch,
-                            seq=args.seq, inputs=args.input, backward=not args.no_backward, out=args.out,
-                            progress=progress)
+            result = report(
+                schemes=names,
+                n_layers=args.layers,
+                d_model=args.d_model,
+                norm=args.norm,
+                d_ff=args.d_ff,
+                n_heads=args.heads,
+                seed=args.seed,
+                batch=args.batch,
+                seq=args.seq,
+                inputs=args.input,
+                backward=not args.no_backward,
+                out=args.out,
+                progress=progress,
+            )
     except (KeyError, ValueError) as err:
         print(f"tinit report: error: {err}", file=sys.stderr)
         return 2
     finally:
         bar.close()
     text = result.markdown()
-    print(text[:text.index("\n## ")] if "\n## " in text else text)
+    print(text[: text.index("\n## ")] if "\n## " in text else text)
     written = [p for p in (result.markdown_path, result.json_path, result.png) if p is not None]
     print(f"\nwrote {', '.join(str(p) for p in written)}")
     if result.png_skipped is not None:

@@ -138,8 +138,10 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Args: x: (batch, seq, d_model). Returns: (batch, seq, d_model)."""
         batch, seq, width = x.shape
-        q, k, v = (proj(x).view(batch, seq, self.n_heads, -1).transpose(1, 2)
-                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (
+            proj(x).view(batch, seq, self.n_heads, -1).transpose(1, 2)
+            for proj in (self.q_proj, self.k_proj, self.v_proj)
+        )
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.o_proj(y.transpose(1, 2).reshape(batch, seq, width))
 
@@ -205,8 +207,11 @@ class Stack(nn.Module):
         self.embed_tokens = nn.Embedding(self.config.vocab, self.config.d_model)
         self.embed_resid = nn.Identity()
         self.layers = nn.ModuleList(Block(self.config) for _ in range(self.config.n_layers))
-        self.norm = (nn.LayerNorm(self.config.d_model, eps=self.config.layer_norm_eps)
-                     if self.config.norm == "pre" else nn.Identity())
+        self.norm = (
+            nn.LayerNorm(self.config.d_model, eps=self.config.layer_norm_eps)
+            if self.config.norm == "pre"
+            else nn.Identity()
+        )
         self.lm_head = nn.Linear(self.config.d_model, self.config.vocab, bias=False)
 
     def set_residual_scale(self, alpha: float) -> None:
@@ -225,8 +230,7 @@ class Stack(nn.Module):
         for block in self.layers:
             block.scale = float(alpha)
 
-    def forward(self, ids: torch.Tensor | None = None, *,
-                inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor | None = None, *, inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Next-token logits from token ids or from input embeddings (exactly one).
 
         Args:

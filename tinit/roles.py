@@ -31,17 +31,46 @@ import re
 from tinit.schemes import ROLES
 
 _NORM = re.compile(r"^(ln(_?\w+)?|\w*norm\w*)$", re.IGNORECASE)
-_GATE = re.compile(r"^(resweight|re_?zero\w*|res(idual)?_?(gate|weight|scale|alpha)\w*|"
-                   r"(attn|attention|mlp|ffn)_(gate|alpha|scale)|(gate|alpha)_(attn|attention|mlp|ffn))$",
-                   re.IGNORECASE)
+_GATE = re.compile(
+    r"^(resweight|re_?zero\w*|res(idual)?_?(gate|weight|scale|alpha)\w*|"
+    r"(attn|attention|mlp|ffn)_(gate|alpha|scale)|(gate|alpha)_(attn|attention|mlp|ffn))$",
+    re.IGNORECASE,
+)
 _LAYER = re.compile(r"(?:^|\.)(?:h|layers?|blocks?)\.(\d+)(?:\.|$)")
 
 HEAD_NAMES = frozenset({"lm_head", "output", "output_layer", "score", "classifier", "embed_out", "qa_outputs"})
-EMBEDDING_NAMES = frozenset({"wte", "wpe", "embed_tokens", "tok_embeddings", "word_embeddings",
-                             "position_embeddings", "token_type_embeddings", "embed_positions", "shared",
-                             "relative_attention_bias", "embedding", "embeddings", "embed", "embed_in"})
-ATTENTION_SCOPES = frozenset({"attn", "attention", "self_attn", "self_attention", "selfattention",
-                              "encdecattention", "crossattention", "cross_attn", "encoder_attn", "inter_attention"})
+EMBEDDING_NAMES = frozenset(
+    {
+        "wte",
+        "wpe",
+        "embed_tokens",
+        "tok_embeddings",
+        "word_embeddings",
+        "position_embeddings",
+        "token_type_embeddings",
+        "embed_positions",
+        "shared",
+        "relative_attention_bias",
+        "embedding",
+        "embeddings",
+        "embed",
+        "embed_in",
+    }
+)
+ATTENTION_SCOPES = frozenset(
+    {
+        "attn",
+        "attention",
+        "self_attn",
+        "self_attention",
+        "selfattention",
+        "encdecattention",
+        "crossattention",
+        "cross_attn",
+        "encoder_attn",
+        "inter_attention",
+    }
+)
 MLP_SCOPES = frozenset({"mlp", "feed_forward", "feedforward", "ffn", "densereludense", "intermediate"})
 
 # Leaf module names whose role does not depend on where they sit.
@@ -49,11 +78,33 @@ LEAF_ROLES = {
     **dict.fromkeys(("q_proj", "wq", "query", "linear_q", "q_lin", "to_q"), "attn_q"),
     **dict.fromkeys(("k_proj", "wk", "key", "linear_k", "k_lin", "to_k"), "attn_k"),
     **dict.fromkeys(("v_proj", "wv", "value", "linear_v", "v_lin", "to_v"), "attn_v"),
-    **dict.fromkeys(("c_attn", "qkv_proj", "qkv", "wqkv", "query_key_value", "linear_qkv", "in_proj",
-                     "to_qkv", "att_proj"), "attn_qkv"),
+    **dict.fromkeys(
+        ("c_attn", "qkv_proj", "qkv", "wqkv", "query_key_value", "linear_qkv", "in_proj", "to_qkv", "att_proj"),
+        "attn_qkv",
+    ),
     **dict.fromkeys(("o_proj", "out_proj", "linear_proj", "out_lin", "attn_out", "to_out"), "attn_out"),
-    **dict.fromkeys(("gate_proj", "up_proj", "gate_up_proj", "c_fc", "fc1", "w1", "w3", "w13", "wi", "wi_0",
-                     "wi_1", "dense_h_to_4h", "linear_fc1", "fc_in", "lin1", "ff_proj", "linear1"), "mlp_in"),
+    **dict.fromkeys(
+        (
+            "gate_proj",
+            "up_proj",
+            "gate_up_proj",
+            "c_fc",
+            "fc1",
+            "w1",
+            "w3",
+            "w13",
+            "wi",
+            "wi_0",
+            "wi_1",
+            "dense_h_to_4h",
+            "linear_fc1",
+            "fc_in",
+            "lin1",
+            "ff_proj",
+            "linear1",
+        ),
+        "mlp_in",
+    ),
     **dict.fromkeys(("down_proj", "fc2", "w2", "dense_4h_to_h", "linear_fc2", "fc_out", "lin2", "linear2"), "mlp_out"),
 }
 # Leaf names that need the enclosing attention / MLP module.
@@ -137,7 +188,7 @@ def infer_layer(name: str) -> int | None:
 
 
 def infer_stack(name: str) -> str | None:
-    """"encoder" or "decoder" when a component of ``name`` is exactly that word, else None.
+    """ "encoder" or "decoder" when a component of ``name`` is exactly that word, else None.
 
     Whether a model is encoder-decoder is decided over all its names
     (``init_model_``): BERT's "bert.encoder.layer.0" and Megatron-core's

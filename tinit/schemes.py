@@ -44,8 +44,20 @@ import math
 import operator
 from dataclasses import dataclass, replace
 
-ROLES = ("embedding", "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_out",
-         "mlp_in", "mlp_out", "norm", "bias", "head", "residual_gate")
+ROLES = (
+    "embedding",
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_qkv",
+    "attn_out",
+    "mlp_in",
+    "mlp_out",
+    "norm",
+    "bias",
+    "head",
+    "residual_gate",
+)
 OUTPUT_ROLES = ("attn_out", "mlp_out")  # write straight into the residual stream
 HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_qkv", "attn_out", "mlp_in", "mlp_out")
 LAYOUTS = ("out_in", "in_out")
@@ -95,7 +107,7 @@ class InitSpec:
         if self.constant is not None:
             return 0.0
         if self.parts is not None:
-            return math.sqrt(sum(p.realised_std ** 2 for p in self.parts) / len(self.parts))
+            return math.sqrt(sum(p.realised_std**2 for p in self.parts) / len(self.parts))
         if self.distribution == "uniform":
             return self.std
         return self.std * truncation_factor(self.trunc)
@@ -155,11 +167,15 @@ def fans(shape: tuple[int, ...], layout: str = "out_in", parts: int = 1) -> tupl
         field_size = math.prod(shape[2:])
         fan_out, fan_in = shape[0] * field_size, shape[1] * field_size
     if not fan_in or not fan_out:
-        raise _NoFanError(f"shape {tuple(shape)} has fan_in {fan_in} and fan_out {fan_out}: a fan-based std is "
-                         "undefined for a weight with no elements (pass fan_in and fan_out explicitly)")
+        raise _NoFanError(
+            f"shape {tuple(shape)} has fan_in {fan_in} and fan_out {fan_out}: a fan-based std is "
+            "undefined for a weight with no elements (pass fan_in and fan_out explicitly)"
+        )
     if fan_out % parts:
-        raise ValueError(f"output dim {fan_out} of shape {tuple(shape)} does not split into {parts} equal parts "
-                         "(a fused projection with unequal q/k/v widths: pass fan_out explicitly)")
+        raise ValueError(
+            f"output dim {fan_out} of shape {tuple(shape)} does not split into {parts} equal parts "
+            "(a fused projection with unequal q/k/v widths: pass fan_out explicitly)"
+        )
     return fan_in, fan_out // parts
 
 
@@ -276,11 +292,24 @@ class Scheme:
         computes one spec per block instead of sharing one between blocks)."""
         return self.depth_dependent
 
-    def spec(self, *, role: str | None = None, layer_idx: int | None = None, n_layers: int | None = None,
-             shape: tuple[int, ...] = (), d_model: int | None = None, fan_in: int | None = None,
-             fan_out: int | None = None, layout: str = "out_in", stack: str | None = None,
-             encoder_layers: int | None = None, decoder_layers: int | None = None,
-             trunc: float | None = None, variance_preserving: bool = False, **options) -> InitSpec:
+    def spec(
+        self,
+        *,
+        role: str | None = None,
+        layer_idx: int | None = None,
+        n_layers: int | None = None,
+        shape: tuple[int, ...] = (),
+        d_model: int | None = None,
+        fan_in: int | None = None,
+        fan_out: int | None = None,
+        layout: str = "out_in",
+        stack: str | None = None,
+        encoder_layers: int | None = None,
+        decoder_layers: int | None = None,
+        trunc: float | None = None,
+        variance_preserving: bool = False,
+        **options,
+    ) -> InitSpec:
         """The ``InitSpec`` of one parameter.
 
         Args:
@@ -310,8 +339,10 @@ class Scheme:
         if role is not None and role not in ROLES:
             raise KeyError(f"unknown role {role!r}; known: {list(ROLES)}")
         if role is None and self.needs_role:
-            raise ValueError(f"scheme {self.name!r} needs the parameter's role (one of {list(ROLES)}); "
-                             "pass role=, a classifiable name=, or an override pattern")
+            raise ValueError(
+                f"scheme {self.name!r} needs the parameter's role (one of {list(ROLES)}); "
+                "pass role=, a classifiable name=, or an override pattern"
+            )
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if stack not in (None, "encoder", "decoder"):
@@ -319,12 +350,25 @@ class Scheme:
         given = self.default_trunc if trunc is None else trunc
         trunc = _float_or_none(given)
         if trunc is None or not trunc > 0:
-            raise ValueError(f"scheme {self.name!r}: trunc (bounds in units of std) must be a number > 0 "
-                             f"(math.inf for none), got {given!r}")
+            raise ValueError(
+                f"scheme {self.name!r}: trunc (bounds in units of std) must be a number > 0 "
+                f"(math.inf for none), got {given!r}"
+            )
         shape = tuple(_count("shape", size, 0) for size in shape)
-        ctx = Context(self.name, role, _count("layer_idx", layer_idx, 0), _count("n_layers", n_layers, 1), shape,
-                      _count("d_model", d_model, 1), _fan("fan_in", fan_in), _fan("fan_out", fan_out), layout,
-                      stack, _count("encoder_layers", encoder_layers, 1), _count("decoder_layers", decoder_layers, 1))
+        ctx = Context(
+            self.name,
+            role,
+            _count("layer_idx", layer_idx, 0),
+            _count("n_layers", n_layers, 1),
+            shape,
+            _count("d_model", d_model, 1),
+            _fan("fan_in", fan_in),
+            _fan("fan_out", fan_out),
+            layout,
+            stack,
+            _count("encoder_layers", encoder_layers, 1),
+            _count("decoder_layers", decoder_layers, 1),
+        )
         try:
             spec = self.rule(ctx, **options)
         except _NoFanError:
@@ -338,9 +382,16 @@ class Scheme:
     def rule(self, ctx: Context, **options) -> InitSpec:
         raise NotImplementedError
 
-    def multipliers(self, *, n_layers: int | None = None, d_model: int | None = None, stack: str | None = None,
-                    encoder_layers: int | None = None, decoder_layers: int | None = None,
-                    **options) -> dict[str, float]:
+    def multipliers(
+        self,
+        *,
+        n_layers: int | None = None,
+        d_model: int | None = None,
+        stack: str | None = None,
+        encoder_layers: int | None = None,
+        decoder_layers: int | None = None,
+        **options,
+    ) -> dict[str, float]:
         """Numbers the model's forward pass must apply for this recipe (none by default).
 
         Returns:
@@ -354,8 +405,9 @@ def _finish(spec: InitSpec, trunc: float, variance_preserving: bool, ctx: Contex
         return spec
     if spec.parts is not None:
         split_dim = 0 if ctx.layout == "out_in" or len(ctx.shape) != 2 else 1
-        return replace(spec, parts=tuple(_finish(p, trunc, variance_preserving, ctx) for p in spec.parts),
-                       split_dim=split_dim)
+        return replace(
+            spec, parts=tuple(_finish(p, trunc, variance_preserving, ctx) for p in spec.parts), split_dim=split_dim
+        )
     if not (math.isfinite(spec.std) and spec.std > 0):
         raise ValueError(f"scheme {ctx.scheme!r} gave std {spec.std} for role {ctx.role!r}")
     if spec.distribution == "uniform":
@@ -454,8 +506,9 @@ class DepthInit(Normal):
     needs_role = True
     depth_dependent = True
 
-    def rule(self, ctx: Context, std: float = 0.02, embedding_std: float | None = None,
-             head_std: float | None = None) -> InitSpec:
+    def rule(
+        self, ctx: Context, std: float = 0.02, embedding_std: float | None = None, head_std: float | None = None
+    ) -> InitSpec:
         std = _positive(self.name, "std", std)
         if ctx.role in OUTPUT_ROLES:
             return _normal(std / math.sqrt(2.0 * (ctx.need("layer_idx") + 1)))
@@ -538,8 +591,9 @@ class KaimingNormal(_FanScheme):
 
     name = "kaiming_normal"
 
-    def weight(self, ctx: Context, fan_in: int, fan_out: int, gain: float = math.sqrt(2.0),
-               mode: str = "fan_in") -> InitSpec:
+    def weight(
+        self, ctx: Context, fan_in: int, fan_out: int, gain: float = math.sqrt(2.0), mode: str = "fan_in"
+    ) -> InitSpec:
         fan = _kaiming_fan(self.name, mode, fan_in, fan_out)
         return _normal(_positive(self.name, "gain", gain) / math.sqrt(fan))
 
@@ -558,8 +612,9 @@ class KaimingUniform(_FanScheme):
 
     name = "kaiming_uniform"
 
-    def weight(self, ctx: Context, fan_in: int, fan_out: int, gain: float = math.sqrt(2.0),
-               mode: str = "fan_in") -> InitSpec:
+    def weight(
+        self, ctx: Context, fan_in: int, fan_out: int, gain: float = math.sqrt(2.0), mode: str = "fan_in"
+    ) -> InitSpec:
         fan = _kaiming_fan(self.name, mode, fan_in, fan_out)
         return InitSpec(std=_positive(self.name, "gain", gain) / math.sqrt(fan), distribution="uniform")
 
@@ -699,8 +754,13 @@ class Modern(Scheme):
         return _normal(std)
 
 
-def deepnorm_constants(n_layers: int | None = None, *, stack: str | None = None,
-                       encoder_layers: int | None = None, decoder_layers: int | None = None) -> tuple[float, float]:
+def deepnorm_constants(
+    n_layers: int | None = None,
+    *,
+    stack: str | None = None,
+    encoder_layers: int | None = None,
+    decoder_layers: int | None = None,
+) -> tuple[float, float]:
     """DeepNorm's (alpha, beta) (Wang et al., "DeepNet", arXiv:2203.00555, 2022, Figure 2).
 
         encoder-only (N layers) / decoder-only (M layers):
@@ -734,6 +794,7 @@ def deepnorm_constants(n_layers: int | None = None, *, stack: str | None = None,
         ValueError: missing or non-positive depths, or an encoder-decoder
             model without ``stack``.
     """
+
     def depth(name, value):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"deepnorm needs {name} (an int >= 1), got {value!r}")
@@ -742,7 +803,7 @@ def deepnorm_constants(n_layers: int | None = None, *, stack: str | None = None,
     if encoder_layers is not None and decoder_layers is not None:
         n, m = depth("encoder_layers", encoder_layers), depth("decoder_layers", decoder_layers)
         if stack == "encoder":
-            return 0.81 * (n ** 4 * m) ** (1 / 16), 0.87 * (n ** 4 * m) ** (-1 / 16)
+            return 0.81 * (n**4 * m) ** (1 / 16), 0.87 * (n**4 * m) ** (-1 / 16)
         if stack == "decoder":
             return (3 * m) ** 0.25, (12 * m) ** -0.25
         raise ValueError(f"deepnorm in an encoder-decoder model needs stack 'encoder' or 'decoder', got {stack!r}")
@@ -780,19 +841,21 @@ class DeepNorm(Scheme):
             return constant
         if ctx.role in ("embedding", "head"):
             width = ctx.d_model if ctx.d_model else ctx.fans()[0]
-            return _normal(width ** -0.5)
+            return _normal(width**-0.5)
         fan_in, fan_out = ctx.fans()
         xavier = math.sqrt(2.0 / (fan_in + fan_out))
         if ctx.role in ("attn_q", "attn_k"):
             return _normal(xavier)
-        _, beta = deepnorm_constants(ctx.n_layers, stack=ctx.stack, encoder_layers=ctx.encoder_layers,
-                                     decoder_layers=ctx.decoder_layers)
+        _, beta = deepnorm_constants(
+            ctx.n_layers, stack=ctx.stack, encoder_layers=ctx.encoder_layers, decoder_layers=ctx.decoder_layers
+        )
         if ctx.role == "attn_qkv":
             return InitSpec(parts=(_normal(xavier), _normal(xavier), _normal(beta * xavier)))
         return _normal(beta * xavier)
 
-    def multipliers(self, *, n_layers=None, d_model=None, stack=None, encoder_layers=None,
-                    decoder_layers=None, **options) -> dict[str, float]:
+    def multipliers(
+        self, *, n_layers=None, d_model=None, stack=None, encoder_layers=None, decoder_layers=None, **options
+    ) -> dict[str, float]:
         """DeepNorm's alpha (and beta) for the residual branch.
 
         Returns:
@@ -803,12 +866,14 @@ class DeepNorm(Scheme):
         if encoder_layers is not None and decoder_layers is not None and stack is None:
             out = {}
             for part in ("encoder", "decoder"):
-                alpha, beta = deepnorm_constants(stack=part, encoder_layers=encoder_layers,
-                                                 decoder_layers=decoder_layers)
+                alpha, beta = deepnorm_constants(
+                    stack=part, encoder_layers=encoder_layers, decoder_layers=decoder_layers
+                )
                 out.update({f"{part}_residual_alpha": alpha, f"{part}_beta": beta})
             return out
-        alpha, beta = deepnorm_constants(n_layers, stack=stack, encoder_layers=encoder_layers,
-                                         decoder_layers=decoder_layers)
+        alpha, beta = deepnorm_constants(
+            n_layers, stack=stack, encoder_layers=encoder_layers, decoder_layers=decoder_layers
+        )
         return {"residual_alpha": alpha, "beta": beta}
 
 
@@ -876,8 +941,7 @@ class Fixup(Scheme):
     name = "fixup"
     needs_role = True
 
-    def rule(self, ctx: Context, gain: float = math.sqrt(2.0), m: int = 2,
-             branches_per_layer: int = 2) -> InitSpec:
+    def rule(self, ctx: Context, gain: float = math.sqrt(2.0), m: int = 2, branches_per_layer: int = 2) -> InitSpec:
         constant = _constants(ctx.role)
         if constant is not None:
             return constant
@@ -885,7 +949,7 @@ class Fixup(Scheme):
             return InitSpec(constant=0.0)
         if ctx.role == "embedding":
             width = ctx.d_model if ctx.d_model else ctx.fans()[0]
-            return _normal(width ** -0.5)
+            return _normal(width**-0.5)
         if not isinstance(m, int) or m < 2:
             raise ValueError(f"scheme 'fixup': m (layers per branch) must be an int >= 2, got {m!r}")
         branches = _positive(self.name, "branches_per_layer", branches_per_layer) * ctx.need("n_layers")
@@ -933,8 +997,14 @@ class MuP(Scheme):
     name = "mup"
     needs_role = True
 
-    def rule(self, ctx: Context, std: float = 0.02, base_width: int | None = None,
-             readout: str = "zero", zero_query: bool = False) -> InitSpec:
+    def rule(
+        self,
+        ctx: Context,
+        std: float = 0.02,
+        base_width: int | None = None,
+        readout: str = "zero",
+        zero_query: bool = False,
+    ) -> InitSpec:
         std = _positive(self.name, "std", std)
         _check_readout(readout)
         constant = _constants(ctx.role)
@@ -966,8 +1036,15 @@ class MuP(Scheme):
             raise ValueError(f"scheme 'mup' with base_width needs d_model (an int >= 1), got {d_model!r}")
         return d_model / base_width
 
-    def lr_multiplier(self, role: str | None, *, d_model: int | None = None, base_width: int | None = None,
-                      optimizer: str = "adam", readout: str = "zero") -> float:
+    def lr_multiplier(
+        self,
+        role: str | None,
+        *,
+        d_model: int | None = None,
+        base_width: int | None = None,
+        optimizer: str = "adam",
+        readout: str = "zero",
+    ) -> float:
         """Learning-rate multiplier of one parameter relative to the base model's lr.
 
         TP5 Table 3 (readout "zero"/"scaled") and its output-multiplier
@@ -1018,9 +1095,28 @@ def _check_readout(readout: str) -> None:
         raise ValueError(f"scheme 'mup': readout must be one of {_READOUTS}, got {readout!r}")
 
 
-SCHEMES = {s.name: s for s in (Normal(), GPT2(), Megatron(), DepthInit(), XavierUniform(), XavierNormal(),
-                               KaimingNormal(), KaimingUniform(), LecunNormal(), SmallInit(), WangInit(),
-                               Mitchell(), Modern(), DeepNorm(), ReZero(), Fixup(), MuP())}
+SCHEMES = {
+    s.name: s
+    for s in (
+        Normal(),
+        GPT2(),
+        Megatron(),
+        DepthInit(),
+        XavierUniform(),
+        XavierNormal(),
+        KaimingNormal(),
+        KaimingUniform(),
+        LecunNormal(),
+        SmallInit(),
+        WangInit(),
+        Mitchell(),
+        Modern(),
+        DeepNorm(),
+        ReZero(),
+        Fixup(),
+        MuP(),
+    )
+}
 
 
 def get(name: str) -> Scheme:

@@ -85,7 +85,7 @@ class StreamRuns:
         starts = torch.full((), self.base, dtype=torch.int64, device="cpu")
         first = 0
         for size in self.outer_sizes:
-            table = torch.tensor(self.outer_starts[first:first + size], dtype=torch.int64, device="cpu")
+            table = torch.tensor(self.outer_starts[first : first + size], dtype=torch.int64, device="cpu")
             starts = (starts.unsqueeze(-1) + table).reshape(-1)
             first += size
         return (starts.reshape(-1, 1) + torch.arange(self.run, dtype=torch.int64, device="cpu")).reshape(-1)
@@ -128,8 +128,9 @@ class ShardLayout:
         return cls(shape, tuple(torch.arange(s, dtype=torch.int64, device="cpu") for s in shape))
 
     @classmethod
-    def from_offsets(cls, global_shape: Sequence[int], local_shape: Sequence[int],
-                     offsets: Sequence[int]) -> ShardLayout:
+    def from_offsets(
+        cls, global_shape: Sequence[int], local_shape: Sequence[int], offsets: Sequence[int]
+    ) -> ShardLayout:
         """A block ``[offsets[k], offsets[k] + local_shape[k])`` on every dim k.
 
         Raises:
@@ -138,16 +139,22 @@ class ShardLayout:
         global_shape, local_shape = tuple(_as_int(v) for v in global_shape), tuple(local_shape)
         offsets = tuple(_as_int(v) for v in offsets)
         if not len(global_shape) == len(local_shape) == len(offsets):
-            raise ValueError(f"global_shape {global_shape}, local shape {local_shape} and shard_offsets "
-                             f"{offsets} must have one entry per dim")
+            raise ValueError(
+                f"global_shape {global_shape}, local shape {local_shape} and shard_offsets "
+                f"{offsets} must have one entry per dim"
+            )
         for dim, (size, local, start) in enumerate(zip(global_shape, local_shape, offsets)):
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in (size, start)):
                 raise ValueError(f"global_shape and shard_offsets must be ints, got {size!r}, {start!r} (dim {dim})")
             if size < 0 or start < 0 or start + local > size:
-                raise ValueError(f"dim {dim}: a shard of {local} at offset {start} does not fit in the global "
-                                 f"size {size} (global_shape {global_shape}, shard_offsets {offsets})")
-        return cls(global_shape, tuple(torch.arange(o, o + n, dtype=torch.int64, device="cpu")
-                                       for o, n in zip(offsets, local_shape)))
+                raise ValueError(
+                    f"dim {dim}: a shard of {local} at offset {start} does not fit in the global "
+                    f"size {size} (global_shape {global_shape}, shard_offsets {offsets})"
+                )
+        return cls(
+            global_shape,
+            tuple(torch.arange(o, o + n, dtype=torch.int64, device="cpu") for o, n in zip(offsets, local_shape)),
+        )
 
     @classmethod
     def of_dtensor(cls, tensor) -> ShardLayout:
@@ -170,19 +177,22 @@ class ShardLayout:
         slices = [placement.is_replicate() or isinstance(placement, shards) for placement in placements]
         for placement, is_slice in zip(placements, slices):
             if not is_slice:
-                raise ValueError(f"cannot initialise a DTensor with placement {placement!r} "
-                                 f"(placements {placements}): only Shard and Replicate layouts are slices "
-                                 "of the logical tensor; redistribute it first")
+                raise ValueError(
+                    f"cannot initialise a DTensor with placement {placement!r} "
+                    f"(placements {placements}): only Shard and Replicate layouts are slices "
+                    "of the logical tensor; redistribute it first"
+                )
         global_shape = tuple(tensor.shape)
         if not mesh._is_current_rank_part_of_mesh():
             return cls(global_shape, tuple(torch.zeros(0, dtype=torch.int64, device="cpu") for _ in global_shape))
         per_dim = getattr(dtensor_utils, "_get_shard_size_and_offsets", None)
         if per_dim is None:  # older torch: only the first offset per dim is public
             if any(type(p).__name__ == "_StridedShard" for p in placements):
-                raise NotImplementedError(f"this torch ({torch.__version__}) does not expose the strided "
-                                          f"shard offsets tinit needs for placements {placements}")
-            local_shape, offsets = dtensor_utils.compute_local_shape_and_global_offset(global_shape, mesh,
-                                                                                       placements)
+                raise NotImplementedError(
+                    f"this torch ({torch.__version__}) does not expose the strided "
+                    f"shard offsets tinit needs for placements {placements}"
+                )
+            local_shape, offsets = dtensor_utils.compute_local_shape_and_global_offset(global_shape, mesh, placements)
             return cls.from_offsets(global_shape, local_shape, offsets)
         indices: dict[int, torch.Tensor] = {}
         local = list(global_shape)
@@ -195,15 +205,25 @@ class ShardLayout:
                 continue
             dim = placement.dim if placement.dim >= 0 else placement.dim + len(global_shape)
             size, index = per_dim(
-                local[dim], mesh.size(mesh_dim), coordinate[mesh_dim], placement, indices.get(dim),
-                global_shape[dim], False)
+                local[dim],
+                mesh.size(mesh_dim),
+                coordinate[mesh_dim],
+                placement,
+                indices.get(dim),
+                global_shape[dim],
+                False,
+            )
             local[dim] = size
             indices[dim] = index[:size].to(torch.int64)
-        layout = cls(global_shape, tuple(indices.get(d, torch.arange(s, dtype=torch.int64, device="cpu"))
-                                         for d, s in enumerate(global_shape)))
+        layout = cls(
+            global_shape,
+            tuple(indices.get(d, torch.arange(s, dtype=torch.int64, device="cpu")) for d, s in enumerate(global_shape)),
+        )
         if layout.local_shape != tuple(tensor._local_tensor.shape):
-            raise ValueError(f"DTensor layout not understood: computed local shape {layout.local_shape}, "
-                             f"local tensor has {tuple(tensor._local_tensor.shape)} (placements {placements})")
+            raise ValueError(
+                f"DTensor layout not understood: computed local shape {layout.local_shape}, "
+                f"local tensor has {tuple(tensor._local_tensor.shape)} (placements {placements})"
+            )
         return layout
 
     def narrow(self, dim: int, start: int, length: int) -> tuple[int, int, ShardLayout]:
@@ -221,7 +241,7 @@ class ShardLayout:
         shape = list(self.global_shape)
         shape[dim] = length
         sub = list(self.indices)
-        sub[dim] = index[first:first + count] - start
+        sub[dim] = index[first : first + count] - start
         return first, count, ShardLayout(tuple(shape), tuple(sub))
 
     def runs(self, offset: int = 0) -> StreamRuns:
@@ -232,10 +252,11 @@ class ShardLayout:
         folded into ``base``).
         """
         shape, index = self.global_shape, self.indices
-        strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+        strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
         base, run, d = offset, 1, len(shape) - 1
-        while d >= 0 and index[d].numel() == shape[d] and (shape[d] == 0 or int(index[d][0]) == 0) \
-                and _is_range(index[d]):
+        while (
+            d >= 0 and index[d].numel() == shape[d] and (shape[d] == 0 or int(index[d][0]) == 0) and _is_range(index[d])
+        ):
             run *= shape[d]
             d -= 1
         if d >= 0 and _is_range(index[d]):
@@ -258,7 +279,7 @@ class ShardLayout:
         for k, index in enumerate(self.indices):
             view = [1] * len(shape)
             view[k] = -1
-            flat += index.view(view) * math.prod(shape[k + 1:])
+            flat += index.view(view) * math.prod(shape[k + 1 :])
         return flat
 
 

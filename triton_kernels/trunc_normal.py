@@ -56,8 +56,29 @@ SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _MODES = tuple(int(mode) for mode in Mode)
 # The fp32 fields of TruncNormalParams<float> the kernels take, by name (mode
 # is the MODE constexpr; sign only gives flip; split is a uint32).
-FLOAT_FIELDS = ("a_cdf", "b_sf", "a_half", "b_half", "step", "mean", "sd_hi", "sd_lo", "scale", "lo", "hi",
-                "edge", "width", "slope", "b0", "ratio", "l1", "l2", "l3", "l4", "l5")
+FLOAT_FIELDS = (
+    "a_cdf",
+    "b_sf",
+    "a_half",
+    "b_half",
+    "step",
+    "mean",
+    "sd_hi",
+    "sd_lo",
+    "scale",
+    "lo",
+    "hi",
+    "edge",
+    "width",
+    "slope",
+    "b0",
+    "ratio",
+    "l1",
+    "l2",
+    "l3",
+    "l4",
+    "l5",
+)
 # Counter blocks (four elements each) per program and warps per program. The
 # interpreter's cost is per program, so it takes larger programs.
 DEFAULT_BLOCK = 256
@@ -110,8 +131,10 @@ def why_not(tensor: torch.Tensor) -> str | None:
     if not triton_available():
         return f"{_IMPORT_ERROR}; {_INSTALL_HINT}"
     if tensor.dtype not in SUPPORTED_DTYPES:
-        return (f"fills float32, bfloat16 and float16 tensors, got {tensor.dtype} "
-                "(the fp64 transform uses libm log, which Triton cannot reproduce bit for bit)")
+        return (
+            f"fills float32, bfloat16 and float16 tensors, got {tensor.dtype} "
+            "(the fp64 transform uses libm log, which Triton cannot reproduce bit for bit)"
+        )
     if tensor.device.type == "cpu" and not interpreted():
         return "runs on GPU tensors (CPU tensors only under TRITON_INTERPRET=1, set before import)"
     return None
@@ -164,8 +187,10 @@ def _kernel_constants(constants) -> dict:
         raise ValueError(f"split word {p.split!r} is not a uint32")
     split = int(p.split)
     if not valid_params(p):
-        raise ValueError("two-sided constants outside their range (tinit.params.transform_constants): "
-                         f"a_cdf={p.a_cdf!r}, b_sf={p.b_sf!r}, step={p.step!r}")
+        raise ValueError(
+            "two-sided constants outside their range (tinit.params.transform_constants): "
+            f"a_cdf={p.a_cdf!r}, b_sf={p.b_sf!r}, step={p.step!r}"
+        )
     return {
         "flip": -1 if p.sign < 0 else 0,  # ~0u when mirrored, as int32 bits
         "split": _i32_bits(split),
@@ -205,7 +230,6 @@ def _grid(numel: int, offset: int, block: int) -> tuple[int]:
 
 
 if triton is not None:
-
     # Kernels may read module globals only as constexprs: the modes of
     # tinit.params.Mode (TransformMode) and ndtri_table's shape.
     _UNIFORM = tl.constexpr(int(Mode.UNIFORM))
@@ -250,12 +274,12 @@ if triton is not None:
     @triton.jit
     def _stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK: tl.constexpr):
         """``_stream_words_at`` for program ``tl.program_id(0)``."""
-        return _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
-                                tl.program_id(0).to(tl.int64), BLOCK)
+        return _stream_words_at(
+            seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, tl.program_id(0).to(tl.int64), BLOCK
+        )
 
     @triton.jit
-    def _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, program,
-                         BLOCK: tl.constexpr):
+    def _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, program, BLOCK: tl.constexpr):
         """The words of the BLOCK counter blocks of program ``program`` of a fill, and their tensor positions.
 
         64-bit scalars arrive as two int32 bit patterns (see ``_split_u64``).
@@ -420,8 +444,9 @@ if triton is not None:
         return _clamp_to(tl.fma(sd_hi, z, tl.fma(sd_lo, z, mean)), lo, hi)
 
     @triton.jit
-    def _two_sided_precise_value(w, table_ptr, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi, sd_lo,
-                                 scale, lo, hi):
+    def _two_sided_precise_value(
+        w, table_ptr, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi
+    ):
         """two_sided_precise_value: (fma(sd_hi, z_hi, mean) + (sd_hi z_lo + sd_lo z_hi)) scale, clamped."""
         s, q, lower = _two_sided_s(w, split, a_cdf, b_sf, a_half, b_half, step)
         zl_hi, zl_lo = _ndtri_table_pair(table_ptr, s, q)
@@ -449,8 +474,34 @@ if triton is not None:
         return _clamp_to(_rescale(tl.fma(-sd_hi, e, tl.fma(-sd_lo, e, edge)), scale), lo, hi)
 
     @triton.jit
-    def _trunc_normal_value(word, table_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi, sd_lo,
-                            scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5, MODE: tl.constexpr):
+    def _trunc_normal_value(
+        word,
+        table_ptr,
+        flip,
+        split,
+        a_cdf,
+        b_sf,
+        a_half,
+        b_half,
+        step,
+        mean,
+        sd_hi,
+        sd_lo,
+        scale,
+        lo,
+        hi,
+        edge,
+        width,
+        slope,
+        b0,
+        ratio,
+        l1,
+        l2,
+        l3,
+        l4,
+        l5,
+        MODE: tl.constexpr,
+    ):
         """trunc_normal_value<float, MODE>(word, P): fp32 values in [lo, hi].
 
         The arguments are the fields of TruncNormalParams<float> (flip and
@@ -461,36 +512,119 @@ if triton is not None:
         lo = tl.cast(lo, tl.float32)
         hi = tl.cast(hi, tl.float32)
         if MODE == _UNIFORM:
-            x = _uniform_value(word, lo, hi, tl.cast(edge, tl.float32), tl.cast(width, tl.float32),
-                               tl.cast(slope, tl.float32), tl.cast(scale, tl.float32))
+            x = _uniform_value(
+                word,
+                lo,
+                hi,
+                tl.cast(edge, tl.float32),
+                tl.cast(width, tl.float32),
+                tl.cast(slope, tl.float32),
+                tl.cast(scale, tl.float32),
+            )
         elif MODE == _TAIL:
-            x = _tail_value(word ^ _u32(flip), tl.cast(sd_hi, tl.float32), tl.cast(sd_lo, tl.float32),
-                            tl.cast(scale, tl.float32), lo, hi, tl.cast(edge, tl.float32),
-                            tl.cast(b0, tl.float32), tl.cast(ratio, tl.float32), tl.cast(l1, tl.float32),
-                            tl.cast(l2, tl.float32), tl.cast(l3, tl.float32), tl.cast(l4, tl.float32),
-                            tl.cast(l5, tl.float32))
+            x = _tail_value(
+                word ^ _u32(flip),
+                tl.cast(sd_hi, tl.float32),
+                tl.cast(sd_lo, tl.float32),
+                tl.cast(scale, tl.float32),
+                lo,
+                hi,
+                tl.cast(edge, tl.float32),
+                tl.cast(b0, tl.float32),
+                tl.cast(ratio, tl.float32),
+                tl.cast(l1, tl.float32),
+                tl.cast(l2, tl.float32),
+                tl.cast(l3, tl.float32),
+                tl.cast(l4, tl.float32),
+                tl.cast(l5, tl.float32),
+            )
         elif MODE == _TWO_SIDED_PRECISE:
-            x = _two_sided_precise_value(word ^ _u32(flip), table_ptr, split, tl.cast(a_cdf, tl.float32),
-                                         tl.cast(b_sf, tl.float32), tl.cast(a_half, tl.float32),
-                                         tl.cast(b_half, tl.float32), tl.cast(step, tl.float32),
-                                         tl.cast(mean, tl.float32), tl.cast(sd_hi, tl.float32),
-                                         tl.cast(sd_lo, tl.float32), tl.cast(scale, tl.float32), lo, hi)
+            x = _two_sided_precise_value(
+                word ^ _u32(flip),
+                table_ptr,
+                split,
+                tl.cast(a_cdf, tl.float32),
+                tl.cast(b_sf, tl.float32),
+                tl.cast(a_half, tl.float32),
+                tl.cast(b_half, tl.float32),
+                tl.cast(step, tl.float32),
+                tl.cast(mean, tl.float32),
+                tl.cast(sd_hi, tl.float32),
+                tl.cast(sd_lo, tl.float32),
+                tl.cast(scale, tl.float32),
+                lo,
+                hi,
+            )
         else:
             tl.static_assert(MODE == _TWO_SIDED, "MODE must be a tinit.params.Mode value")
-            x = _two_sided_value(word ^ _u32(flip), table_ptr, split, tl.cast(a_cdf, tl.float32),
-                                 tl.cast(b_sf, tl.float32), tl.cast(a_half, tl.float32), tl.cast(b_half, tl.float32),
-                                 tl.cast(step, tl.float32), tl.cast(mean, tl.float32), tl.cast(sd_hi, tl.float32),
-                                 tl.cast(sd_lo, tl.float32), lo, hi)
+            x = _two_sided_value(
+                word ^ _u32(flip),
+                table_ptr,
+                split,
+                tl.cast(a_cdf, tl.float32),
+                tl.cast(b_sf, tl.float32),
+                tl.cast(a_half, tl.float32),
+                tl.cast(b_half, tl.float32),
+                tl.cast(step, tl.float32),
+                tl.cast(mean, tl.float32),
+                tl.cast(sd_hi, tl.float32),
+                tl.cast(sd_lo, tl.float32),
+                lo,
+                hi,
+            )
         return x
 
     # --------------------------------------------------------------- kernels
 
-    @triton.jit(do_not_specialize=["numel", "seed_lo", "seed_hi", "stream_lo", "stream_hi", "offset_lo",
-                                   "offset_hi", "flip", "split"])
-    def _trunc_normal_kernel(out_ptr, table_ptr, numel, seed_lo, seed_hi, stream_lo, stream_hi, offset_lo,
-                             offset_hi, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi, sd_lo,
-                             scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5,
-                             MODE: tl.constexpr, BLOCK: tl.constexpr):
+    @triton.jit(
+        do_not_specialize=[
+            "numel",
+            "seed_lo",
+            "seed_hi",
+            "stream_lo",
+            "stream_hi",
+            "offset_lo",
+            "offset_hi",
+            "flip",
+            "split",
+        ]
+    )
+    def _trunc_normal_kernel(
+        out_ptr,
+        table_ptr,
+        numel,
+        seed_lo,
+        seed_hi,
+        stream_lo,
+        stream_hi,
+        offset_lo,
+        offset_hi,
+        flip,
+        split,
+        a_cdf,
+        b_sf,
+        a_half,
+        b_half,
+        step,
+        mean,
+        sd_hi,
+        sd_lo,
+        scale,
+        lo,
+        hi,
+        edge,
+        width,
+        slope,
+        b0,
+        ratio,
+        l1,
+        l2,
+        l3,
+        l4,
+        l5,
+        MODE: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
         """Fill out[0:numel] with the values of stream indices offset + [0, numel).
 
         Args (device): out_ptr: fp32/bf16/fp16 tensor. table_ptr: fp32
@@ -501,8 +635,34 @@ if triton is not None:
         blocks per program (4 BLOCK elements).
         """
         words, local, start = _stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK)
-        x = _trunc_normal_value(words, table_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
-                                sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5, MODE)
+        x = _trunc_normal_value(
+            words,
+            table_ptr,
+            flip,
+            split,
+            a_cdf,
+            b_sf,
+            a_half,
+            b_half,
+            step,
+            mean,
+            sd_hi,
+            sd_lo,
+            scale,
+            lo,
+            hi,
+            edge,
+            width,
+            slope,
+            b0,
+            ratio,
+            l1,
+            l2,
+            l3,
+            l4,
+            l5,
+            MODE,
+        )
         base = tl.program_id(0).to(tl.int64) * (4 * BLOCK)
         _store_block(out_ptr, out_ptr, base, (offset_lo & 3) == 0, start, local, numel, x)
 
@@ -534,10 +694,10 @@ if triton is not None:
         else:
             tl.store(out_ptr + local, x.to(out_ptr.dtype.element_ty), mask=mask)
 
-    @triton.jit(do_not_specialize=["numel", "seed_lo", "seed_hi", "stream_lo", "stream_hi", "offset_lo",
-                                   "offset_hi"])
-    def _philox_kernel(out_ptr, numel, seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
-                       BLOCK: tl.constexpr):
+    @triton.jit(do_not_specialize=["numel", "seed_lo", "seed_hi", "stream_lo", "stream_hi", "offset_lo", "offset_hi"])
+    def _philox_kernel(
+        out_ptr, numel, seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK: tl.constexpr
+    ):
         """Raw stream words of indices offset + [0, numel) into an int32 tensor (uint32 bits).
 
         Word k of every block is stored by its own strided store (out[4 b + k]): the four
@@ -548,8 +708,14 @@ if triton is not None:
         off = _join_u64(offset_lo, offset_hi).to(tl.int64)  # < 2**63
         blk = (off >> 2) + pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
         zero = tl.full([BLOCK], 0, tl.uint32)
-        r0, r1, r2, r3 = _philox4x32_10(blk.to(tl.uint32), (blk >> 32).to(tl.uint32), zero + _u32(stream_lo),
-                                        zero + _u32(stream_hi), _u32(seed_lo), _u32(seed_hi))
+        r0, r1, r2, r3 = _philox4x32_10(
+            blk.to(tl.uint32),
+            (blk >> 32).to(tl.uint32),
+            zero + _u32(stream_lo),
+            zero + _u32(stream_hi),
+            _u32(seed_lo),
+            _u32(seed_hi),
+        )
         start = pid * (4 * BLOCK) - (off & 3)  # tensor element of the program's first word
         local = tl.arange(0, BLOCK) * 4
         if (start >= 0) & (start + 4 * BLOCK <= numel):
@@ -572,8 +738,16 @@ if triton is not None:
 
     # ---------------------------------------------------------------- the op
 
-    def _launch(tensor: torch.Tensor, seed: int, stream: int, offset: int,
-                constants, block: int, wrap, table: torch.Tensor | None = None) -> None:
+    def _launch(
+        tensor: torch.Tensor,
+        seed: int,
+        stream: int,
+        offset: int,
+        constants,
+        block: int,
+        wrap,
+        table: torch.Tensor | None = None,
+    ) -> None:
         args = _kernel_constants(constants)
         kernel = wrap(_trunc_normal_kernel)
         if table is None:
@@ -582,8 +756,14 @@ if triton is not None:
         guard = torch.cuda.device(tensor.device) if tensor.device.type == "cuda" else contextlib.nullcontext()
         with guard:
             kernel[_grid(tensor.numel(), offset, block)](
-                tensor, table, tensor.numel(), **_stream_args(seed, stream, offset), **args, BLOCK=block,
-                **LAUNCH_OPTIONS)
+                tensor,
+                table,
+                tensor.numel(),
+                **_stream_args(seed, stream, offset),
+                **args,
+                BLOCK=block,
+                **LAUNCH_OPTIONS,
+            )
 
     def _is_fake(tensor: torch.Tensor) -> bool:
         from torch._subclasses.fake_tensor import is_fake
@@ -591,8 +771,9 @@ if triton is not None:
         return tensor.device.type == "meta" or is_fake(tensor)
 
     @torch.library.triton_op(OP_NAME, mutates_args={"tensor"})
-    def _trunc_normal_triton_op(tensor: torch.Tensor, seed: int, stream: int, offset: int,
-                                constants: list[float]) -> None:
+    def _trunc_normal_triton_op(
+        tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: list[float]
+    ) -> None:
         """Registered body of ``torch.ops.tinit.trunc_normal_triton_``.
 
         seed and stream arrive as int64 bits of the uint64 values (the schema's
@@ -612,14 +793,18 @@ if triton is not None:
             return
         # Traced (fake tensors): the table is made in the trace, where the
         # cached real tensor would be foreign to its fake mode.
-        table = (torch.tensor(_NDTRI_COEFFICIENTS, dtype=torch.float32, device=tensor.device) if fake
-                 else _ndtri_table_on(tensor.device))
+        table = (
+            torch.tensor(_NDTRI_COEFFICIENTS, dtype=torch.float32, device=tensor.device)
+            if fake
+            else _ndtri_table_on(tensor.device)
+        )
         block = _INTERPRETER_BLOCK if interpreted() else DEFAULT_BLOCK
         _launch(tensor, seed, stream, offset, constants, block, torch.library.wrap_triton, table)
 
 
-def trunc_normal_triton_(tensor: torch.Tensor, seed: int, stream: int, offset: int,
-                         constants: tuple[float, ...], *, block: int | None = None) -> None:
+def trunc_normal_triton_(
+    tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: tuple[float, ...], *, block: int | None = None
+) -> None:
     """Fill contiguous ``tensor`` in place with tinit's truncated normal, in Triton.
 
     Element j (row-major) takes stream index offset + j of (seed, stream)
@@ -663,8 +848,15 @@ def trunc_normal_triton_(tensor: torch.Tensor, seed: int, stream: int, offset: i
         _launch(tensor, seed64, stream64, offset, constants, block, lambda k: k)
 
 
-def philox_words_triton(numel: int, seed: int, stream: int, offset: int = 0,
-                        device: torch.device | str = "cuda", *, block: int = WORDS_BLOCK) -> torch.Tensor:
+def philox_words_triton(
+    numel: int,
+    seed: int,
+    stream: int,
+    offset: int = 0,
+    device: torch.device | str = "cuda",
+    *,
+    block: int = WORDS_BLOCK,
+) -> torch.Tensor:
     """The uint32 stream words for indices [offset, offset + numel), computed in Triton.
 
     Args:
@@ -690,8 +882,9 @@ def philox_words_triton(numel: int, seed: int, stream: int, offset: int = 0,
     _check_target(out, offset, "philox_words_triton")
     seed64, stream64 = as_int64(seed), as_int64(stream)
     if numel:
-        _philox_kernel[_grid(numel, offset, block)](out, numel, **_stream_args(seed64, stream64, offset),
-                                                    BLOCK=block, num_warps=_NUM_WARPS)
+        _philox_kernel[_grid(numel, offset, block)](
+            out, numel, **_stream_args(seed64, stream64, offset), BLOCK=block, num_warps=_NUM_WARPS
+        )
     return out.to(torch.int64) & 0xFFFFFFFF
 
 

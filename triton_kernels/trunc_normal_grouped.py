@@ -77,9 +77,32 @@ _ENTRY_WORDS = 5  # int64 words per entry
 ROW_FIELDS = (*FLOAT_FIELDS, "mode", "flip", "split")
 _CONST_WORDS = len(ROW_FIELDS) // 2  # int64 words per constants row
 # _grouped_kernel reads the row in this order (the fields of TruncNormalParams<float>).
-assert ROW_FIELDS == ("a_cdf", "b_sf", "a_half", "b_half", "step", "mean", "sd_hi", "sd_lo", "scale", "lo", "hi",
-                      "edge", "width", "slope", "b0", "ratio", "l1", "l2", "l3", "l4", "l5", "mode", "flip",
-                      "split"), ROW_FIELDS
+assert ROW_FIELDS == (
+    "a_cdf",
+    "b_sf",
+    "a_half",
+    "b_half",
+    "step",
+    "mean",
+    "sd_hi",
+    "sd_lo",
+    "scale",
+    "lo",
+    "hi",
+    "edge",
+    "width",
+    "slope",
+    "b0",
+    "ratio",
+    "l1",
+    "l2",
+    "l3",
+    "l4",
+    "l5",
+    "mode",
+    "flip",
+    "split",
+), ROW_FIELDS
 # Smallest program: a shard's rows may be a few elements long, and one
 # program per row of 4 * BLOCK elements would mostly compute values it masks.
 _MIN_BLOCK = 16
@@ -135,22 +158,93 @@ if triton is not None:
         return tl.load(table_ptr + index).to(tl.float32, bitcast=True)
 
     @triton.jit
-    def _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, flip, split, a_cdf,
-                   b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi, edge, width, slope, b0, ratio,
-                   l1, l2, l3, l4, l5, MODE: tl.constexpr, REPS: tl.constexpr, BLOCK: tl.constexpr):
+    def _fill_subs(
+        words_args,
+        ndtri_ptr,
+        out_ptr,
+        vec_ptr,
+        aligned,
+        numel,
+        program,
+        subs,
+        flip,
+        split,
+        a_cdf,
+        b_sf,
+        a_half,
+        b_half,
+        step,
+        mean,
+        sd_hi,
+        sd_lo,
+        scale,
+        lo,
+        hi,
+        edge,
+        width,
+        slope,
+        b0,
+        ratio,
+        l1,
+        l2,
+        l3,
+        l4,
+        l5,
+        MODE: tl.constexpr,
+        REPS: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
         """Sub-blocks REPS program + [0, subs) of one entry: words, the MODE transform, the store."""
         seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi = words_args
         for r in range(subs):
             sub = program * REPS + r
-            words, local, start = _stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi,
-                                                   sub, BLOCK)
-            x = _trunc_normal_value(words, ndtri_ptr, flip, split, a_cdf, b_sf, a_half, b_half, step, mean, sd_hi,
-                                    sd_lo, scale, lo, hi, edge, width, slope, b0, ratio, l1, l2, l3, l4, l5, MODE)
+            words, local, start = _stream_words_at(
+                seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, sub, BLOCK
+            )
+            x = _trunc_normal_value(
+                words,
+                ndtri_ptr,
+                flip,
+                split,
+                a_cdf,
+                b_sf,
+                a_half,
+                b_half,
+                step,
+                mean,
+                sd_hi,
+                sd_lo,
+                scale,
+                lo,
+                hi,
+                edge,
+                width,
+                slope,
+                b0,
+                ratio,
+                l1,
+                l2,
+                l3,
+                l4,
+                l5,
+                MODE,
+            )
             _store_block(out_ptr, vec_ptr, sub * (4 * BLOCK), aligned, start, local, numel, x)
 
     @triton.jit(do_not_specialize=["n_entries", "entry_base", "const_base", "seed_lo", "seed_hi"])
-    def _grouped_kernel(table_ptr, ndtri_ptr, n_entries, entry_base, const_base, seed_lo, seed_hi,
-                        DTYPE: tl.constexpr, LOG: tl.constexpr, REPS: tl.constexpr, BLOCK: tl.constexpr):
+    def _grouped_kernel(
+        table_ptr,
+        ndtri_ptr,
+        n_entries,
+        entry_base,
+        const_base,
+        seed_lo,
+        seed_hi,
+        DTYPE: tl.constexpr,
+        LOG: tl.constexpr,
+        REPS: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
         """Fill program p - first[e] of entry e, the entry whose programs hold grid index p.
 
         Args (device): table_ptr: int32 view of the table (module docstring).
@@ -220,31 +314,165 @@ if triton is not None:
         # BLOCK counter blocks, the last program fewer: the search and the constants above are
         # paid once per REPS sub-blocks.
         program = pid - first
-        off = ((offset_hi.to(tl.uint32, bitcast=True).to(tl.int64) << 32)
-               | offset_lo.to(tl.uint32, bitcast=True).to(tl.int64))
+        off = (offset_hi.to(tl.uint32, bitcast=True).to(tl.int64) << 32) | offset_lo.to(tl.uint32, bitcast=True).to(
+            tl.int64
+        )
         units = ((off & 3) + numel + 3) >> 2
         subs = tl.minimum((units + BLOCK - 1) // BLOCK - program * REPS, REPS).to(tl.int32)
         words_args = (seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi)
         # Every mode is compiled; the branch taken is uniform over the program.
         if mode == _TAIL:
-            _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, flip, split, a_cdf,
-                       b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi, edge, width, slope, b0, ratio,
-                       l1, l2, l3, l4, l5, _TAIL, REPS, BLOCK)
+            _fill_subs(
+                words_args,
+                ndtri_ptr,
+                out_ptr,
+                vec_ptr,
+                aligned,
+                numel,
+                program,
+                subs,
+                flip,
+                split,
+                a_cdf,
+                b_sf,
+                a_half,
+                b_half,
+                step,
+                mean,
+                sd_hi,
+                sd_lo,
+                scale,
+                lo,
+                hi,
+                edge,
+                width,
+                slope,
+                b0,
+                ratio,
+                l1,
+                l2,
+                l3,
+                l4,
+                l5,
+                _TAIL,
+                REPS,
+                BLOCK,
+            )
         elif mode == _TWO_SIDED_PRECISE:
-            _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, flip, split, a_cdf,
-                       b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi, edge, width, slope, b0, ratio,
-                       l1, l2, l3, l4, l5, _TWO_SIDED_PRECISE, REPS, BLOCK)
+            _fill_subs(
+                words_args,
+                ndtri_ptr,
+                out_ptr,
+                vec_ptr,
+                aligned,
+                numel,
+                program,
+                subs,
+                flip,
+                split,
+                a_cdf,
+                b_sf,
+                a_half,
+                b_half,
+                step,
+                mean,
+                sd_hi,
+                sd_lo,
+                scale,
+                lo,
+                hi,
+                edge,
+                width,
+                slope,
+                b0,
+                ratio,
+                l1,
+                l2,
+                l3,
+                l4,
+                l5,
+                _TWO_SIDED_PRECISE,
+                REPS,
+                BLOCK,
+            )
         elif mode == _UNIFORM:
-            _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, flip, split, a_cdf,
-                       b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi, edge, width, slope, b0, ratio,
-                       l1, l2, l3, l4, l5, _UNIFORM, REPS, BLOCK)
+            _fill_subs(
+                words_args,
+                ndtri_ptr,
+                out_ptr,
+                vec_ptr,
+                aligned,
+                numel,
+                program,
+                subs,
+                flip,
+                split,
+                a_cdf,
+                b_sf,
+                a_half,
+                b_half,
+                step,
+                mean,
+                sd_hi,
+                sd_lo,
+                scale,
+                lo,
+                hi,
+                edge,
+                width,
+                slope,
+                b0,
+                ratio,
+                l1,
+                l2,
+                l3,
+                l4,
+                l5,
+                _UNIFORM,
+                REPS,
+                BLOCK,
+            )
         else:
-            _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, flip, split, a_cdf,
-                       b_sf, a_half, b_half, step, mean, sd_hi, sd_lo, scale, lo, hi, edge, width, slope, b0, ratio,
-                       l1, l2, l3, l4, l5, _TWO_SIDED, REPS, BLOCK)
+            _fill_subs(
+                words_args,
+                ndtri_ptr,
+                out_ptr,
+                vec_ptr,
+                aligned,
+                numel,
+                program,
+                subs,
+                flip,
+                split,
+                a_cdf,
+                b_sf,
+                a_half,
+                b_half,
+                step,
+                mean,
+                sd_hi,
+                sd_lo,
+                scale,
+                lo,
+                hi,
+                edge,
+                width,
+                slope,
+                b0,
+                ratio,
+                l1,
+                l2,
+                l3,
+                l4,
+                l5,
+                _TWO_SIDED,
+                REPS,
+                BLOCK,
+            )
 
 
 # ------------------------------------------------------------------ host side
+
 
 def _require_consistent() -> None:
     """The kernel and the helpers it inlines must come from the same mode (compiled or interpreted)."""
@@ -253,7 +481,8 @@ def _require_consistent() -> None:
     if type(_grouped_kernel) is not type(_tn._stream_words_at):
         raise RuntimeError(
             "tinit.triton_kernels.trunc_normal_grouped was imported in a different TRITON_INTERPRET mode "
-            "than tinit.triton_kernels.trunc_normal now has: reload it (importlib.reload) after that module")
+            "than tinit.triton_kernels.trunc_normal now has: reload it (importlib.reload) after that module"
+        )
 
 
 def _check_int(name: str, value, low: int, high: int) -> int:
@@ -271,13 +500,17 @@ def _check_int(name: str, value, low: int, high: int) -> int:
 
 def _check_device(device: torch.device, what: str) -> None:
     if device.type == "cpu" and not interpreted():
-        raise ValueError(f"{what}: CPU tensors run only in the Triton interpreter "
-                         "(TRITON_INTERPRET=1, set before tinit.triton_kernels is imported)")
+        raise ValueError(
+            f"{what}: CPU tensors run only in the Triton interpreter "
+            "(TRITON_INTERPRET=1, set before tinit.triton_kernels is imported)"
+        )
     # The interpreter runs on the host and would write through the table's
     # device addresses (it copies only tensors passed as kernel arguments).
     if device.type == "cuda" and interpreted():
-        raise ValueError(f"{what}: the Triton interpreter cannot fill CUDA tensors through a table of addresses; "
-                         "unset TRITON_INTERPRET")
+        raise ValueError(
+            f"{what}: the Triton interpreter cannot fill CUDA tensors through a table of addresses; "
+            "unset TRITON_INTERPRET"
+        )
     if device.type not in ("cpu", "cuda", "meta"):
         raise ValueError(f"{what}: tensors must be on a CUDA device (or the CPU when interpreted), got {device}")
 
@@ -295,8 +528,9 @@ def _const_row(constants: Sequence[float]) -> np.ndarray:
     """Constants row (int32[2 _CONST_WORDS], ROW_FIELDS) of one packed tuple; ValueError when malformed."""
     args = _kernel_constants(tuple(constants))
     floats = np.array([args[name] for name in FLOAT_FIELDS], dtype=np.float32).view(np.int32)
-    ints = np.array([args["MODE"] if name == "mode" else args[name] for name in ROW_FIELDS[len(FLOAT_FIELDS):]],
-                    dtype=np.int32)
+    ints = np.array(
+        [args["MODE"] if name == "mode" else args[name] for name in ROW_FIELDS[len(FLOAT_FIELDS) :]], dtype=np.int32
+    )
     return np.concatenate([floats, ints])
 
 
@@ -312,8 +546,15 @@ def _search_steps(n_entries: int) -> int:
     return -(-bits // 4) * 4
 
 
-def _plan(addresses: np.ndarray, numels: np.ndarray, streams: np.ndarray, offsets: np.ndarray,
-          const_index: np.ndarray, const_rows: np.ndarray, block: int | None) -> tuple[np.ndarray, int, int, int]:
+def _plan(
+    addresses: np.ndarray,
+    numels: np.ndarray,
+    streams: np.ndarray,
+    offsets: np.ndarray,
+    const_index: np.ndarray,
+    const_rows: np.ndarray,
+    block: int | None,
+) -> tuple[np.ndarray, int, int, int]:
     """The table of one launch (module docstring) from int64 arrays of length E >= 1.
 
     streams and offsets hold int64 bits of the uint64 values; const_rows is
@@ -342,10 +583,22 @@ def _launch(plan: tuple[np.ndarray, int, int, int], dtype: torch.dtype, device: 
     table, n_entries, n_programs, block = plan
     table_dev = torch.from_numpy(table).to(device)
     seed_bits = seed & _U64
-    args = (table_dev.view(torch.int32), _ndtri_table_on(device), n_entries, n_entries, n_entries * (1 + _ENTRY_WORDS),
-            _i32_bits(seed_bits & 0xFFFFFFFF), _i32_bits(seed_bits >> 32))
-    meta = {"DTYPE": _DTYPE_CODES[dtype], "LOG": _search_steps(n_entries), "REPS": _REPS, "BLOCK": block,
-            **LAUNCH_OPTIONS}
+    args = (
+        table_dev.view(torch.int32),
+        _ndtri_table_on(device),
+        n_entries,
+        n_entries,
+        n_entries * (1 + _ENTRY_WORDS),
+        _i32_bits(seed_bits & 0xFFFFFFFF),
+        _i32_bits(seed_bits >> 32),
+    )
+    meta = {
+        "DTYPE": _DTYPE_CODES[dtype],
+        "LOG": _search_steps(n_entries),
+        "REPS": _REPS,
+        "BLOCK": block,
+        **LAUNCH_OPTIONS,
+    }
     if device.type == "cuda":
         with torch.cuda.device(device):
             _grouped_kernel[(n_programs,)](*args, **meta)
@@ -353,20 +606,29 @@ def _launch(plan: tuple[np.ndarray, int, int, int], dtype: torch.dtype, device: 
         _grouped_kernel[(n_programs,)](*args, **meta)
 
 
-def _fill_grouped(tensors: Sequence[torch.Tensor], seed: int, streams: Sequence[int], offsets: Sequence[int],
-                  transform: Sequence[float], block: int | None) -> None:
+def _fill_grouped(
+    tensors: Sequence[torch.Tensor],
+    seed: int,
+    streams: Sequence[int],
+    offsets: Sequence[int],
+    transform: Sequence[float],
+    block: int | None,
+) -> None:
     """Check everything, then launch once per dtype. seed and streams are int64 bits of the uint64 values."""
     _require_consistent()
     op = GROUPED_OP_NAME
     n = len(tensors)
     if len(streams) != n or len(offsets) != n:
-        raise ValueError(f"{op}: expected one stream and one offset per tensor, got {n} tensors, "
-                         f"{len(streams)} streams, {len(offsets)} offsets")
+        raise ValueError(
+            f"{op}: expected one stream and one offset per tensor, got {n} tensors, "
+            f"{len(streams)} streams, {len(offsets)} offsets"
+        )
     if len(transform) != n * PARAM_COUNT:
-        raise ValueError(f"{op}: expected {PARAM_COUNT} transform constants per tensor "
-                         f"({n * PARAM_COUNT}), got {len(transform)}")
-    seed = _check_int("seed", seed, -2**63, 2**63)
-    streams = [_check_int(f"streams[{t}]", stream, -2**63, 2**63) for t, stream in enumerate(streams)]
+        raise ValueError(
+            f"{op}: expected {PARAM_COUNT} transform constants per tensor ({n * PARAM_COUNT}), got {len(transform)}"
+        )
+    seed = _check_int("seed", seed, -(2**63), 2**63)
+    streams = [_check_int(f"streams[{t}]", stream, -(2**63), 2**63) for t, stream in enumerate(streams)]
     rows: dict[tuple, int] = {}
     const_rows: list[np.ndarray] = []
     by_dtype: dict[torch.dtype, list[tuple[int, int]]] = {}  # dtype -> (tensor index, constants row)
@@ -382,7 +644,7 @@ def _fill_grouped(tensors: Sequence[torch.Tensor], seed: int, streams: Sequence[
         offset = _check_int(f"offsets[{t}]", offsets[t], 0, 2**63)
         if offset + tensor.numel() > 2**63:
             raise ValueError(f"{what}: stream indices past 2**63 (offset {offset}, numel {tensor.numel()})")
-        key = tuple(transform[t * PARAM_COUNT:(t + 1) * PARAM_COUNT])
+        key = tuple(transform[t * PARAM_COUNT : (t + 1) * PARAM_COUNT])
         row = rows.get(key)
         if row is None:
             const_rows.append(_const_row(key))
@@ -395,24 +657,37 @@ def _fill_grouped(tensors: Sequence[torch.Tensor], seed: int, streams: Sequence[
     plans = {}
     for dtype, group in by_dtype.items():
         index = [t for t, _ in group]
-        plans[dtype] = _plan(np.array([tensors[t].data_ptr() for t in index], dtype=np.int64),
-                             np.array([tensors[t].numel() for t in index], dtype=np.int64),
-                             np.array([streams[t] for t in index], dtype=np.int64),
-                             np.array([offsets[t] for t in index], dtype=np.int64),
-                             np.array([row for _, row in group], dtype=np.int64), constants, block)
+        plans[dtype] = _plan(
+            np.array([tensors[t].data_ptr() for t in index], dtype=np.int64),
+            np.array([tensors[t].numel() for t in index], dtype=np.int64),
+            np.array([streams[t] for t in index], dtype=np.int64),
+            np.array([offsets[t] for t in index], dtype=np.int64),
+            np.array([row for _, row in group], dtype=np.int64),
+            constants,
+            block,
+        )
     for dtype, plan in plans.items():  # planned first: nothing is written when a plan fails
         _launch(plan, dtype, device, seed)
 
 
-def _fill_runs(tensor: torch.Tensor, seed: int, stream: int, offset: int, run: int, outer_sizes: Sequence[int],
-               outer_starts: Sequence[int], transform: Sequence[float], block: int | None) -> None:
+def _fill_runs(
+    tensor: torch.Tensor,
+    seed: int,
+    stream: int,
+    offset: int,
+    run: int,
+    outer_sizes: Sequence[int],
+    outer_starts: Sequence[int],
+    transform: Sequence[float],
+    block: int | None,
+) -> None:
     """Check everything, then fill every row of ``run`` elements in one launch (seed, stream: int64 bits)."""
     _require_consistent()
     op = RUNS_OP_NAME
     _check_tensor(tensor, op)
     _check_device(tensor.device, op)
-    seed = _check_int("seed", seed, -2**63, 2**63)
-    stream = _check_int("stream", stream, -2**63, 2**63)
+    seed = _check_int("seed", seed, -(2**63), 2**63)
+    stream = _check_int("stream", stream, -(2**63), 2**63)
     offset = _check_int("offset", offset, 0, 2**63)
     run = _check_int("run", run, 0, 2**63)
     sizes = [_check_int("outer_sizes[k]", size, 0, 2**63) for size in outer_sizes]
@@ -425,7 +700,7 @@ def _fill_runs(tensor: torch.Tensor, seed: int, stream: int, offset: int, run: i
     last, first = offset, 0
     for size in sizes:
         if size:
-            last += max(starts[first:first + size])
+            last += max(starts[first : first + size])
         first += size
     if rows and last + run > 2**63:
         raise ValueError(f"{op}: stream indices past 2**63 (last row starts at {last}, run {run})")
@@ -435,19 +710,27 @@ def _fill_runs(tensor: torch.Tensor, seed: int, stream: int, offset: int, run: i
     row_start = np.full(1, offset, dtype=np.int64)
     first = 0
     for size in sizes:
-        row_start = (row_start[:, None] + np.array(starts[first:first + size], dtype=np.int64)[None, :]).reshape(-1)
+        row_start = (row_start[:, None] + np.array(starts[first : first + size], dtype=np.int64)[None, :]).reshape(-1)
         first += size
     addresses = tensor.data_ptr() + np.arange(rows, dtype=np.int64) * (run * tensor.element_size())
-    plan = _plan(addresses, np.full(rows, run, dtype=np.int64), np.full(rows, stream, dtype=np.int64), row_start,
-                 np.zeros(rows, dtype=np.int64), constants, block)
+    plan = _plan(
+        addresses,
+        np.full(rows, run, dtype=np.int64),
+        np.full(rows, stream, dtype=np.int64),
+        row_start,
+        np.zeros(rows, dtype=np.int64),
+        constants,
+        block,
+    )
     _launch(plan, tensor.dtype, tensor.device, seed)
 
 
 if triton is not None:
 
     @torch.library.custom_op(GROUPED_OP_NAME, mutates_args={"tensors"})
-    def _grouped_op(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
-                    transform: list[float]) -> None:
+    def _grouped_op(
+        tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int], transform: list[float]
+    ) -> None:
         """Registered body of ``torch.ops.tinit.trunc_normal_grouped_triton_`` (schema of ``tinit::trunc_normal_grouped_``)."""
         _fill_grouped(tensors, seed, streams, offsets, transform, None)
 
@@ -456,8 +739,16 @@ if triton is not None:
         return None  # mutation only: no output to describe
 
     @torch.library.custom_op(RUNS_OP_NAME, mutates_args={"tensor"})
-    def _runs_op(tensor: torch.Tensor, seed: int, stream: int, offset: int, run: int, outer_sizes: list[int],
-                 outer_starts: list[int], transform: list[float]) -> None:
+    def _runs_op(
+        tensor: torch.Tensor,
+        seed: int,
+        stream: int,
+        offset: int,
+        run: int,
+        outer_sizes: list[int],
+        outer_starts: list[int],
+        transform: list[float],
+    ) -> None:
         """Registered body of ``torch.ops.tinit.trunc_normal_runs_triton_`` (schema of ``tinit::trunc_normal_runs_``)."""
         _fill_runs(tensor, seed, stream, offset, run, outer_sizes, outer_starts, transform, None)
 
@@ -466,8 +757,15 @@ if triton is not None:
         return None
 
 
-def trunc_normal_grouped_(tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int],
-                          packed: list[tuple], *, block: int | None = None) -> None:
+def trunc_normal_grouped_(
+    tensors: list[torch.Tensor],
+    seed: int,
+    streams: list[int],
+    offsets: list[int],
+    packed: list[tuple],
+    *,
+    block: int | None = None,
+) -> None:
     """Fill many contiguous tensors in place, one launch per dtype, as ``trunc_normal_triton_`` fills each.
 
     Tensor t takes stream indices offsets[t] + [0, numel) of (seed,
@@ -526,8 +824,9 @@ def trunc_normal_grouped_(tensors: list[torch.Tensor], seed: int, streams: list[
         torch.ops.tinit.trunc_normal_grouped_triton_(list(tensors), seed64, streams64, offsets, transform)
 
 
-def trunc_normal_runs_(tensor: torch.Tensor, seed: int, stream: int, runs, packed: tuple, *,
-                       block: int | None = None) -> None:
+def trunc_normal_runs_(
+    tensor: torch.Tensor, seed: int, stream: int, runs, packed: tuple, *, block: int | None = None
+) -> None:
     """Fill contiguous ``tensor`` laid out as ``runs`` in one launch (one table entry per row).
 
     Local element j (row-major) takes stream index ``runs.base + (start of
@@ -562,8 +861,16 @@ def trunc_normal_runs_(tensor: torch.Tensor, seed: int, stream: int, runs, packe
     _check_int("runs.base", runs.base, 0, 2**63)
     if len(packed) != PARAM_COUNT:
         raise ValueError(f"expected {PARAM_COUNT} transform constants, got {len(packed)}")
-    args = (tensor, seed64, stream64, runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts),
-            [float(c) for c in packed])
+    args = (
+        tensor,
+        seed64,
+        stream64,
+        runs.base,
+        runs.run,
+        list(runs.outer_sizes),
+        list(runs.outer_starts),
+        [float(c) for c in packed],
+    )
     if block is not None:
         _check_block(block)
         _fill_runs(*args, block)
