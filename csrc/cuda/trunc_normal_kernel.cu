@@ -23,8 +23,17 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 
+// Minimum resident blocks per SM for __launch_bounds__. The fp64 tail
+// kernel, at ptxas's own choice of 48 registers, spills two loop-invariant
+// words to the stack; asking for four blocks (up to 64 registers) keeps them
+// in registers (62). 0 leaves every other kernel to ptxas's choice: an
+// explicit 1 makes ptxas take up to twice the registers (and half the
+// resident warps) for one or two fewer instructions an element.
 template <typename out_t, int Mode>
-__global__ void __launch_bounds__(kThreads)
+constexpr int kMinBlocks = sizeof(out_t) == 8 && Mode == kTail ? 4 : 0;
+
+template <typename out_t, int Mode>
+__global__ void __launch_bounds__(kThreads, (kMinBlocks<out_t, Mode>))
 trunc_normal_kernel(out_t* __restrict__ out, int64_t numel, const PhiloxKeys keys,
                     uint64_t stream, uint64_t offset,
                     const TruncNormalParams<typename Out<out_t>::T> P,
