@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import resource
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import NamedTuple
@@ -96,8 +97,17 @@ def _on_every_rank(step) -> list[str]:
 
 
 def _write_results(out_dir: str, results: dict) -> None:
+    """Rank 0 writes the results once every rank is past its last collective; then every rank
+    leaves at once by ``os._exit(0)``: on torch 2.13 gloo's destructors at interpreter exit
+    occasionally abort ("terminate called without an active exception", SIGABRT), which
+    would fail a run whose results are already complete."""
+    dist.barrier()
     if dist.get_rank() == 0:
         (Path(out_dir) / RESULTS).write_text(json.dumps(results, indent=1))
+    dist.barrier()  # rank 0's file is written before anyone leaves
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0)
 
 
 def _assert_bits_equal(actual: torch.Tensor, expected: torch.Tensor, what: str) -> None:
