@@ -145,6 +145,62 @@ def test_expanded_view_is_refused_before_the_draw():
         torch.nn.init.trunc_normal_(view)
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda t: tinit.trunc_normal_(t), id="trunc_normal_"),
+        pytest.param(lambda t: tinit.fill_(t, "normal"), id="fill_-drawn-seed"),
+        pytest.param(lambda t: tinit.fill_(t, "normal", seed=0), id="fill_-seed"),
+        pytest.param(lambda t: tinit.trunc_normal_at_(t, seed=0), id="trunc_normal_at_"),
+        pytest.param(lambda t: tinit.trunc_normal_at_(t, seed=0, backend="torch"), id="trunc_normal_at_-torch"),
+        pytest.param(lambda t: write_grouped_([(t, InitSpec(std=1.0), 0)], seed=0), id="write_grouped_"),
+    ],
+)
+def test_inference_tensor_outside_inference_mode_is_refused_before_anything(call):
+    with torch.inference_mode():
+        tensor = torch.zeros(8)
+    with _Unchanged(tensor), pytest.raises(tinit.InferenceTensorError, match="inference"):
+        call(tensor)
+    # torch's own refusal is a RuntimeError: either except clause works
+    assert issubclass(tinit.InferenceTensorError, ValueError) and issubclass(tinit.InferenceTensorError, RuntimeError)
+    with torch.inference_mode():  # inside inference mode the write is allowed
+        call(tensor)
+    assert bool((tensor != 0).any())
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        pytest.param(lambda t: tinit.fill_(t, "bogus", seed=0), "unknown tinit scheme 'bogus'", id="scheme"),
+        pytest.param(lambda t: tinit.fill_(t, "gpt2", role="bogus", seed=0), "unknown role 'bogus'", id="role"),
+        pytest.param(
+            lambda t: tinit.init_model_(_Holder(t), "modern", seed=0, overrides={"weight": "bogus"}),
+            "unknown role 'bogus'",
+            id="override-role",
+        ),
+    ],
+)
+def test_unknown_names_are_value_errors_and_key_errors(call, match):
+    tensor = torch.zeros(4, 4)
+    with _Unchanged(tensor), pytest.raises(ValueError, match=match) as info:
+        call(tensor)
+    assert isinstance(info.value, KeyError), type(info.value)
+
+
+class _Holder(nn.Module):
+    """A module whose one parameter is ``tensor`` itself (so a refused init can be checked on it)."""
+
+    def __init__(self, tensor: torch.Tensor):
+        super().__init__()
+        self.weight = nn.Parameter(tensor, requires_grad=False)
+
+
+def test_stream_for_takes_a_name():
+    with pytest.raises(TypeError, match="name must be a str"):
+        tinit.stream_for(3)
+    assert tinit.stream_for("h.0.attn.c_attn.weight") == tinit.stream_for("h.0.attn.c_attn.weight")
+
+
 def test_bad_stream_position_with_a_drawn_seed_draws_nothing():
     tensor = torch.full((4, 4), 7.0)
     with _Unchanged(tensor), pytest.raises(ValueError, match="offset"):

@@ -12,15 +12,17 @@ Public API:
     report            step-zero variance and gradients against depth, per scheme (tinit report)
     STREAM_VERSION    the version of the values a seed gives (docs/stream.md)
     InternalOverlapError  raised for a tensor whose elements share memory (a ValueError and a RuntimeError)
+    InferenceTensorError  raised for an inference tensor outside torch.inference_mode (the same)
 """
 
 from tinit.fill import fill_, trunc_normal_, trunc_normal_at_
 from tinit.model_init import init_model_, materialise_, mup_param_groups, stream_for
-from tinit.params import STREAM_VERSION, InternalOverlapError
+from tinit.params import STREAM_VERSION, InferenceTensorError, InternalOverlapError
 from tinit.report import report
 
 __all__ = [
     "STREAM_VERSION",
+    "InferenceTensorError",
     "InternalOverlapError",
     "fill_",
     "init_model_",

@@ -487,7 +487,7 @@ def fill_(
         ``param``.
 
     Raises:
-        KeyError: unknown scheme or role.
+        tinit.schemes.UnknownNameError: unknown scheme or role (a KeyError and a ValueError).
         ValueError: the scheme needs a role, ``n_layers``, ``layer_idx`` or
             ``d_model`` that is missing, or invalid options, stream position
             or tensor (see ``trunc_normal_at_``).

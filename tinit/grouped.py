@@ -33,7 +33,7 @@ from tinit.fill import (
     _write_leaf,
     leaf_constants,
 )
-from tinit.params import SUPPORTED_DTYPES, check_tensor
+from tinit.params import SUPPORTED_DTYPES, InferenceTensorError, check_tensor
 
 
 class FillItem(NamedTuple):
@@ -127,8 +127,9 @@ def write_grouped_(
             invalid; the message names the item.
         tinit.params.InternalOverlapError: an item's tensor has elements that
             share memory (an expanded view); a ValueError and a RuntimeError.
-        RuntimeError: no backend fills one of the tensors, or an inference
-            tensor outside ``torch.inference_mode``.
+        RuntimeError: no backend fills one of the tensors.
+        tinit.params.InferenceTensorError: an inference tensor outside
+            ``torch.inference_mode`` (a ValueError and a RuntimeError).
         All checked for every item before anything is written.
     """
     items = list(items)  # keeps every spec alive: the kinds below are cached by id(spec)
@@ -210,7 +211,7 @@ class _Plan:
                 if not isinstance(spec, schemes.InitSpec):
                     raise TypeError(f"spec must be a tinit.schemes.InitSpec, got {type(spec).__name__}")
                 if local.is_inference() and not torch.is_inference_mode_enabled():
-                    raise RuntimeError(
+                    raise InferenceTensorError(
                         "write_grouped_: an inference tensor (made under torch.inference_mode) can be "
                         "written only inside torch.inference_mode(); nothing was written"
                     )

@@ -30,7 +30,12 @@ def stream_for(name: str) -> int:
     Deriving the stream from the fully qualified name makes a parameter's values
     independent of initialisation order, of which other parameters exist and of
     whether it is initialised alone.
+
+    Raises:
+        TypeError: ``name`` is not a str.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str (a parameter's qualified name), got {type(name).__name__}")
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
 
 
@@ -153,7 +158,9 @@ def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
         if unknown:
             raise ValueError(f"override {pattern!r}: unknown keys {sorted(unknown)}; allowed {sorted(_OVERRIDE_KEYS)}")
         if "role" in entry and entry["role"] not in schemes.ROLES:
-            raise KeyError(f"override {pattern!r}: unknown role {entry['role']!r}; known: {list(schemes.ROLES)}")
+            raise schemes.UnknownNameError(
+                f"override {pattern!r}: unknown role {entry['role']!r}; known: {list(schemes.ROLES)}"
+            )
         compiled.append((re.compile(pattern), entry))
     return compiled
 
@@ -416,7 +423,8 @@ def init_model_(
         bounds), in ``named_parameters`` order.
 
     Raises:
-        KeyError: unknown scheme or override role.
+        tinit.schemes.UnknownNameError: unknown scheme or override role (a KeyError and a
+            ValueError).
         ValueError: parameters on the meta device without ``device``; a
             parameter the scheme needs a role for but that matches no rule
             (all such names are listed); a model without residual gates for

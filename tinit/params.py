@@ -162,6 +162,12 @@ class InternalOverlapError(ValueError, RuntimeError):
     """
 
 
+class InferenceTensorError(ValueError, RuntimeError):
+    """A tensor made under ``torch.inference_mode`` is to be written outside it, which torch
+    refuses (with a RuntimeError, after the data is written, for a kernel's in-place write):
+    refused here before anything is written or drawn. A ValueError and a RuntimeError."""
+
+
 # The exact overlap check of an irregular layout lists every element's offset;
 # beyond this many elements such a layout is refused instead.
 _EXACT_OVERLAP_MAX_NUMEL = 1 << 24
@@ -218,6 +224,7 @@ def check_tensor(tensor, name: str = "tensor") -> None:
             unsupported dtype.
         InternalOverlapError: elements that share memory (an expanded view);
             not checked on the meta device, where nothing is written.
+        InferenceTensorError: an inference tensor outside ``torch.inference_mode``.
     """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
@@ -230,6 +237,11 @@ def check_tensor(tensor, name: str = "tensor") -> None:
         )
     if tensor.is_neg():
         raise TypeError(f"{name} is a negative-bit view (torch._neg_view); write into the tensor it views")
+    if tensor.is_inference() and not torch.is_inference_mode_enabled():
+        raise InferenceTensorError(
+            f"{name} is an inference tensor (made under torch.inference_mode); it can be written only "
+            "inside torch.inference_mode()"
+        )
     if not tensor.is_meta and not tensor.is_contiguous() and has_internal_overlap(tensor):
         raise InternalOverlapError(
             f"{name} (shape {tuple(tensor.shape)}, strides {tuple(tensor.stride())}) has elements that share "

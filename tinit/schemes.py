@@ -179,6 +179,14 @@ def fans(shape: tuple[int, ...], layout: str = "out_in", parts: int = 1) -> tupl
     return fan_in, fan_out // parts
 
 
+class UnknownNameError(KeyError, ValueError):
+    """An unknown scheme or role name: a KeyError (a failed lookup in ``SCHEMES`` or ``ROLES``)
+    and a ValueError (a bad argument), so either ``except`` catches it."""
+
+    def __str__(self) -> str:  # the message as written, not KeyError's repr of it
+        return str(self.args[0]) if self.args else ""
+
+
 class _NoFanError(ValueError):
     """A fan of zero: the weight has no elements, so a fan-based std is undefined (and unneeded)."""
 
@@ -331,13 +339,13 @@ class Scheme:
             An ``InitSpec``.
 
         Raises:
-            KeyError: unknown role.
+            UnknownNameError: unknown role (a KeyError and a ValueError).
             ValueError: a needed value (role, n_layers, d_model, layer_idx) is
                 missing, or an option is out of range.
             TypeError: an option this scheme does not take.
         """
         if role is not None and role not in ROLES:
-            raise KeyError(f"unknown role {role!r}; known: {list(ROLES)}")
+            raise UnknownNameError(f"unknown role {role!r}; known: {list(ROLES)}")
         if role is None and self.needs_role:
             raise ValueError(
                 f"scheme {self.name!r} needs the parameter's role (one of {list(ROLES)}); "
@@ -1066,11 +1074,13 @@ class MuP(Scheme):
             The multiplier (> 0).
 
         Raises:
-            KeyError: unknown role. ValueError: unknown optimizer or readout,
+            UnknownNameError: unknown role. ValueError: unknown optimizer or readout,
             or a role of None.
         """
         if role not in ROLES:
-            raise (ValueError if role is None else KeyError)(f"mup lr_multiplier needs a known role, got {role!r}")
+            raise (ValueError if role is None else UnknownNameError)(
+                f"mup lr_multiplier needs a known role, got {role!r}"
+            )
         if optimizer not in _OPTIMIZERS:
             raise ValueError(f"mup: optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
         _check_readout(readout)
@@ -1123,12 +1133,13 @@ def get(name: str) -> Scheme:
     """The scheme called ``name``.
 
     Raises:
-        KeyError: unknown name (the message lists the known ones).
+        UnknownNameError: unknown name (the message lists the known ones); a KeyError
+            and a ValueError.
     """
     try:
         return SCHEMES[name]
     except KeyError:
-        raise KeyError(f"unknown tinit scheme {name!r}; known: {sorted(SCHEMES)}") from None
+        raise UnknownNameError(f"unknown tinit scheme {name!r}; known: {sorted(SCHEMES)}") from None
 
 
 def multipliers(name: str, **context) -> dict[str, float]:
