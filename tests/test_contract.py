@@ -195,6 +195,22 @@ class _Holder(nn.Module):
         self.weight = nn.Parameter(tensor, requires_grad=False)
 
 
+@pytest.mark.parametrize(
+    "device, error",
+    [("bogus", ValueError), ("meta", ValueError), (5, TypeError), (object(), TypeError)]
+    + ([] if torch.cuda.is_available() else [("cuda", ValueError), ("cuda:7", ValueError)]),
+)
+@pytest.mark.parametrize("on_meta", [False, True], ids=["materialised", "meta"])
+def test_init_model_checks_the_device(device, error, on_meta):
+    with torch.device("meta" if on_meta else "cpu"):
+        model = nn.Linear(2, 2)
+    state = torch.get_rng_state()
+    with pytest.raises(error, match="device"):
+        tinit.init_model_(model, "normal", seed=0, device=device)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert all(p.is_meta == on_meta for p in model.parameters())
+
+
 def test_stream_for_takes_a_name():
     with pytest.raises(TypeError, match="name must be a str"):
         tinit.stream_for(3)

@@ -150,6 +150,23 @@ def materialise_(
     return model
 
 
+def _target_device(device) -> torch.device:
+    """``device`` as a torch.device a model can be materialised on; TypeError, ValueError otherwise."""
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"init_model_: device must be a str or torch.device, got {type(device).__name__}")
+    try:
+        device = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"init_model_: device {device!r} is not a device torch knows ({exc})") from None
+    if device.type == "meta":
+        raise ValueError("init_model_: device='meta' allocates nothing to initialise; pass the target device")
+    if device.type == "cuda" and (
+        not torch.cuda.is_available() or (device.index is not None and device.index >= torch.cuda.device_count())
+    ):
+        raise ValueError(f"init_model_: device {str(device)!r}: no such CUDA device here")
+    return device
+
+
 def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
     compiled = []
     for pattern, value in (overrides or {}).items():
@@ -406,7 +423,9 @@ def init_model_(
         prefix: prepended to every name (initialise a submodule under its
             name in the full model, e.g. "model.layers.3."; pass n_layers).
         device: when parameters are on the meta device, materialise them
-            there first (``materialise_``: ``to_empty`` plus restored ties).
+            there first (``materialise_``: ``to_empty`` plus restored ties and
+            recomputed buffers); checked (a known, present device, not meta)
+            whenever given, and otherwise unused.
         backend: "auto" or a backend name.
         progress: optional callable wrapping the list of parameters (``tqdm``)
             as they are written one by one; used with ``grouped=False`` only
@@ -425,7 +444,10 @@ def init_model_(
     Raises:
         tinit.schemes.UnknownNameError: unknown scheme or override role (a KeyError and a
             ValueError).
+        TypeError: ``device`` neither a str nor a torch.device.
         ValueError: parameters on the meta device without ``device``; a
+            ``device`` torch does not know, 'meta', or a CUDA device that is not
+            here; a
             parameter the scheme needs a role for but that matches no rule
             (all such names are listed); a model without residual gates for
             ``rezero``; a value the scheme needs is missing; a lost HF tie.
@@ -442,6 +464,8 @@ def init_model_(
             f"init_model_: parameters are on the meta device (first: {meta}); pass device=... "
             "or materialise with tinit.materialise_(model, device)"
         )
+    if device is not None:
+        device = _target_device(device)
     if backend != "auto" and backend not in dispatch.BACKENDS:
         raise ValueError(f"unknown tinit backend {backend!r}; choose from {sorted(dispatch.BACKENDS)} or 'auto'")
     if meta is None:
