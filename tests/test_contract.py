@@ -211,6 +211,35 @@ def test_init_model_checks_the_device(device, error, on_meta):
     assert all(p.is_meta == on_meta for p in model.parameters())
 
 
+def test_transform_constants_are_computed_once_per_piece(monkeypatch):
+    """The write plan computes each piece's transform constants once, at validation: fill_ of a
+    fused three-part spec takes three; write_grouped_ of five tensors of one spec and a fused
+    tensor takes 1 + 3, batched or one by one."""
+    import tinit.fill
+
+    calls = []
+    real = tinit.fill.leaf_constants
+
+    def counted(spec, dtype):
+        calls.append(spec)
+        return real(spec, dtype)
+
+    monkeypatch.setattr(tinit.fill, "leaf_constants", counted)
+    parts = (InitSpec(std=0.02), InitSpec(std=0.01), InitSpec(std=0.03))
+    fused = InitSpec(parts=parts, split_dim=0)
+    weight = torch.empty(12, 4)
+    write_spec_(weight, fused, seed=1)
+    assert len(calls) == 3, calls
+    calls.clear()
+    normal, fused_again = InitSpec(std=0.02), InitSpec(parts=parts, split_dim=0)
+    items = [(torch.empty(6, 4), normal, k) for k in range(5)] + [(torch.empty(12, 4), fused_again, 9)]
+    write_grouped_(items, seed=1)
+    assert len(calls) == 1 + 3, calls
+    calls.clear()
+    write_grouped_(items, seed=1, sequential=True)
+    assert len(calls) == 1 + 3, calls
+
+
 def test_stream_for_takes_a_name():
     with pytest.raises(TypeError, match="name must be a str"):
         tinit.stream_for(3)

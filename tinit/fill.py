@@ -252,11 +252,18 @@ def trunc_normal_(
     return tensor
 
 
-def _check_spec(spec: schemes.InitSpec, dtype: torch.dtype) -> None:
-    """Validate every distribution of ``spec`` for ``dtype`` before anything is written."""
+def _spec_constants(spec: schemes.InitSpec, dtype: torch.dtype, found: dict | None = None) -> dict:
+    """Validate every distribution of ``spec`` for ``dtype`` before anything is written.
+
+    Returns:
+        ``{id(leaf): transform constants}`` for every single-distribution,
+        non-constant piece of ``spec`` (``spec`` itself when it has no parts):
+        the constants the write uses, computed here once.
+    """
+    found = {} if found is None else found
     if spec.parts is not None:
         for part in spec.parts:
-            _check_spec(part, dtype)
+            _spec_constants(part, dtype, found)
     elif spec.constant is not None:
         value = spec.constant
         try:
@@ -266,7 +273,8 @@ def _check_spec(spec: schemes.InitSpec, dtype: torch.dtype) -> None:
         if isinstance(value, bool) or not finite or abs(value) > torch.finfo(dtype).max:
             raise ValueError(f"constant {value!r} is not a finite value of {dtype}")
     else:
-        leaf_constants(spec, dtype)
+        found[id(spec)] = leaf_constants(spec, dtype)
+    return found
 
 
 def leaf_constants(spec: schemes.InitSpec, dtype: torch.dtype) -> TruncNormalParams:
@@ -321,17 +329,19 @@ def _write_leaf(
     local: torch.Tensor,
     layout: ShardLayout | None,
     spec: schemes.InitSpec,
+    constants: dict,
     *,
     seed: int,
     stream: int,
     offset: int,
     backend: str,
 ) -> None:
-    """Write a checked single-distribution ``spec`` (a constant, a uniform or a truncated normal)."""
+    """Write a checked single-distribution ``spec`` (a constant, a uniform or a truncated normal);
+    ``constants``: its ``_spec_constants``."""
     if spec.constant is not None:
         local.fill_(spec.constant)
     else:
-        _trunc_normal_local(local, layout, leaf_constants(spec, local.dtype), seed, stream, offset, backend)
+        _trunc_normal_local(local, layout, constants[id(spec)], seed, stream, offset, backend)
 
 
 def _split_checked(spec: schemes.InitSpec, shape: tuple[int, ...]) -> None:
@@ -348,18 +358,21 @@ def _split_checked(spec: schemes.InitSpec, shape: tuple[int, ...]) -> None:
             _split_checked(sub, tuple(part))
 
 
-def _checked_spec(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec) -> None:
-    """Check ``spec`` against the (checked) tensor it will be written to, even one of no elements."""
+def _checked_spec(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec) -> dict:
+    """Check ``spec`` against the (checked) tensor it will be written to, even one of no elements;
+    returns its ``_spec_constants``."""
     if not isinstance(spec, schemes.InitSpec):
         raise TypeError(f"spec must be a tinit.schemes.InitSpec, got {type(spec).__name__}")
-    _check_spec(spec, local.dtype)
+    constants = _spec_constants(spec, local.dtype)
     _split_checked(spec, tuple(local.shape) if layout is None else layout.global_shape)
+    return constants
 
 
 def _write_spec_checked(
     local: torch.Tensor,
     layout: ShardLayout | None,
     spec: schemes.InitSpec,
+    constants: dict,
     *,
     seed: int,
     stream: int,
@@ -368,7 +381,7 @@ def _write_spec_checked(
 ) -> None:
     with torch.no_grad():
         for view, sub, leaf, leaf_offset in _leaves(local, layout, spec, offset):
-            _write_leaf(view, sub, leaf, seed=seed, stream=stream, offset=leaf_offset, backend=backend)
+            _write_leaf(view, sub, leaf, constants, seed=seed, stream=stream, offset=leaf_offset, backend=backend)
 
 
 def _draws(spec: schemes.InitSpec) -> bool:
@@ -416,9 +429,9 @@ def write_spec_(
             before anything is written.
     """
     local, layout = _resolve(param, global_shape, shard_offsets, "param")
-    _checked_spec(local, layout, spec)
+    constants = _checked_spec(local, layout, spec)
     seed, stream, offset = _stream_position(seed, stream, offset, _logical_numel(local, layout))
-    _write_spec_checked(local, layout, spec, seed=seed, stream=stream, offset=offset, backend=backend)
+    _write_spec_checked(local, layout, spec, constants, seed=seed, stream=stream, offset=offset, backend=backend)
     return param
 
 
@@ -515,7 +528,7 @@ def fill_(
         layout=layout,
         **options,
     )
-    _checked_spec(local, shard, spec)
+    constants = _checked_spec(local, shard, spec)
     numel = _logical_numel(local, shard)
     stream_seed = 0 if seed is None else seed
     stream_seed, stream, offset = _stream_position(stream_seed, stream, offset, numel)
@@ -523,5 +536,5 @@ def fill_(
         if local.numel():
             dispatch.select(local, backend)  # a bad backend raises before the draw
         stream_seed = _draw_seed(generator)
-    _write_spec_checked(local, shard, spec, seed=stream_seed, stream=stream, offset=offset, backend=backend)
+    _write_spec_checked(local, shard, spec, constants, seed=stream_seed, stream=stream, offset=offset, backend=backend)
     return param

@@ -23,15 +23,14 @@ import torch
 
 from tinit import dispatch, ops, schemes
 from tinit.fill import (
-    _check_spec,
     _leaves,
     _logical_numel,
     _resolve,
     _runs,
+    _spec_constants,
     _split_checked,
     _stream_position,
     _write_leaf,
-    leaf_constants,
 )
 from tinit.params import SUPPORTED_DTYPES, InferenceTensorError, check_tensor
 
@@ -148,8 +147,11 @@ def write_grouped_(
         if sequential or shared:
             checked = plan.checked
             for local, layout, item in progress(checked) if progress is not None else checked:
+                constants = plan.constants_of(item.spec, local.dtype)
                 for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
-                    _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=backend)
+                    _write_leaf(
+                        view, sub, leaf, constants, seed=seed, stream=item.stream, offset=offset, backend=backend
+                    )
             return
         plan.write(seed)
 
@@ -169,25 +171,28 @@ class _Plan:
         self.zeros: dict = {}  # device -> tensors
         self.fills: list[tuple] = []  # (tensor, constant)
         self.later: list[tuple] = []  # (local, layout, item)
-        self._kinds: dict = {}  # (id(spec), dtype) -> (kind, transform constants or None)
+        self._kinds: dict = {}  # (id(spec), dtype) -> (kind, its _spec_constants)
         self._writers: dict = {}  # (device, dtype) -> (grouped writer or None, largest numel it takes)
         self.spans: list[tuple] = []  # (device index, first byte, end) of every tensor written
 
     def _kind(self, spec: schemes.InitSpec, dtype: torch.dtype) -> tuple:
-        """(kind, transform constants or None) of a spec not seen yet; raises for a bad dtype or spec."""
+        """(kind, ``_spec_constants``) of a spec not seen yet, computed once per (spec, dtype);
+        raises for a bad dtype or spec."""
         if dtype not in _SUPPORTED:
             raise TypeError(f"tinit fills floating tensors of dtype float32, float64, bfloat16 or float16; got {dtype}")
+        constants = _spec_constants(spec, dtype)
         if spec.parts is None and spec.constant is None:
-            found = _NORMAL, leaf_constants(spec, dtype)
-        elif spec.parts is None and spec.constant is not None:
-            _check_spec(spec, dtype)
-            # -0.0 is a constant of its own: zero_ would write +0.0
-            found = (_ZERO if spec.constant == 0 and math.copysign(1.0, spec.constant) > 0 else _CONSTANT), None
+            kind = _NORMAL
+        elif spec.parts is None:  # -0.0 is a constant of its own: zero_ would write +0.0
+            kind = _ZERO if spec.constant == 0 and math.copysign(1.0, spec.constant) > 0 else _CONSTANT
         else:
-            _check_spec(spec, dtype)
-            found = _OTHER, None
-        self._kinds[id(spec), dtype] = found
+            kind = _OTHER
+        found = self._kinds[id(spec), dtype] = kind, constants
         return found
+
+    def constants_of(self, spec: schemes.InitSpec, dtype: torch.dtype) -> dict:
+        """The ``_spec_constants`` of a spec ``add`` has filed."""
+        return self._kinds[id(spec), dtype][1]
 
     def add(self, items: list[FillItem], seed: int, names: Sequence[str] | None = None) -> None:
         """Check and file ``items``; raises (TypeError, ValueError, RuntimeError) for the first bad one,
@@ -250,7 +255,7 @@ class _Plan:
                         table[0].append(local)
                         table[1].append(stream)
                         table[2].append(offset)
-                        table[3].append(constants)
+                        table[3].append(constants[id(spec)])
                         continue
                 else:
                     reach = sum((n - 1) * step for n, step in zip(local.shape, local.stride()))
@@ -282,14 +287,17 @@ class _Plan:
         for tensor, value in self.fills:
             tensor.fill_(value)
         for local, layout, item in self.later:
+            constants = self.constants_of(item.spec, local.dtype)
             for view, sub, leaf, offset in _leaves(local, layout, item.spec, item.offset):
                 if leaf.constant is None and view.numel() and not view.is_meta and view.is_contiguous():
                     writer, largest = self._writers[view.device, view.dtype]  # set by add for this tensor
                     runs = _runs(view, sub, offset) if view.numel() <= largest else None
                     if runs is not None and runs.contiguous:
-                        self._add(writer, view.device, view, item.stream, runs.base, leaf_constants(leaf, view.dtype))
+                        self._add(writer, view.device, view, item.stream, runs.base, constants[id(leaf)])
                         continue
-                _write_leaf(view, sub, leaf, seed=seed, stream=item.stream, offset=offset, backend=self.backend)
+                _write_leaf(
+                    view, sub, leaf, constants, seed=seed, stream=item.stream, offset=offset, backend=self.backend
+                )
         for (writer, _), (tensors, streams, offsets, packed) in self.tables.items():
             writer(tensors, seed, streams, offsets, packed)
 
