@@ -555,6 +555,13 @@ def test_property_fill_contract(case, mean, std, window, seed, stream, offset, d
         torch.empty(view.shape, dtype=view.dtype), mean, std, a, b, seed=seed, stream=stream, offset=offset
     )
     assert torch.equal(_bits(view), _bits(want)), "the view's values differ from the contiguous fill"
+    # Each element is the one-element fill at its stream index (first, middle, last).
+    flat_want = want.reshape(-1)
+    for j in sorted({0, view.numel() // 2, view.numel() - 1}) if view.numel() else ():
+        one = tinit.trunc_normal_at_(
+            torch.empty(1, dtype=view.dtype), mean, std, a, b, seed=seed, stream=stream, offset=offset + j
+        )
+        assert torch.equal(_bits(one), _bits(flat_want[j : j + 1])), f"element {j} != the one-element fill"
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
