@@ -391,3 +391,50 @@ def test_norm_gains_are_found_by_module_type_when_names_say_nothing():
     assert summary["1.weight"] == "norm" and summary["2.weight"] == "norm", summary
     torch.testing.assert_close(model[1].weight.detach(), torch.ones(4))
     torch.testing.assert_close(model[2].weight.detach(), torch.ones(4))
+
+
+class _OffsetRMSNorm(nn.Module):
+    """A norm written as Gemma's: the effective gain is 1 + weight."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((dim,), 5.0))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + self.weight)
+
+
+@pytest.mark.parametrize("scheme", ["modern", "gpt2", "normal"])
+def test_offset_gain_norms_get_weight_zero(scheme):
+    """A norm whose forward scales by (1 + weight) gets weight = gain - 1 = 0, the identity, as
+    Gemma's own init does; a plain LayerNorm keeps 1."""
+    model = nn.Sequential(nn.Linear(8, 8), _OffsetRMSNorm(8), nn.LayerNorm(8))
+    summary = tinit.init_model_(model, scheme, seed=0, d_model=8, n_layers=1, overrides={r"^0\.": "mlp_in"})
+    assert torch.equal(model[1].weight, torch.zeros(8)), model[1].weight
+    assert torch.equal(model[2].weight, torch.ones(8))
+    spec = {p.name: p.spec for p in summary}["1.weight"]
+    assert spec.constant == 0.0, spec
+
+
+@pytest.mark.parametrize("family", ["gemma", "gemma2", "gemma3_text"])
+def test_gemma_norms_match_the_models_own_init(family):
+    """HF Gemma RMSNorm computes x (1 + w) and its _init_weights zeroes w: tinit writes the same
+    norm weights (an effective gain of 1, not 2); Llama's x w norms keep 1."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model(
+        family,
+        num_hidden_layers=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        vocab_size=128,
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    own = {n: p.detach().clone() for n, p in model.named_parameters() if "norm" in n}
+    assert own and all(bool((v == 0).all()) for v in own.values()), "the model's own init no longer zeroes its norms"
+    tinit.init_model_(model, "modern", seed=0)
+    for name, value in own.items():
+        torch.testing.assert_close(model.get_parameter(name).detach(), value, rtol=0, atol=0, msg=name)

@@ -192,6 +192,7 @@ class _Param:
     stack: str | None
     layout: str
     override: dict
+    offset_gain: bool = False  # a norm whose effective gain is 1 + weight (_offset_gain)
 
 
 def _layout(module: torch.nn.Module) -> str:
@@ -216,6 +217,26 @@ def _role_from_module(module: torch.nn.Module, leaf: str) -> str | None:
     BatchNorm/InstanceNorm, or a class whose name ends in "Norm") is a norm gain."""
     is_norm = isinstance(module, _NORM_TYPES) or type(module).__name__.lower().endswith("norm")
     return "norm" if is_norm and leaf == "weight" else None
+
+
+# "(1.0 + self.weight" or "self.weight + 1.0" in a norm's forward: Gemma's RMSNorm
+# (HF GemmaRMSNorm: output * (1.0 + self.weight.float())) and its kind
+# (Gemma2/3, RecurrentGemma, T5Gemma, VaultGemma, Qwen3-Next, Qwen3.5,
+# Nemotron's LayerNorm1P, ...), whose own init sets the weight to 0.
+_OFFSET_GAIN = re.compile(r"\(\s*1(?:\.0*)?\s*\+\s*self\.weight\b|\bself\.weight\s*\+\s*1(?:\.0*)?\b")
+
+
+@functools.cache
+def _offset_gain(cls: type) -> bool:
+    """Whether norm class ``cls`` scales by 1 + weight (so weight 0 is the identity), read from
+    the source of its ``forward`` (False where the source is not available)."""
+    import inspect
+
+    try:
+        source = inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+    return _OFFSET_GAIN.search(source) is not None
 
 
 _BLOCK_NUMBER = re.compile(r"\.\d+(?=\.)")
@@ -295,6 +316,8 @@ def _classify(model, prefix: str, overrides) -> list[_Param]:
                     entry.layer = override.get("layer", layer)
                     entry.stack = override.get("stack", stack)
                     entry.layout = override.get("layout") or entry.layout
+            if entry.role == "norm" and leaf == "weight" and _offset_gain(type(module)):
+                entry.offset_gain = True
             entries.append(entry)
     for entry in entries:  # the other names of a tied tensor, once the walk has seen them all
         entry.tied = tuple(entry.tied[1:]) if len(entry.tied) > 1 else ()
@@ -548,6 +571,9 @@ def init_model_(
                 raise _located(exc, f"init_model_: parameter {entry.name}") from exc
             if key is not None:
                 specs[key] = spec
+        if entry.offset_gain and spec.constant is not None and spec.parts is None:
+            # The scheme's gain g is the effective 1 + w: write w = g - 1 (0 for the usual g = 1).
+            spec = schemes.InitSpec(constant=spec.constant - 1.0)
         # A constant draws nothing: its stream id is never read.
         stream = 0 if spec.constant is not None and spec.parts is None else stream_for(entry.name)
         # tuple.__new__ skips the NamedTuples' Python-level __new__ (one call per parameter)
