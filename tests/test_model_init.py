@@ -83,8 +83,14 @@ class TitanLlama(nn.Module):
 
 
 def _check_written(model, summary, expected, seed):
-    """Every parameter: role and std as expected, values identical to a direct fill from its stream."""
+    """Every parameter: role and std as expected, values identical to a direct fill from its stream
+    (an embedding's padding row zero)."""
     params = dict(model.named_parameters())
+    padding = {
+        f"{name}.weight": module.padding_idx
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Embedding) and module.padding_idx is not None
+    }
     assert [e.name for e in summary] == list(params), "summary does not list every (untied) parameter once"
     for entry in summary:
         role, want = next(v for pattern, v in expected.items() if re.search(pattern, entry.name))
@@ -100,6 +106,8 @@ def _check_written(model, summary, expected, seed):
         direct = tinit.trunc_normal_at_(
             torch.empty_like(param), 0.0, want, lo, hi, seed=seed, stream=stream_for(entry.name)
         )
+        if entry.name in padding:
+            direct[padding[entry.name]] = 0.0
         torch.testing.assert_close(param.detach(), direct, rtol=0, atol=0, msg=entry.name)
 
 
@@ -438,3 +446,31 @@ def test_gemma_norms_match_the_models_own_init(family):
     tinit.init_model_(model, "modern", seed=0)
     for name, value in own.items():
         torch.testing.assert_close(model.get_parameter(name).detach(), value, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_embedding_padding_row_is_zeroed(grouped):
+    """nn.Embedding(padding_idx=p): row p is zeroed after the write, as nn.Embedding.reset_parameters
+    and HF's _init_weights do; the other rows are the stream's values (equal to the same
+    embedding without a padding index)."""
+    padded = nn.Sequential(nn.Embedding(10, 4, padding_idx=3))
+    plain = nn.Sequential(nn.Embedding(10, 4))
+    for model in (padded, plain):
+        tinit.init_model_(model, "normal", seed=5, grouped=grouped)
+    weight, reference = padded[0].weight.detach(), plain[0].weight.detach()
+    assert torch.equal(weight[3], torch.zeros(4))
+    keep = [i for i in range(10) if i != 3]
+    assert torch.equal(weight[keep], reference[keep])
+    assert bool((reference[3] != 0).any())
+
+
+def test_hf_bert_padding_row_matches_its_own_init():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(
+        num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=2, vocab_size=50, pad_token_id=1
+    )
+    with torch.device("meta"):
+        model = transformers.BertModel(config)
+    tinit.init_model_(model, "normal", seed=0, device="cpu")
+    word = model.embeddings.word_embeddings.weight.detach()
+    assert torch.equal(word[1], torch.zeros(32)) and bool((word[0] != 0).any())

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 
 from tinit import buffers, dispatch, schemes
-from tinit.fill import _stream_position
+from tinit.fill import _resolve, _stream_position
 from tinit.grouped import FillItem, _located, write_grouped_
 from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
 from tinit.roles import infer_layer, infer_role, infer_stack
@@ -167,6 +167,23 @@ def _target_device(device) -> torch.device:
     return device
 
 
+@torch.no_grad()
+def _zero_padding_rows(model: torch.nn.Module, rows: list[tuple[str, int]]) -> None:
+    """Zero row ``index`` of each embedding weight ``name``, as ``nn.Embedding.reset_parameters``
+    and Hugging Face's ``_init_weights`` do (the padding token's vector). Of a DTensor, each rank
+    zeroes the part of the row its shard holds."""
+    for name, index in rows:
+        local, layout = _resolve(model.get_parameter(name), None, None)
+        if local.numel() == 0 or local.is_meta:
+            continue
+        if layout is None:
+            local[index].zero_()
+        else:
+            first, length, _ = layout.narrow(0, index, 1)
+            if length:
+                local.narrow(0, first, length).zero_()
+
+
 def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
     compiled = []
     for pattern, value in (overrides or {}).items():
@@ -193,6 +210,7 @@ class _Param:
     layout: str
     override: dict
     offset_gain: bool = False  # a norm whose effective gain is 1 + weight (_offset_gain)
+    padding_idx: int | None = None  # an nn.Embedding's padding row, zeroed after the write
 
 
 def _layout(module: torch.nn.Module) -> str:
@@ -318,6 +336,8 @@ def _classify(model, prefix: str, overrides) -> list[_Param]:
                     entry.layout = override.get("layout") or entry.layout
             if entry.role == "norm" and leaf == "weight" and _offset_gain(type(module)):
                 entry.offset_gain = True
+            if leaf == "weight" and isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
+                entry.padding_idx = module.padding_idx  # nn.Embedding keeps it in [0, num_embeddings)
             entries.append(entry)
     for entry in entries:  # the other names of a tied tensor, once the walk has seen them all
         entry.tied = tuple(entry.tied[1:]) if len(entry.tied) > 1 else ()
@@ -597,6 +617,7 @@ def init_model_(
         progress=progress,
         names=[entry.name for entry in selected],
     )
+    _zero_padding_rows(model, [(e.name, e.padding_idx) for e in selected if e.padding_idx is not None])
     return summary
 
 
