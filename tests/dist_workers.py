@@ -234,7 +234,8 @@ class _DecoderLayer(nn.Module):
 class _Decoder(nn.Module):
     def __init__(self, n_layers, dim, hidden, vocab):
         super().__init__()
-        self.embed_tokens = nn.Embedding(vocab, dim)
+        # A padding row inside the last rank's shard: init_model_ zeroes it shard by shard.
+        self.embed_tokens = nn.Embedding(vocab, dim, padding_idx=vocab - 51)
         self.layers = nn.ModuleList(_DecoderLayer(dim, hidden) for _ in range(n_layers))
         self.norm = nn.RMSNorm(dim)
 
