@@ -136,45 +136,21 @@ def build_model(
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
+# The config keys of the GQA families (layers, d_model, heads, kv heads, ffn width, vocab).
+_GQA_FIELDS = (
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "vocab_size",
+)
 # model_type -> (config class, model class, config keys for layers, d_model, heads, kv heads, ffn width, vocab)
 HF_FAMILIES = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", ("n_layer", "n_embd", "n_head", None, "n_inner", "vocab_size")),
-    "llama": (
-        "LlamaConfig",
-        "LlamaForCausalLM",
-        (
-            "num_hidden_layers",
-            "hidden_size",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "intermediate_size",
-            "vocab_size",
-        ),
-    ),
-    "mistral": (
-        "MistralConfig",
-        "MistralForCausalLM",
-        (
-            "num_hidden_layers",
-            "hidden_size",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "intermediate_size",
-            "vocab_size",
-        ),
-    ),
-    "qwen2": (
-        "Qwen2Config",
-        "Qwen2ForCausalLM",
-        (
-            "num_hidden_layers",
-            "hidden_size",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "intermediate_size",
-            "vocab_size",
-        ),
-    ),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", _GQA_FIELDS),
+    "mistral": ("MistralConfig", "MistralForCausalLM", _GQA_FIELDS),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", _GQA_FIELDS),
     "t5": (
         "T5Config",
         "T5ForConditionalGeneration",

@@ -311,10 +311,11 @@ if triton is not None:
         return words, local, start
 
     @triton.jit
-    def _in_tensor(local, start, numel):
-        """Whether tensor element start + local lies in [0, numel), compared in int32 (|local| < 4 BLOCK)."""
+    def _in_tensor(local, start, numel, span):
+        """Whether tensor element start + local lies in [0, numel), compared in int32: local in
+        [0, span), span the program's elements (4 BLOCK)."""
         first = tl.maximum(-start, 0).to(tl.int32)  # 0, or offset % 4 for program 0
-        end = tl.minimum(numel.to(tl.int64) - start, local.numel).to(tl.int32)
+        end = tl.minimum(numel.to(tl.int64) - start, span).to(tl.int32)
         return (local >= first) & (local < end)
 
     # ------------------------------------------------------------- transform
@@ -680,7 +681,7 @@ if triton is not None:
         if aligned & (base + local.numel <= numel):
             _store_values(vec_ptr + base, local, x, None)
         else:
-            _store_values(out_ptr + start, local, x, _in_tensor(local, start, numel))
+            _store_values(out_ptr + start, local, x, _in_tensor(local, start, numel, local.numel))
 
     @triton.jit
     def _store_values(out_ptr, local, x, mask):
@@ -724,12 +725,10 @@ if triton is not None:
             _store_word(out_ptr + start, local + 2, r2, None)
             _store_word(out_ptr + start, local + 3, r3, None)
         else:
-            first = tl.maximum(-start, 0).to(tl.int32)  # 0, or offset % 4 for program 0
-            end = tl.minimum(numel.to(tl.int64) - start, 4 * BLOCK).to(tl.int32)
-            _store_word(out_ptr + start, local, r0, (local >= first) & (local < end))
-            _store_word(out_ptr + start, local + 1, r1, (local + 1 >= first) & (local + 1 < end))
-            _store_word(out_ptr + start, local + 2, r2, (local + 2 >= first) & (local + 2 < end))
-            _store_word(out_ptr + start, local + 3, r3, (local + 3 >= first) & (local + 3 < end))
+            _store_word(out_ptr + start, local, r0, _in_tensor(local, start, numel, 4 * BLOCK))
+            _store_word(out_ptr + start, local + 1, r1, _in_tensor(local + 1, start, numel, 4 * BLOCK))
+            _store_word(out_ptr + start, local + 2, r2, _in_tensor(local + 2, start, numel, 4 * BLOCK))
+            _store_word(out_ptr + start, local + 3, r3, _in_tensor(local + 3, start, numel, 4 * BLOCK))
 
     @triton.jit
     def _store_word(ptr, local, word, mask):
