@@ -1,0 +1,140 @@
+"""The scheme registry: per-parameter std, bounds and architectural multipliers.
+
+A scheme maps what is known about one parameter (its role, its block index,
+the depth L of its stack, d_model, its logical shape and layout) to an
+``InitSpec``: a truncated normal (mean, std, bounds ``trunc`` in units of
+std), a uniform, a constant, or, for a fused projection whose slices follow
+different rules, one spec per slice. Where a recipe also changes the forward
+pass (DeepNorm's alpha on the residual branch, muP's readout multiplier) the
+scheme's ``multipliers`` returns the numbers the model must apply.
+
+Conventions shared by every scheme:
+    std      standard deviation in tensor units. For a truncated normal it is
+             the std of the parent normal unless ``variance_preserving=True``.
+    trunc    bounds in units of std around the mean (JAX/TensorFlow
+             convention), not absolute bounds (``torch.nn.init.trunc_normal_``).
+             Default +-2 std unless the recipe fixes another value (``modern``
+             and ``mitchell``: +-3); ``trunc=math.inf`` gives the untruncated
+             normal that most papers write.
+    variance_preserving
+             divide std by the truncated normal's std factor
+             (``truncation_factor``), so the realised std equals the target,
+             as JAX/Keras ``variance_scaling`` does (0.87962566 at +-2).
+    fans     fan_in / fan_out come from the parameter's LOGICAL (unsharded)
+             shape and its layout: ``"out_in"`` for ``nn.Linear`` and
+             ``nn.Embedding`` weights (out_features, in_features), ``"in_out"``
+             for Hugging Face's ``Conv1D`` (GPT-2). Tensors with more than two
+             dims follow ``torch.nn.init`` (dims 0 and 1 times the receptive
+             field). A fused q/k/v projection counts a third of its output dim
+             as fan_out, the fan of each of q, k and v.
+    L        ``n_layers``, the number of blocks of the parameter's stack; a
+             block holds two residual branches (attention, MLP).
+    d        ``d_model``, the residual stream width.
+
+Roles (``tinit.roles.ROLES``): embedding, attn_q, attn_k, attn_v, attn_qkv
+(fused), attn_out, mlp_in (gate/up/fc1), mlp_out (down/fc2), norm (norm
+weight), bias, head (output/LM head), residual_gate (a learnable scalar or
+vector multiplying a residual branch). Unless a scheme says otherwise, norm
+weights are 1, biases 0 and residual gates 1.
+"""
+
+from __future__ import annotations
+
+from tinit.schemes._core import (
+    HIDDEN_ROLES,
+    LAYOUTS,
+    OUTPUT_ROLES,
+    ROLES,
+    Context,
+    InitSpec,
+    Scheme,
+    UnknownNameError,
+    fans,
+    truncation_factor,
+)
+from tinit.schemes.deepnorm import DeepNorm, deepnorm_constants
+from tinit.schemes.fan import KaimingNormal, KaimingUniform, LecunNormal, XavierNormal, XavierUniform
+from tinit.schemes.mup import MuP
+from tinit.schemes.normal import GPT2, DepthInit, Megatron, Normal
+from tinit.schemes.residual import Fixup, ReZero
+from tinit.schemes.small import Mitchell, Modern, SmallInit, WangInit
+
+SCHEMES = {
+    s.name: s
+    for s in (
+        Normal(),
+        GPT2(),
+        Megatron(),
+        DepthInit(),
+        XavierUniform(),
+        XavierNormal(),
+        KaimingNormal(),
+        KaimingUniform(),
+        LecunNormal(),
+        SmallInit(),
+        WangInit(),
+        Mitchell(),
+        Modern(),
+        DeepNorm(),
+        ReZero(),
+        Fixup(),
+        MuP(),
+    )
+}
+
+
+def get(name: str) -> Scheme:
+    """The scheme called ``name``.
+
+    Raises:
+        UnknownNameError: unknown name (the message lists the known ones); a KeyError
+            and a ValueError.
+    """
+    try:
+        return SCHEMES[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown tinit scheme {name!r}; known: {sorted(SCHEMES)}") from None
+
+
+def multipliers(name: str, **context) -> dict[str, float]:
+    """``get(name).multipliers(**context)``: forward-pass multipliers of a recipe.
+
+    Example: ``multipliers("deepnorm", n_layers=80)["residual_alpha"]`` is
+    (2 * 80) ** 0.25 = 3.557.
+    """
+    return get(name).multipliers(**context)
+
+
+__all__ = [
+    "GPT2",
+    "HIDDEN_ROLES",
+    "LAYOUTS",
+    "OUTPUT_ROLES",
+    "ROLES",
+    "SCHEMES",
+    "Context",
+    "DeepNorm",
+    "DepthInit",
+    "Fixup",
+    "InitSpec",
+    "KaimingNormal",
+    "KaimingUniform",
+    "LecunNormal",
+    "Megatron",
+    "Mitchell",
+    "Modern",
+    "MuP",
+    "Normal",
+    "ReZero",
+    "Scheme",
+    "SmallInit",
+    "UnknownNameError",
+    "WangInit",
+    "XavierNormal",
+    "XavierUniform",
+    "deepnorm_constants",
+    "fans",
+    "get",
+    "multipliers",
+    "truncation_factor",
+]

@@ -1,0 +1,129 @@
+"""Fan-based recipes (Glorot, He, LeCun): every weight alike through its fans, no role needed."""
+
+from __future__ import annotations
+
+import math
+
+from tinit.schemes._core import (
+    Context,
+    InitSpec,
+    Scheme,
+    _constants,
+    _normal,
+    _positive,
+)
+
+
+class _FanScheme(Scheme):
+    """Schemes that treat every weight alike through its fans (no role needed)."""
+
+    needs_role = False
+
+    def rule(self, ctx: Context, **options) -> InitSpec:
+        constant = _constants(ctx.role)
+        if constant is not None:
+            return constant
+        return self.weight(ctx, *ctx.fans(), **options)
+
+    def weight(self, ctx: Context, fan_in: int, fan_out: int, **options) -> InitSpec:
+        raise NotImplementedError
+
+
+class XavierNormal(_FanScheme):
+    """``xavier_normal``: std = gain * sqrt(2 / (fan_in + fan_out)).
+
+    Glorot & Bengio, "Understanding the difficulty of training deep
+    feedforward neural networks" (AISTATS 2010), eq. 12 (Var = 2 / (n_in +
+    n_out)), in its normal form (``torch.nn.init.xavier_normal_``; the paper
+    writes the uniform of ``xavier_uniform``). Applied to every weight with >=
+    2 dims, embeddings and head included; norms 1, biases 0.
+
+    Options:
+        gain: float > 0, default 1.
+    """
+
+    name = "xavier_normal"
+
+    def weight(self, ctx: Context, fan_in: int, fan_out: int, gain: float = 1.0) -> InitSpec:
+        return _normal(_positive(self.name, "gain", gain) * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+class XavierUniform(_FanScheme):
+    """``xavier_uniform``: U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)).
+
+    Glorot & Bengio (2010), eq. 16 ("normalized initialization"); std =
+    a / sqrt(3) = gain * sqrt(2 / (fan_in + fan_out)). A uniform, so ``trunc``
+    and ``variance_preserving`` do not apply (bounds are sqrt(3) std).
+
+    Options:
+        gain: float > 0, default 1.
+    """
+
+    name = "xavier_uniform"
+
+    def weight(self, ctx: Context, fan_in: int, fan_out: int, gain: float = 1.0) -> InitSpec:
+        std = _positive(self.name, "gain", gain) * math.sqrt(2.0 / (fan_in + fan_out))
+        return InitSpec(std=std, distribution="uniform")
+
+
+def _kaiming_fan(scheme: str, mode: str, fan_in: int, fan_out: int) -> int:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"scheme {scheme!r}: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    return fan_in if mode == "fan_in" else fan_out
+
+
+class KaimingNormal(_FanScheme):
+    """``kaiming_normal``: std = gain / sqrt(fan), gain = sqrt(2) (ReLU).
+
+    He et al., "Delving Deep into Rectifiers" (arXiv:1502.01852, 2015), eq. 10:
+    Var = 2 / n_l with n_l = fan_in (forward) or eq. 14 with fan_out
+    (backward). ``torch.nn.init.kaiming_normal_`` with nonlinearity "relu".
+
+    Options:
+        gain: float > 0, default sqrt(2); sqrt(2 / (1 + a^2)) for leaky ReLU.
+        mode: "fan_in" (default) or "fan_out".
+    """
+
+    name = "kaiming_normal"
+
+    def weight(
+        self, ctx: Context, fan_in: int, fan_out: int, gain: float = math.sqrt(2.0), mode: str = "fan_in"
+    ) -> InitSpec:
+        fan = _kaiming_fan(self.name, mode, fan_in, fan_out)
+        return _normal(_positive(self.name, "gain", gain) / math.sqrt(fan))
+
+
+class KaimingUniform(_FanScheme):
+    """``kaiming_uniform``: U(-b, b), b = gain * sqrt(3 / fan); std = gain / sqrt(fan).
+
+    He et al. (2015) in uniform form (``torch.nn.init.kaiming_uniform_``).
+    ``gain=1/sqrt(3)`` gives PyTorch's default ``nn.Linear`` init,
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+
+    Options:
+        gain: float > 0, default sqrt(2).
+        mode: "fan_in" (default) or "fan_out".
+    """
+
+    name = "kaiming_uniform"
+
+    def weight(
+        self, ctx: Context, fan_in: int, fan_out: int, gain: float = math.sqrt(2.0), mode: str = "fan_in"
+    ) -> InitSpec:
+        fan = _kaiming_fan(self.name, mode, fan_in, fan_out)
+        return InitSpec(std=_positive(self.name, "gain", gain) / math.sqrt(fan), distribution="uniform")
+
+
+class LecunNormal(_FanScheme):
+    """``lecun_normal``: std = 1 / sqrt(fan_in).
+
+    LeCun, Bottou, Orr & Mueller, "Efficient BackProp" (1998), section 4.6;
+    Klambauer et al., "Self-Normalizing Neural Networks" (2017), as
+    ``jax.nn.initializers.lecun_normal`` (which also truncates at +-2 and
+    preserves the variance: pass ``variance_preserving=True`` for that).
+    """
+
+    name = "lecun_normal"
+
+    def weight(self, ctx: Context, fan_in: int, fan_out: int) -> InitSpec:
+        return _normal(1.0 / math.sqrt(fan_in))

@@ -1,0 +1,156 @@
+"""Maximal update parametrisation (muP): init, learning-rate multipliers, readout."""
+
+from __future__ import annotations
+
+import math
+
+from tinit.schemes._core import (
+    HIDDEN_ROLES,
+    ROLES,
+    Context,
+    InitSpec,
+    Scheme,
+    UnknownNameError,
+    _constants,
+    _normal,
+    _positive,
+)
+
+_READOUTS = ("zero", "scaled", "multiplier")
+_OPTIMIZERS = ("adam", "sgd")
+
+
+class MuP(Scheme):
+    """``mup``: maximal update parametrisation against a base width.
+
+    Yang et al., "Tensor Programs V: Tuning Large Neural Networks via
+    Zero-Shot Hyperparameter Transfer" (arXiv:2203.03466, 2022), Table 3 and
+    its equivalent form with a 1/fan_in output multiplier (the one the
+    ``mup`` package implements), written relative to a base model of width
+    ``base_width`` whose tuned
+    std is ``std``; m = d_model / base_width is the width multiplier (every
+    hidden width scales by m, so base_fan_in / fan_in = 1 / m):
+        embedding (input weights):       std
+        hidden matrices (attn, mlp):     std * sqrt(base_fan_in / fan_in) = std / sqrt(m)
+        head (readout), readout="zero":  0 (the paper's recommended zero readout;
+                                          a head tied to the embedding is
+                                          written once, as the embedding)
+                        readout="scaled": std / m (Table 3: Var ~ 1/fan_in^2)
+                        readout="multiplier": std, and the model multiplies the
+                                          logits by 1/m (``multipliers``)
+        norms 1, biases 0, residual gates 1.
+    The attention logits must use 1/d_head instead of 1/sqrt(d_head) (muP's
+    attention rule); tinit cannot do that for the model. Per-parameter
+    learning-rate multipliers: ``lr_multiplier`` and
+    ``tinit.mup_param_groups``.
+
+    Options:
+        std: the base model's std, default 0.02.
+        base_width: the base model's d_model; None means m = 1.
+        readout: "zero" (default), "scaled" or "multiplier".
+        zero_query: also start the query projection at 0 (the paper's
+            appendix recommends zero-initialising the output and query
+            layers; for a fused qkv, its first third), default False.
+    """
+
+    name = "mup"
+    needs_role = True
+
+    def rule(
+        self,
+        ctx: Context,
+        std: float = 0.02,
+        base_width: int | None = None,
+        readout: str = "zero",
+        zero_query: bool = False,
+    ) -> InitSpec:
+        std = _positive(self.name, "std", std)
+        _check_readout(readout)
+        constant = _constants(ctx.role)
+        if constant is not None:
+            return constant
+        m = self.width_mult(ctx.d_model, base_width)
+        if ctx.role == "embedding":
+            return _normal(std)
+        if ctx.role == "head":
+            return {"zero": InitSpec(constant=0.0), "scaled": _normal(std / m), "multiplier": _normal(std)}[readout]
+        hidden = _normal(std / math.sqrt(m))
+        if zero_query and ctx.role == "attn_q":
+            return InitSpec(constant=0.0)
+        if zero_query and ctx.role == "attn_qkv":
+            return InitSpec(parts=(InitSpec(constant=0.0), hidden, hidden))
+        return hidden
+
+    @staticmethod
+    def width_mult(d_model: int | None, base_width: int | None) -> float:
+        """m = d_model / base_width (1 when base_width is None).
+
+        Raises:
+            ValueError: base_width given without d_model, or not positive.
+        """
+        if base_width is None:
+            return 1.0
+        _positive("mup", "base_width", base_width)
+        if not isinstance(d_model, int) or d_model < 1:
+            raise ValueError(f"scheme 'mup' with base_width needs d_model (an int >= 1), got {d_model!r}")
+        return d_model / base_width
+
+    def lr_multiplier(
+        self,
+        role: str | None,
+        *,
+        d_model: int | None = None,
+        base_width: int | None = None,
+        optimizer: str = "adam",
+        readout: str = "zero",
+    ) -> float:
+        """Learning-rate multiplier of one parameter relative to the base model's lr.
+
+        TP5 Table 3 (readout "zero"/"scaled") and its output-multiplier
+        form (readout "multiplier") at width multiplier m:
+            Adam: embeddings, norms, biases, gates 1; hidden 1/m; head 1/m
+                  (multiplier form: 1).
+            SGD:  embeddings, norms, biases, gates m; hidden 1; head 1/m
+                  (multiplier form: m).
+        The multiplier form follows from Table 3: with logits W x / m, an
+        Adam step on W moves W / m by lr / m, an SGD step by lr / m^2.
+
+        Args:
+            role: one of ``ROLES``.
+            d_model, base_width: as for the init.
+            optimizer: "adam" (also AdamW) or "sgd".
+            readout: as for the init.
+
+        Returns:
+            The multiplier (> 0).
+
+        Raises:
+            UnknownNameError: unknown role. ValueError: unknown optimizer or readout,
+            or a role of None.
+        """
+        if role not in ROLES:
+            raise (ValueError if role is None else UnknownNameError)(
+                f"mup lr_multiplier needs a known role, got {role!r}"
+            )
+        if optimizer not in _OPTIMIZERS:
+            raise ValueError(f"mup: optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
+        _check_readout(readout)
+        m = self.width_mult(d_model, base_width)
+        if role in HIDDEN_ROLES:
+            return 1.0 / m if optimizer == "adam" else 1.0
+        if role == "head":
+            if readout == "multiplier":
+                return 1.0 if optimizer == "adam" else m
+            return 1.0 / m
+        return 1.0 if optimizer == "adam" else m
+
+    def multipliers(self, *, d_model=None, base_width=None, readout="zero", **options) -> dict[str, float]:
+        """{"width_mult": m, "output": logits multiplier} (1/m for readout "multiplier", else 1)."""
+        _check_readout(readout)
+        m = self.width_mult(d_model, base_width)
+        return {"width_mult": m, "output": 1.0 / m if readout == "multiplier" else 1.0}
+
+
+def _check_readout(readout: str) -> None:
+    if readout not in _READOUTS:
+        raise ValueError(f"scheme 'mup': readout must be one of {_READOUTS}, got {readout!r}")
