@@ -41,6 +41,7 @@ weights are 1, biases 0 and residual gates 1.
 from __future__ import annotations
 
 from tinit.schemes._core import (
+    BASE_ROLE,
     HIDDEN_ROLES,
     LAYOUTS,
     OUTPUT_ROLES,
@@ -106,6 +107,7 @@ def multipliers(name: str, **context) -> dict[str, float]:
 
 
 __all__ = [
+    "BASE_ROLE",
     "GPT2",
     "HIDDEN_ROLES",
     "LAYOUTS",

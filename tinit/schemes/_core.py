@@ -19,9 +19,31 @@ ROLES = (
     "bias",
     "head",
     "residual_gate",
+    "mlp_up",
+    "router",
+    "attn_q_down",
+    "attn_kv_down",
+    "attn_kv",
+    "attn_sink",
+    "token",
+    "patch_embed",
+    "linear",
 )
+# The role a recipe's table is written in for each finer role of modern blocks
+# (``Context.base``): a scheme that does not single a finer role out treats it as
+# its base, e.g. the up projection of a gated MLP as any MLP input projection.
+BASE_ROLE = {
+    "mlp_up": "mlp_in",
+    "router": "mlp_in",
+    "attn_q_down": "attn_q",
+    "attn_kv_down": "attn_k",
+    "attn_kv": "attn_k",
+    "token": "embedding",
+    "patch_embed": "embedding",
+    "linear": "mlp_in",
+}
 OUTPUT_ROLES = ("attn_out", "mlp_out")  # write straight into the residual stream
-HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_qkv", "attn_out", "mlp_in", "mlp_out")
+HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_qkv", "attn_out", "mlp_in", "mlp_out")  # base roles
 LAYOUTS = ("out_in", "in_out")
 _QKV_PARTS = 3
 
@@ -189,6 +211,12 @@ class Context:
     encoder_layers: int | None
     decoder_layers: int | None
 
+    @property
+    def base(self) -> str | None:
+        """The role the recipe tables are written in: ``role`` itself, or ``BASE_ROLE[role]`` for a
+        finer role of a modern block (router, MLA projection, gated MLP's up projection, ...)."""
+        return BASE_ROLE.get(self.role, self.role)
+
     def fans(self) -> tuple[int, int]:
         """(fan_in, fan_out): explicit values win, else ``fans(shape, layout)``."""
         if self.fan_in is not None and self.fan_out is not None:
@@ -225,13 +253,16 @@ def _float_or_none(value) -> float | None:
 
 
 def _constants(role: str | None) -> InitSpec | None:
-    """The shared constants: norm weights 1, biases 0, residual gates 1 (the branch passes unchanged)."""
+    """The shared constants: norm weights 1, biases 0, residual gates 1 (the branch passes unchanged),
+    attention sinks 0."""
     if role == "norm":
         return InitSpec(constant=1.0)
     if role == "bias":
         return InitSpec(constant=0.0)
     if role == "residual_gate":
         return InitSpec(constant=1.0)
+    if role == "attn_sink":  # a per-head logit with no fan: 0 unless the recipe gives it a std
+        return InitSpec(constant=0.0)
     return None
 
 

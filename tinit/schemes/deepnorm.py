@@ -95,20 +95,20 @@ class DeepNorm(Scheme):
     needs_role = True
 
     def rule(self, ctx: Context) -> InitSpec:
-        constant = _constants(ctx.role)
+        constant = _constants(ctx.base)
         if constant is not None:
             return constant
-        if ctx.role in ("embedding", "head"):
+        if ctx.base in ("embedding", "head"):
             width = ctx.d_model if ctx.d_model else ctx.fans()[0]
             return _normal(width**-0.5)
         fan_in, fan_out = ctx.fans()
         xavier = math.sqrt(2.0 / (fan_in + fan_out))
-        if ctx.role in ("attn_q", "attn_k"):
+        if ctx.base in ("attn_q", "attn_k"):
             return _normal(xavier)
         _, beta = deepnorm_constants(
             ctx.n_layers, stack=ctx.stack, encoder_layers=ctx.encoder_layers, decoder_layers=ctx.decoder_layers
         )
-        if ctx.role == "attn_qkv":
+        if ctx.base == "attn_qkv":
             return InitSpec(parts=(_normal(xavier), _normal(xavier), _normal(beta * xavier)))
         return _normal(beta * xavier)
 

@@ -20,7 +20,7 @@ class _FanScheme(Scheme):
     needs_role = False
 
     def rule(self, ctx: Context, **options) -> InitSpec:
-        constant = _constants(ctx.role)
+        constant = _constants(ctx.base)
         if constant is not None:
             return constant
         return self.weight(ctx, *ctx.fans(), **options)

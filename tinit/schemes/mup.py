@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from tinit.schemes._core import (
+    BASE_ROLE,
     HIDDEN_ROLES,
     ROLES,
     Context,
@@ -66,18 +67,18 @@ class MuP(Scheme):
     ) -> InitSpec:
         std = _positive(self.name, "std", std)
         _check_readout(readout)
-        constant = _constants(ctx.role)
+        constant = _constants(ctx.base)
         if constant is not None:
             return constant
         m = self.width_mult(ctx.d_model, base_width)
-        if ctx.role == "embedding":
+        if ctx.base == "embedding":
             return _normal(std)
-        if ctx.role == "head":
+        if ctx.base == "head":
             return {"zero": InitSpec(constant=0.0), "scaled": _normal(std / m), "multiplier": _normal(std)}[readout]
         hidden = _normal(std / math.sqrt(m))
-        if zero_query and ctx.role == "attn_q":
+        if zero_query and ctx.base == "attn_q":
             return InitSpec(constant=0.0)
-        if zero_query and ctx.role == "attn_qkv":
+        if zero_query and ctx.base == "attn_qkv":
             return InitSpec(parts=(InitSpec(constant=0.0), hidden, hidden))
         return hidden
 
@@ -136,6 +137,7 @@ class MuP(Scheme):
             raise ValueError(f"mup: optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
         _check_readout(readout)
         m = self.width_mult(d_model, base_width)
+        role = BASE_ROLE.get(role, role)
         if role in HIDDEN_ROLES:
             return 1.0 / m if optimizer == "adam" else 1.0
         if role == "head":

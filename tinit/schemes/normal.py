@@ -32,7 +32,7 @@ class Normal(Scheme):
 
     def rule(self, ctx: Context, std: float = 0.02) -> InitSpec:
         std = _positive(self.name, "std", std)
-        return _constants(ctx.role) or _normal(std)
+        return _constants(ctx.base) or _normal(std)
 
 
 class GPT2(Normal):
@@ -58,9 +58,9 @@ class GPT2(Normal):
     def rule(self, ctx: Context, std: float = 0.02, multiplier: float = 2.0) -> InitSpec:
         std = _positive(self.name, "std", std)
         multiplier = _positive(self.name, "multiplier", multiplier)
-        if ctx.role in OUTPUT_ROLES:
+        if ctx.base in OUTPUT_ROLES:
             return _normal(std / math.sqrt(multiplier * ctx.need("n_layers")))
-        return _constants(ctx.role) or _normal(std)
+        return _constants(ctx.base) or _normal(std)
 
 
 class Megatron(GPT2):
@@ -109,10 +109,10 @@ class DepthInit(Normal):
         self, ctx: Context, std: float = 0.02, embedding_std: float | None = None, head_std: float | None = None
     ) -> InitSpec:
         std = _positive(self.name, "std", std)
-        if ctx.role in OUTPUT_ROLES:
+        if ctx.base in OUTPUT_ROLES:
             return _normal(std / math.sqrt(2.0 * (ctx.need("layer_idx") + 1)))
-        if ctx.role == "embedding" and embedding_std is not None:
+        if ctx.base == "embedding" and embedding_std is not None:
             return _normal(_positive(self.name, "embedding_std", embedding_std))
-        if ctx.role == "head" and head_std is not None:
+        if ctx.base == "head" and head_std is not None:
             return _normal(_positive(self.name, "head_std", head_std))
-        return _constants(ctx.role) or _normal(std)
+        return _constants(ctx.base) or _normal(std)

@@ -81,12 +81,12 @@ class Fixup(Scheme):
     needs_role = True
 
     def rule(self, ctx: Context, gain: float = math.sqrt(2.0), m: int = 2, branches_per_layer: int = 2) -> InitSpec:
-        constant = _constants(ctx.role)
+        constant = _constants(ctx.base)
         if constant is not None:
             return constant
-        if ctx.role in (*OUTPUT_ROLES, "head"):
+        if ctx.base in (*OUTPUT_ROLES, "head"):
             return InitSpec(constant=0.0)
-        if ctx.role == "embedding":
+        if ctx.base == "embedding":
             width = ctx.d_model if ctx.d_model else ctx.fans()[0]
             return _normal(width**-0.5)
         if not isinstance(m, int) or m < 2:

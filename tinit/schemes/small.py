@@ -34,7 +34,7 @@ class SmallInit(Scheme):
     needs_role = False
 
     def rule(self, ctx: Context) -> InitSpec:
-        return _constants(ctx.role) or _normal(_small_std(ctx))
+        return _constants(ctx.base) or _normal(_small_std(ctx))
 
 
 class WangInit(Scheme):
@@ -52,9 +52,9 @@ class WangInit(Scheme):
     needs_role = True
 
     def rule(self, ctx: Context) -> InitSpec:
-        if ctx.role in OUTPUT_ROLES:
+        if ctx.base in OUTPUT_ROLES:
             return _normal(2.0 / (ctx.need("n_layers") * math.sqrt(ctx.need("d_model"))))
-        return _constants(ctx.role) or _normal(_small_std(ctx))
+        return _constants(ctx.base) or _normal(_small_std(ctx))
 
 
 class Mitchell(Scheme):
@@ -75,15 +75,15 @@ class Mitchell(Scheme):
     default_trunc = 3.0
 
     def rule(self, ctx: Context) -> InitSpec:
-        constant = _constants(ctx.role)
+        constant = _constants(ctx.base)
         if constant is not None:
             return constant
-        if ctx.role == "mlp_out":
+        if ctx.base == "mlp_out":
             d_in = ctx.fans()[0]
         else:
             d_in = ctx.need("d_model")
         std = 1.0 / math.sqrt(d_in)
-        if ctx.role in OUTPUT_ROLES:
+        if ctx.base in OUTPUT_ROLES:
             std /= math.sqrt(2.0 * (ctx.need("layer_idx") + 1))
         return _normal(std)
 
@@ -117,10 +117,10 @@ class Modern(Scheme):
     default_trunc = 3.0
 
     def rule(self, ctx: Context, base: str | float = "small", embedding_std: float = 0.02) -> InitSpec:
-        constant = _constants(ctx.role)
+        constant = _constants(ctx.base)
         if constant is not None:
             return constant
-        if ctx.role == "embedding":
+        if ctx.base == "embedding":
             return _normal(_positive(self.name, "embedding_std", embedding_std))
         if base == "small":
             std = _small_std(ctx)
@@ -130,6 +130,6 @@ class Modern(Scheme):
             raise ValueError(f"scheme 'modern': base must be 'small', 'inv_sqrt_d' or a float, got {base!r}")
         else:
             std = _positive(self.name, "base", base)
-        if ctx.role in OUTPUT_ROLES:
+        if ctx.base in OUTPUT_ROLES:
             std /= math.sqrt(2.0 * ctx.need("n_layers"))
         return _normal(std)
