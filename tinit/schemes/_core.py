@@ -217,6 +217,11 @@ class Context:
         finer role of a modern block (router, MLA projection, gated MLP's up projection, ...)."""
         return BASE_ROLE.get(self.role, self.role)
 
+    def qkv_parts(self, q: InitSpec, k: InitSpec, v: InitSpec) -> InitSpec:
+        """The spec of a fused q/k/v projection (role attn_qkv) from one spec per part: the
+        tensor's q, k and v rows each get their part's spec (equal thirds of the output dim)."""
+        return InitSpec(parts=(q, k, v))
+
     def fans(self) -> tuple[int, int]:
         """(fan_in, fan_out): explicit values win, else ``fans(shape, layout)``."""
         if self.fan_in is not None and self.fan_out is not None:

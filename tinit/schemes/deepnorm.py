@@ -109,7 +109,7 @@ class DeepNorm(Scheme):
             ctx.n_layers, stack=ctx.stack, encoder_layers=ctx.encoder_layers, decoder_layers=ctx.decoder_layers
         )
         if ctx.base == "attn_qkv":
-            return InitSpec(parts=(_normal(xavier), _normal(xavier), _normal(beta * xavier)))
+            return ctx.qkv_parts(_normal(xavier), _normal(xavier), _normal(beta * xavier))
         return _normal(beta * xavier)
 
     def multipliers(

@@ -79,7 +79,7 @@ class MuP(Scheme):
         if zero_query and ctx.base == "attn_q":
             return InitSpec(constant=0.0)
         if zero_query and ctx.base == "attn_qkv":
-            return InitSpec(parts=(InitSpec(constant=0.0), hidden, hidden))
+            return ctx.qkv_parts(InitSpec(constant=0.0), hidden, hidden)
         return hidden
 
     @staticmethod
