@@ -84,21 +84,21 @@ CASES = [
     ("modern", {"base": "inv_sqrt_d"}, "attn_k", 1 / math.sqrt(D), 3),
     ("modern", {"base": "inv_sqrt_d"}, "mlp_out", 1 / math.sqrt(D) / math.sqrt(2 * L), 3),
     ("modern", {"trunc": 2.0}, "attn_q", SMALL, 2),
-    ("deepnorm", {}, "attn_q", math.sqrt(2 / (D + D)), 2),
-    ("deepnorm", {}, "attn_k", math.sqrt(2 / (D + KV)), 2),
-    ("deepnorm", {}, "attn_v", BETA * math.sqrt(2 / (D + KV)), 2),
-    ("deepnorm", {}, "attn_out", BETA * math.sqrt(2 / (D + D)), 2),
-    ("deepnorm", {}, "mlp_in", BETA * math.sqrt(2 / (D + F)), 2),
-    ("deepnorm", {}, "mlp_out", BETA * math.sqrt(2 / (F + D)), 2),
-    ("deepnorm", {}, "embedding", D**-0.5, 2),
-    ("deepnorm", {}, "head", D**-0.5, 2),
+    ("deepnorm", {}, "attn_q", math.sqrt(2 / (D + D)), math.inf),
+    ("deepnorm", {}, "attn_k", math.sqrt(2 / (D + KV)), math.inf),
+    ("deepnorm", {}, "attn_v", BETA * math.sqrt(2 / (D + KV)), math.inf),
+    ("deepnorm", {}, "attn_out", BETA * math.sqrt(2 / (D + D)), math.inf),
+    ("deepnorm", {}, "mlp_in", BETA * math.sqrt(2 / (D + F)), math.inf),
+    ("deepnorm", {}, "mlp_out", BETA * math.sqrt(2 / (F + D)), math.inf),
+    ("deepnorm", {}, "embedding", D**-0.5, math.inf),
+    ("deepnorm", {}, "head", D**-0.5, math.inf),
     ("rezero", {}, "attn_q", 0.02, 2),
     ("rezero", {"base": "xavier_normal"}, "mlp_in", math.sqrt(2 / (D + F)), 2),
     ("rezero", {"base": "modern"}, "attn_out", SMALL / math.sqrt(2 * L), 3),
-    ("fixup", {}, "attn_q", math.sqrt(2 / D) * (2 * L) ** -0.5, 2),
-    ("fixup", {}, "mlp_in", math.sqrt(2 / D) * (2 * L) ** -0.5, 2),
-    ("fixup", {"m": 3}, "attn_v", math.sqrt(2 / D) * (2 * L) ** -0.25, 2),
-    ("fixup", {}, "embedding", D**-0.5, 2),
+    ("fixup", {"form": "paper"}, "attn_q", math.sqrt(2 / D) * (2 * L) ** -0.5, math.inf),
+    ("fixup", {"form": "paper"}, "mlp_in", math.sqrt(2 / D) * (2 * L) ** -0.5, math.inf),
+    ("fixup", {"form": "paper", "m": 3}, "attn_v", math.sqrt(2 / D) * (2 * L) ** -0.25, math.inf),
+    ("fixup", {}, "embedding", D**-0.5, math.inf),
     ("mup", {"base_width": 256}, "embedding", 0.02, 2),
     ("mup", {"base_width": 256}, "attn_q", 0.02 / math.sqrt(D / 256), 2),
     ("mup", {"base_width": 256}, "mlp_out", 0.02 / math.sqrt(D / 256), 2),
@@ -172,9 +172,7 @@ def test_deepnorm_fused_qkv_parts():
         assert spec.split_dim == split
         xavier = math.sqrt(2 / (D + D))
         assert [p.std for p in spec.parts] == pytest.approx([xavier, xavier, BETA * xavier])
-        assert spec.realised_std == pytest.approx(
-            0.8796256610342398 * math.sqrt((2 * xavier**2 + (BETA * xavier) ** 2) / 3)
-        )
+        assert spec.realised_std == pytest.approx(math.sqrt((2 * xavier**2 + (BETA * xavier) ** 2) / 3))
 
 
 # The design document's table (shared/seeds/003): alpha = (2L)^(1/4), beta = (8L)^(-1/4), 1/sqrt(2L).
@@ -317,7 +315,7 @@ def test_parts_follow_the_stream():
 def test_fill_routes_context():
     w = torch.empty(D, 3 * D)  # GPT-2 Conv1D c_attn
     tinit.fill_(w, "deepnorm", name="transformer.h.0.attn.c_attn.weight", n_layers=L, layout="in_out", seed=1)
-    xavier = math.sqrt(2 / (D + D)) * 0.8796256610342398
+    xavier = math.sqrt(2 / (D + D))  # deepnorm draws untruncated, as DeepNet's xavier_normal_
     for i, scale in enumerate((1.0, 1.0, BETA)):
         got = float(w[:, i * D : (i + 1) * D].std())
         assert abs(got / (scale * xavier) - 1) < 0.01, (i, got)
