@@ -27,8 +27,14 @@ class ReZero(Scheme):
     Parameters with role residual_gate (names like ``resweight``,
     ``res_gate``, ``attn_gate``; see ``tinit.roles``) are set to 0; the model
     must have them (``init_model_`` refuses a model without any). The paper
-    fixes no recipe for the other weights; PyTorch's default ``nn.Linear``
-    init is ``base="kaiming_uniform", gain=3 ** -0.5``.
+    fixes no recipe for the other weights. The authors' code
+    (github.com/majumderb/rezero, commit e2c94a8, ``rezero/transformer/rztx.py``:
+    ``RZTXEncoderLayer``, ``RZTXDecoderLayer``) sets one ``resweight`` per
+    layer to 0 and leaves every other weight at PyTorch's module defaults:
+    ``nn.MultiheadAttention``'s Xavier-uniform ``in_proj_weight`` with zero
+    biases, ``nn.Linear``'s U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the rest
+    (its weights are ``base="kaiming_uniform", gain=3 ** -0.5``; its biases,
+    which tinit writes 0, are not). tinit's default base is "normal".
 
     Options:
         base: name of the scheme for every other parameter, default "normal".
