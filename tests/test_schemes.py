@@ -99,12 +99,12 @@ CASES = [
     ("fixup", {"form": "paper"}, "mlp_in", math.sqrt(2 / D) * (2 * L) ** -0.5, math.inf),
     ("fixup", {"form": "paper", "m": 3}, "attn_v", math.sqrt(2 / D) * (2 * L) ** -0.25, math.inf),
     ("fixup", {}, "embedding", D**-0.5, math.inf),
-    ("mup", {"base_width": 256}, "embedding", 0.02, 2),
-    ("mup", {"base_width": 256}, "attn_q", 0.02 / math.sqrt(D / 256), 2),
-    ("mup", {"base_width": 256}, "mlp_out", 0.02 / math.sqrt(D / 256), 2),
-    ("mup", {"base_width": 256, "readout": "scaled"}, "head", 0.02 / (D / 256), 2),
-    ("mup", {"base_width": 256, "readout": "multiplier"}, "head", 0.02, 2),
-    ("mup", {}, "attn_out", 0.02, 2),
+    ("mup", {"base_width": 256}, "embedding", 0.02, math.inf),
+    ("mup", {"base_width": 256}, "attn_q", 0.02 / math.sqrt(D / 256), math.inf),
+    ("mup", {"base_width": 256}, "mlp_out", 0.02 / math.sqrt(D / 256), math.inf),
+    ("mup", {"base_width": 256, "readout": "scaled"}, "head", 0.02 / (D / 256), math.inf),
+    ("mup", {"base_width": 256, "readout": "multiplier"}, "head", 0.02, math.inf),
+    ("mup", {}, "attn_out", 0.02, math.inf),
 ]
 CONSTANTS = [
     ("normal", {}, "norm", 1.0),

@@ -7,6 +7,7 @@ import math
 from tinit.schemes._core import (
     BASE_ROLE,
     HIDDEN_ROLES,
+    OUTPUT_ROLES,
     ROLES,
     Context,
     InitSpec,
@@ -17,7 +18,8 @@ from tinit.schemes._core import (
     _positive,
 )
 
-_READOUTS = ("zero", "scaled", "multiplier")
+_READOUTS = ("zero", "scaled", "multiplier", "zero_multiplier")
+_MULTIPLIER_READOUTS = ("multiplier", "zero_multiplier")  # logits times 1/m (mup's ``MuReadout``)
 _OPTIMIZERS = ("adam", "sgd")
 
 
@@ -26,11 +28,11 @@ class MuP(Scheme):
 
     Yang et al., "Tensor Programs V: Tuning Large Neural Networks via
     Zero-Shot Hyperparameter Transfer" (arXiv:2203.03466, 2022), Table 3 and
-    its equivalent form with a 1/fan_in output multiplier (the one the
-    ``mup`` package implements), written relative to a base model of width
-    ``base_width`` whose tuned
-    std is ``std``; m = d_model / base_width is the width multiplier (every
-    hidden width scales by m, so base_fan_in / fan_in = 1 / m):
+    its equivalent form with a 1/fan_in output multiplier (Table 8, the one
+    the ``mup`` package implements), written relative to a base model of
+    width ``base_width`` whose tuned std is ``std``; m = d_model / base_width
+    is the width multiplier (every hidden width scales by m, so base_fan_in /
+    fan_in = 1 / m):
         embedding (input weights):       std
         hidden matrices (attn, mlp):     std * sqrt(base_fan_in / fan_in) = std / sqrt(m)
         head (readout), readout="zero":  0 (the paper's recommended zero readout;
@@ -39,23 +41,46 @@ class MuP(Scheme):
                         readout="scaled": std / m (Table 3: Var ~ 1/fan_in^2)
                         readout="multiplier": std, and the model multiplies the
                                           logits by 1/m (``multipliers``)
-        norms 1, biases 0, residual gates 1.
+                        readout="zero_multiplier": 0 and logits times 1/m: the
+                                          mup package's
+                                          ``MuReadout(readout_zero_init=True)``
+        norms 1, biases 0 (``MuReadout``'s zero init zeroes its bias too),
+        residual gates 1.
+    These are what microsoft/mup 1.0.0 writes with ``mup.init.normal_(p,
+    std=std)`` after ``mup.set_base_shapes``: matrix-like tensors (two
+    width dims) get std * width_mult^(-1/2), vector-like ones (one width
+    dim: embeddings, biases) std (``mup.init.constant_std_init_``). Both
+    mup and Megatron-Core draw untruncated normals: so does tinit by
+    default.
+
+    ``depth=True``: Megatron-Core's muP (``megatron.core.utils.
+    mup_scaled_init_method_normal``, used by ``TransformerConfig.
+    __post_init__`` for ``output_layer_init_method`` when ``use_mup``;
+    NVIDIA/Megatron-LM main at d98e8a6, not yet in the megatron-core 0.16.1
+    wheel) also scales the output projections by depth:
+        attn_out, mlp_out:               std / (sqrt(depth_multiplier * L) * sqrt(m))
+    (``depth_multiplier`` 2, Megatron's 1 for hybrid models). Megatron-Core's
+    untied output layer uses the embedding init (std) with logits times
+    1/m: ``readout="multiplier"``.
+
     The attention logits must use 1/d_head instead of 1/sqrt(d_head) (muP's
     attention rule); tinit cannot do that for the model. Per-parameter
-    learning-rate multipliers: ``lr_multiplier`` and
-    ``tinit.mup_param_groups``.
+    learning rates, weight decay and Adam epsilon: ``tinit.mup_param_groups``.
 
     Options:
         std: the base model's std, default 0.02.
         base_width: the base model's d_model; None means m = 1.
-        readout: "zero" (default), "scaled" or "multiplier".
+        readout: "zero" (default), "scaled", "multiplier" or "zero_multiplier".
         zero_query: also start the query projection at 0 (the paper's
             appendix recommends zero-initialising the output and query
-            layers; for a fused qkv, its first third), default False.
+            layers; for a fused qkv, its q rows), default False.
+        depth: Megatron-Core's depth scaling of attn_out and mlp_out, default False.
+        depth_multiplier: the factor under the square root with L, default 2.
     """
 
     name = "mup"
     needs_role = True
+    default_trunc = math.inf
 
     def rule(
         self,
@@ -64,9 +89,14 @@ class MuP(Scheme):
         base_width: int | None = None,
         readout: str = "zero",
         zero_query: bool = False,
+        depth: bool = False,
+        depth_multiplier: float = 2.0,
     ) -> InitSpec:
         std = _positive(self.name, "std", std)
         _check_readout(readout)
+        if not isinstance(depth, bool):
+            raise TypeError(f"scheme 'mup': depth must be a bool, got {type(depth).__name__}")
+        depth_multiplier = _positive(self.name, "depth_multiplier", depth_multiplier)
         constant = _constants(ctx.base)
         if constant is not None:
             return constant
@@ -74,8 +104,15 @@ class MuP(Scheme):
         if ctx.base == "embedding":
             return _normal(std)
         if ctx.base == "head":
-            return {"zero": InitSpec(constant=0.0), "scaled": _normal(std / m), "multiplier": _normal(std)}[readout]
+            return {
+                "zero": InitSpec(constant=0.0),
+                "zero_multiplier": InitSpec(constant=0.0),
+                "scaled": _normal(std / m),
+                "multiplier": _normal(std),
+            }[readout]
         hidden = _normal(std / math.sqrt(m))
+        if depth and ctx.base in OUTPUT_ROLES:
+            return _normal(std / (math.sqrt(depth_multiplier * ctx.need("n_layers")) * math.sqrt(m)))
         if zero_query and ctx.base == "attn_q":
             return InitSpec(constant=0.0)
         if zero_query and ctx.base == "attn_qkv":
@@ -108,7 +145,10 @@ class MuP(Scheme):
         """Learning-rate multiplier of one parameter relative to the base model's lr.
 
         TP5 Table 3 (readout "zero"/"scaled") and its output-multiplier
-        form (readout "multiplier") at width multiplier m:
+        form (readout "multiplier"/"zero_multiplier") at width multiplier m,
+        by role (every dim of a hidden matrix taken to scale with width;
+        ``tinit.mup_param_groups`` decides by the parameter's width dims, as
+        the mup package does):
             Adam: embeddings, norms, biases, gates 1; hidden 1/m; head 1/m
                   (multiplier form: 1).
             SGD:  embeddings, norms, biases, gates m; hidden 1; head 1/m
@@ -141,16 +181,46 @@ class MuP(Scheme):
         if role in HIDDEN_ROLES:
             return 1.0 / m if optimizer == "adam" else 1.0
         if role == "head":
-            if readout == "multiplier":
+            if readout in _MULTIPLIER_READOUTS:
                 return 1.0 if optimizer == "adam" else m
             return 1.0 / m
         return 1.0 if optimizer == "adam" else m
 
     def multipliers(self, *, d_model=None, base_width=None, readout="zero", **options) -> dict[str, float]:
-        """{"width_mult": m, "output": logits multiplier} (1/m for readout "multiplier", else 1)."""
+        """{"width_mult": m, "output": logits multiplier} (1/m for readouts "multiplier" and
+        "zero_multiplier", as ``MuReadout.forward`` divides by its width_mult; else 1)."""
         _check_readout(readout)
         m = self.width_mult(d_model, base_width)
-        return {"width_mult": m, "output": 1.0 / m if readout == "multiplier" else 1.0}
+        return {"width_mult": m, "output": 1.0 / m if readout in _MULTIPLIER_READOUTS else 1.0}
+
+
+def _package_lr_multiplier(width_mults: tuple[float | None, ...], optimizer: str) -> float:
+    """The lr multiplier the mup package gives a tensor from its dims' width multipliers.
+
+    ``width_mults``: per dim, dim / base_dim for a dim that scales with width,
+    None for a fixed one (mup's ``InfDim``). microsoft/mup 1.0.0,
+    ``mup.optim.MuAdam``: a tensor with two width dims gets 1 / (the last
+    one's multiplier: its fan_in, ``InfShape.width_mult``), every other 1.
+    ``mup.optim.MuSGD``: one width dim: its multiplier; two: fan_in's over
+    fan_out's (dims 1 and 0, ``InfShape.fanin_fanout_mult_ratio``); none: 1.
+    Both refuse more than two width dims.
+
+    Raises:
+        ValueError: more than two width dims, or an unknown optimizer.
+    """
+    if optimizer not in _OPTIMIZERS:
+        raise ValueError(f"mup: optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
+    wide = [w for w in width_mults if w is not None]
+    if len(wide) > 2:
+        raise ValueError(f"mup: a tensor with {len(wide)} width dims (the mup package handles at most 2)")
+    if optimizer == "adam":
+        return 1.0 / wide[-1] if len(wide) == 2 else 1.0
+    if len(wide) == 1:
+        return wide[0]
+    if len(wide) == 2:
+        fan_in, fan_out = (w if w is not None else 1.0 for w in width_mults[1::-1])
+        return fan_out / fan_in
+    return 1.0
 
 
 def _check_readout(readout: str) -> None:
