@@ -40,7 +40,10 @@ class MuP(Scheme):
                                           written once, as the embedding)
                         readout="scaled": std / m (Table 3: Var ~ 1/fan_in^2)
                         readout="multiplier": std, and the model multiplies the
-                                          logits by 1/m (``multipliers``)
+                                          logits by 1/m (``multipliers``); a
+                                          non-zero ``MuReadout`` keeps
+                                          nn.Linear's default times sqrt(m),
+                                          std 1/sqrt(3 base_fan_in): pass that std
                         readout="zero_multiplier": 0 and logits times 1/m: the
                                           mup package's
                                           ``MuReadout(readout_zero_init=True)``
