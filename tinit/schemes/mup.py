@@ -43,7 +43,8 @@ class MuP(Scheme):
                                           logits by 1/m (``multipliers``); a
                                           non-zero ``MuReadout`` keeps
                                           nn.Linear's default times sqrt(m),
-                                          std 1/sqrt(3 base_fan_in): pass that std
+                                          std 1/sqrt(3 base_fan_in) (an override
+                                          of the head with options={"std": ...})
                         readout="zero_multiplier": 0 and logits times 1/m: the
                                           mup package's
                                           ``MuReadout(readout_zero_init=True)``
