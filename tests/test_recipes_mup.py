@@ -98,7 +98,26 @@ def test_param_groups_match_mup_optimizers(which, shapes):
     # The parameters that tell the rules apart are all there: hidden matrices, vectors, scalars.
     lrs = {round(v[0] / LR, 9) for v in want.values()}
     assert lrs == ({1.0, 1 / 8} if optimizer == "adam" else {1.0, 8.0})
-    torch.optim.AdamW(ours) if optimizer == "adam" else torch.optim.SGD(ours)
+    assert (torch.optim.AdamW if optimizer == "adam" else torch.optim.SGD)(ours).param_groups
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_param_groups_table3_readout(optimizer):
+    """readout "zero" (no logit multiplier, TP5 Table 3): the head's lr is lr / m under Adam and SGD, its
+    weight decay wd * m; everything else as mup's optimisers, from base shapes or from base_width alike."""
+    model, base, delta = _with_base_shapes(256)
+    by_width = tinit.mup_param_groups(model, lr=LR, base_width=32, optimizer=optimizer, weight_decay=WD)
+    by_shapes = tinit.mup_param_groups(
+        model, lr=LR, base_model=base, delta_model=delta, optimizer=optimizer, weight_decay=WD
+    )
+    keys = ("lr", "weight_decay")
+    width, shapes = _per_param(by_width, keys), _per_param(by_shapes, keys)
+    assert set(width) == set(shapes)
+    for pid, values in shapes.items():
+        assert width[pid] == pytest.approx(values, rel=1e-12)
+    head = _per_param(by_shapes, keys)[id(model.lm_head.weight)]
+    assert head == pytest.approx((LR / 8, WD * 8), rel=1e-12)
+    assert schemes.get("mup").lr_multiplier("head", d_model=256, base_width=32, optimizer=optimizer) == 1 / 8
 
 
 def test_param_groups_megatron():

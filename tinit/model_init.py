@@ -737,9 +737,9 @@ def mup_param_groups(
         base_role = schemes.BASE_ROLE.get(entry.role, entry.role)
         eps_mult = 1.0
         if base_role == "head" and readout in ("zero", "scaled"):
-            mult = mup.lr_multiplier(
-                entry.role, d_model=d_model, base_width=base_width, optimizer=optimizer, readout=readout
-            )
+            # TP5 Table 3's readout: lr / m under Adam and SGD (MuP.lr_multiplier), m its width dim's
+            width = m if reference == "megatron" else next((w for w in widths[entry.name] if w is not None), 1.0)
+            mult = 1.0 / width
             decay = weight_decay / mult if reference == "mup" else weight_decay
         elif reference == "mup":
             mult = _package_lr_multiplier(widths[entry.name], optimizer)
