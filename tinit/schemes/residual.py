@@ -79,7 +79,8 @@ class Fixup(Scheme):
         attn_qkv (fused in_proj, (q+k+v) x d):  Xavier over the fused tensor * B^(-1/6)
         attn_q/k/v (separate):                  the same, fan_out = 3 x the
                                                 tensor's (a slice of the fused
-                                                MHA projection; pass fan_out for GQA)
+                                                MHA projection; for GQA pass
+                                                fan_out = the q + k + v rows)
         attn_out (out_proj), mlp_out (fc2), head (embed_out):  0
         mlp_in (fc1):                           Xavier(d, d_ff) * B^(-1/2)
         embedding:                              N(0, 1/d) (``Embedding``; its padding row 0)
