@@ -117,6 +117,17 @@ def test_fixup_paper_form():
         assert spec.std == pytest.approx(math.sqrt(2 / 768) * 24 ** (-1 / (2 * m - 2)), rel=1e-12)
 
 
+def test_fixup_truncated_normal_keeps_the_reference_std():
+    """distribution="normal" with the mission's truncation: variance-preserving, the realised std is the code's."""
+    fixup = schemes.get("fixup")
+    uniform = fixup.spec(role="mlp_in", shape=(3072, 768), n_layers=12)
+    normal = fixup.spec(
+        role="mlp_in", shape=(3072, 768), n_layers=12, distribution="normal", trunc=2.0, variance_preserving=True
+    )
+    assert normal.distribution == "trunc_normal" and normal.trunc == 2.0
+    assert normal.realised_std == pytest.approx(uniform.realised_std, rel=1e-12)
+
+
 @pytest.mark.parametrize(
     "options,match",
     [
