@@ -42,6 +42,8 @@ from __future__ import annotations
 
 from tinit.schemes._core import (
     BASE_ROLE,
+    EXPERT_LAYOUTS,
+    GROUPED_LAYOUTS,
     HIDDEN_ROLES,
     LAYOUTS,
     OUTPUT_ROLES,
@@ -108,7 +110,9 @@ def multipliers(name: str, **context) -> dict[str, float]:
 
 __all__ = [
     "BASE_ROLE",
+    "EXPERT_LAYOUTS",
     "GPT2",
+    "GROUPED_LAYOUTS",
     "HIDDEN_ROLES",
     "LAYOUTS",
     "OUTPUT_ROLES",
