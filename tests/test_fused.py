@@ -231,6 +231,12 @@ def _bigcode_split(attn, labels):
     return fused.view(1, 1, attn.num_heads, 3 * attn.head_dim).transpose(1, 2).split(3 * [attn.head_dim], dim=3)
 
 
+def _codegen_split(attn, labels):
+    local_dim = attn.embed_dim // attn.mp_num
+    query, value, key = labels[None, None, :].view(1, 1, -1, 3 * local_dim).split(local_dim, dim=-1)
+    return query, key, value
+
+
 def _neox_split(attn, labels):
     return labels[None, :].view(1, -1, 3 * attn.head_size).transpose(0, 1).chunk(3, dim=-1)
 
@@ -261,12 +267,17 @@ MODELS = [
     ("bigcode_mqa", "gpt_bigcode", {"multi_query": True, "num_attention_heads": 8}, "attn", _bigcode_split),
     ("bigcode_mha", "gpt_bigcode", {"multi_query": False, "num_attention_heads": 8}, "attn", _bigcode_split),
     ("gpt_neox", "gpt_neox", {"num_attention_heads": 8}, "attention", _neox_split),
+    ("codegen", "codegen", {"n_head": 8, "n_embd": 256, "rotary_dim": 16, "vocab_size": 128}, "attn", _codegen_split),
 ]
 
 
 def _model(family, fields):
+    import transformers
+
     from tinit import hf_families
 
+    if family == "codegen":  # not among tinit.hf_families: its own config, built on the CPU
+        return hf_families.build(transformers.CodeGenConfig(n_layer=2, **fields), device="cpu")
     device = "cpu" if family == "gpt_bigcode" else "meta"  # its causal-mask buffer has no recipe on meta
     return hf_families.build(family, device=device, num_hidden_layers=2, **fields)
 
@@ -289,7 +300,7 @@ def test_parts_are_the_rows_the_model_reads(case):
     out = model.get_parameter(name).shape[0]
     q_rows, k_rows, v_rows = (sorted({int(i) for i in t.flatten()}) for t in split(attn, torch.arange(out)))
     assert len(q_rows) + len(k_rows) + len(v_rows) == out
-    device = None if family == "gpt_bigcode" else "cpu"
+    device = None if family in ("gpt_bigcode", "codegen") else "cpu"
     tinit.init_model_(model, "mup", device=device, zero_query=True, only=r"\.0\..*(query_key_value|qkv_proj|c_attn)")
     weight = model.get_parameter(name).detach()
     assert weight[q_rows].abs().max() == 0
@@ -320,6 +331,10 @@ def test_unknown_family_with_gqa_is_refused_by_name():
     with pytest.raises(ValueError, match="does not know how this family lays out"):
         fused_qkv_of_config(config)
     assert fused_qkv_of_config({**config, "num_key_value_heads": 8}) is None  # equal thirds
+    # a tensor of 3 * h * head_dim (a vision tower's qkv under a GQA text config) has equal parts
+    assert fused_qkv_of_config(config, width=3 * 64) is None
+    with pytest.raises(ValueError, match="does not know"):
+        fused_qkv_of_config(config, width=(8 + 2 * 2) * 8)
 
     class Block(torch.nn.Module):
         def __init__(self):
@@ -360,6 +375,21 @@ def test_expert_fans_are_one_experts(layout, shape, one):
     assert kaiming.std == pytest.approx(_torch_kaiming_std(one), rel=1e-12)
     if layout == "expert_out_in":
         assert _torch_xavier_std(shape) == pytest.approx(0.0107, abs=1e-4)  # the receptive-field rule
+
+
+@pytest.mark.parametrize("layout", ["expert_out_in", "expert_in_out"])
+def test_role_schemes_read_one_experts_fan_in(layout):
+    """mitchell's down projection 1 / sqrt(d_ff * 2 (l + 1)) and fixup's He std use the fan_in of one
+    expert (d_ff = F), not the receptive-field rule's F * d (the issue's 0.0055 vs 0.044 at l = 0)."""
+    e, f, d = 8, 256, 1024
+    shape = (e, d, f) if layout == "expert_out_in" else (e, f, d)
+    one_fan_in, _ = torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(d, f, device="meta"))
+    down = schemes.get("mitchell").spec(role="mlp_out", shape=shape, layout=layout, layer_idx=0, d_model=d)
+    assert down.std == pytest.approx(1 / math.sqrt(2 * one_fan_in), rel=1e-12)
+    assert down.std == pytest.approx(0.0442, abs=1e-4)
+    up = (e, 2 * f, d) if layout == "expert_out_in" else (e, d, 2 * f)
+    fixup = schemes.get("fixup").spec(role="mlp_in", shape=up, layout=layout, n_layers=4)
+    assert fixup.std == pytest.approx(math.sqrt(2) / math.sqrt(d) * 8**-0.5, rel=1e-12)
 
 
 def test_grouped_layouts_need_the_expert_count():

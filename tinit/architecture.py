@@ -180,7 +180,7 @@ _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "num_query_gro
 _HEAD_DIM = ("head_dim", "kv_channels", "head_size")
 _WIDTH = ("hidden_size", "n_embd", "d_model", "dim")
 _PER_HEAD = frozenset({"gpt_neox", "gpt_neox_japanese", "bloom", "persimmon"})
-_CONTIGUOUS = frozenset({"phi3", "dbrx"})
+_CONTIGUOUS = frozenset({"phi3", "phi4_multimodal", "dbrx", "exaone4_5_vision"})
 
 
 def _int_field(config, names) -> tuple[str | None, int | None]:
@@ -195,13 +195,17 @@ def _flag(config, name: str) -> bool:
     return bool(config.get(name) if isinstance(config, dict) else getattr(config, name, False))
 
 
-def fused_qkv_of_config(config) -> FusedQKV | None:
+def fused_qkv_of_config(config, width: int | None = None) -> FusedQKV | None:
     """The fused q/k/v layout a model config describes (see the module docstring's table).
 
     Args:
         config: a ``transformers`` config, a dict of its fields, a Megatron-Core
             ``TransformerConfig`` (``num_query_groups``, ``kv_channels``) or a
             torchtitan ``ModelArgs`` (``n_heads``, ``n_kv_heads``, ``dim``).
+        width: the fused projection's output dim, when known: in a family of
+            unknown layout with kv != h, a width of 3 * h * head_dim proves the
+            parts equal (a tensor of h heads each, e.g. a vision tower's qkv
+            under a GQA text config).
 
     Returns:
         A ``FusedQKV``, or None where the parts are equal thirds (kv == h, or a
@@ -218,8 +222,8 @@ def fused_qkv_of_config(config) -> FusedQKV | None:
     kv_name, kv = _int_field(config, _KV_HEADS)
     _, head_dim = _int_field(config, _HEAD_DIM)
     if head_dim is None:
-        _, width = _int_field(config, _WIDTH)
-        head_dim = width // heads if width is not None and width % heads == 0 else None
+        _, hidden = _int_field(config, _WIDTH)
+        head_dim = hidden // heads if hidden is not None and hidden % heads == 0 else None
 
     def needing(fields: str) -> FusedQKV:
         raise ValueError(
@@ -240,15 +244,15 @@ def fused_qkv_of_config(config) -> FusedQKV | None:
     if model_type in _PER_HEAD:
         return _per_head(heads, head_dim)
     if model_type == "codegen":  # CodeGenAttention: mp_num = 4 groups, each [q, v, k]
-        width = heads * head_dim
-        if width % 4:
+        local = heads * head_dim // 4
+        if local * 4 != heads * head_dim:
             return needing("a hidden size divisible by 4 (mp_num)")
-        return FusedQKV(4, width // 4, width // 4, width // 4, order=(0, 2, 1))
+        return FusedQKV(4, local, local, local, order=(0, 2, 1))
     if model_type in _CONTIGUOUS:
         return FusedQKV.from_heads(heads, kv or heads, head_dim, "contiguous")
     if model_type is None and kv_name == "num_query_groups":  # Megatron-Core linear_qkv
         return FusedQKV.from_heads(heads, kv, head_dim, "grouped")
-    if kv is None or kv == heads:
+    if kv is None or kv == heads or width == 3 * heads * head_dim:
         return None
     raise ValueError(
         f"a fused q/k/v projection of a {model_type or 'model'} config with {kv} key/value heads "
@@ -313,7 +317,7 @@ class ModelGeometry:
         self._model = model
         self._prefix = prefix
         self._modules: dict | None = None
-        self._layouts: dict = {}  # id(config) -> FusedQKV or None, or the ValueError's message
+        self._layouts: dict = {}  # (id(config), width) -> FusedQKV or None, or the ValueError's message
 
     def _module(self, path: str):
         if self._modules is None:
@@ -332,8 +336,8 @@ class ModelGeometry:
                 return None
             path = path.rpartition(".")[0]
 
-    def args(self, name: str, ndim: int, role: str | None, layout: str, override) -> tuple[str, dict]:
-        """(layout, extra ``Scheme.spec`` arguments) of parameter ``name`` of ``ndim`` dims.
+    def args(self, name: str, shape: tuple[int, ...], role: str | None, layout: str, override) -> tuple[str, dict]:
+        """(layout, extra ``Scheme.spec`` arguments) of parameter ``name`` of logical ``shape``.
 
         A fused q/k/v projection gets ``qkv`` (the override's, else its config's layout); a
         parameter under an ``experts`` scope its expert layout (and ``experts`` count), unless the
@@ -342,6 +346,7 @@ class ModelGeometry:
         Raises:
             ValueError, TypeError: an unknown fused layout or a bad override, naming the parameter.
         """
+        ndim = len(shape)
         local = name[len(self._prefix) :] if self._prefix and name.startswith(self._prefix) else name
         path, _, leaf = local.rpartition(".")
         extra = {}
@@ -352,10 +357,11 @@ class ModelGeometry:
         elif role == "attn_qkv" and ndim == 2:
             config = self._config(path)
             if config is not None:
-                key = id(config)
+                width = shape[1] if layout == "in_out" else shape[0]
+                key = id(config), width
                 if key not in self._layouts:
                     try:
-                        self._layouts[key] = fused_qkv_of_config(config)
+                        self._layouts[key] = fused_qkv_of_config(config, width)
                     except ValueError as exc:
                         self._layouts[key] = str(exc)
                 found = self._layouts[key]

@@ -561,7 +561,7 @@ def init_model_(
         shape, layout, geometric = param.shape, entry.layout, _NO_OVERRIDE
         if entry.role == "attn_qkv" or "experts" in entry.name or override:
             try:
-                layout, geometric = geometry.args(entry.name, len(shape), entry.role, layout, override)
+                layout, geometric = geometry.args(entry.name, tuple(shape), entry.role, layout, override)
             except (TypeError, ValueError) as exc:
                 raise _located(exc, "init_model_") from exc
         if not override and not geometric:
