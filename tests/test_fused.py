@@ -326,6 +326,26 @@ def test_parts_are_the_rows_the_model_reads(case):
         assert realised == pytest.approx(expected[part], rel=0.045), part
 
 
+def test_megatron_linear_qkv_groups():
+    """Megatron-Core SelfAttention.get_query_key_value_tensors: mixed_qkv viewed as (ng, (np/ng + 2) * hn),
+    split [np/ng * hn, hn, hn]; read from a TransformerConfig's num_query_groups and kv_channels."""
+    config = type("TransformerConfig", (), {"num_attention_heads": 8, "num_query_groups": 2, "kv_channels": 16})()
+
+    class SelfAttention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = config
+            self.linear_qkv = torch.nn.Linear(128, (8 + 2 * 2) * 16)
+
+    attn = SelfAttention()
+    labels = torch.arange(attn.linear_qkv.weight.shape[0]).view(2, (8 // 2 + 2) * 16)
+    q_rows, k_rows, v_rows = (t.flatten().tolist() for t in torch.split(labels, [8 // 2 * 16, 16, 16], dim=-1))
+    tinit.init_model_(attn, "mup", zero_query=True)
+    weight = attn.linear_qkv.weight.detach()
+    assert weight[q_rows].abs().max() == 0
+    assert (weight[k_rows] != 0).all() and (weight[v_rows] != 0).all()
+
+
 def test_unknown_family_with_gqa_is_refused_by_name():
     config = {"model_type": "mystery", "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 64}
     with pytest.raises(ValueError, match="does not know how this family lays out"):

@@ -370,10 +370,8 @@ class ModelGeometry:
                 if found is not None:
                     extra["qkv"] = found
         if "layout" not in override and ndim >= 2 and ".experts." in f".{local}":
-            module = self._module(path)
-            config = self._config(path)
-            model_type = getattr(config, "model_type", None)
-            found = expert_layout(module, leaf, ndim, model_type if isinstance(model_type, str) else None)
+            model_type = getattr(self._config(path), "model_type", None) if ndim == 3 else None
+            found = expert_layout(self._module(path), leaf, ndim, model_type if isinstance(model_type, str) else None)
             if found is not None:
                 layout, experts = found
                 if experts is not None and "experts" not in extra:

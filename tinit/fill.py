@@ -520,7 +520,8 @@ def fill_(
         d_model: residual stream width d (schemes written in d).
         fan_in, fan_out: override the fans computed from the logical shape (ints >= 1).
         layout: "out_in" for ``nn.Linear`` / ``nn.Embedding`` weights,
-            "in_out" for Hugging Face ``Conv1D`` (GPT-2).
+            "in_out" for Hugging Face ``Conv1D`` (GPT-2), or an expert
+            stack's layout (``tinit.schemes.LAYOUTS``: the fans of one expert).
         seed: Philox key in [0, 2**64); when None one is drawn from
             ``generator`` as in ``trunc_normal_`` (only when something is
             written and the spec is not a constant). With a seed, torch's RNG
@@ -536,7 +537,10 @@ def fill_(
             neither (its ``shape`` is already the logical one).
         **options: ``trunc`` (bounds in units of std), ``variance_preserving``,
             ``stack``/``encoder_layers``/``decoder_layers`` (encoder-decoder
-            models) and the scheme's own options, e.g. ``std=0.01``.
+            models), ``qkv`` (a fused q/k/v projection's
+            ``tinit.architecture.FusedQKV``), ``experts`` (the expert count
+            of a 2-D grouped layout) and the scheme's own options, e.g.
+            ``std=0.01``.
 
     Returns:
         ``param``.
