@@ -115,6 +115,42 @@ def test_sharded_segments_are_blocks_of_the_whole(split_dim, shard_dim):
         torch.testing.assert_close(shard, whole.narrow(shard_dim, start, end - start), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("shard_dim", [0, 1], ids=["Shard0", "Shard1"])
+def test_dtensor_shards_of_segments(shard_dim):
+    """Real DTensors (torch's fake process group: one process plays each rank in turn): every rank's
+    local shard of a segmented spec, by write_spec_ and write_grouped_, is its chunk of the unsharded fill."""
+    import torch.distributed as dist
+
+    fake_pg = pytest.importorskip("torch.testing._internal.distributed.fake_pg")
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor, Shard
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    fused = LAYOUTS["gqa_grouped"]
+    spec = S(parts=PARTS, segments=fused.segments())
+    shape = (fused.width, 6)
+    full = write_spec_(torch.empty(shape), spec, seed=3, stream=1)
+    world = 3
+    for rank in range(world):
+        dist.init_process_group("fake", rank=rank, world_size=world, store=fake_pg.FakeStore())
+        try:
+            mesh = DeviceMesh("cpu", list(range(world)))
+            chunk = full.chunk(world, shard_dim)[rank]
+            tensors = [
+                DTensor.from_local(
+                    torch.empty(chunk.shape), mesh, [Shard(shard_dim)], run_check=False, shape=full.shape, stride=(6, 1)
+                )
+                for _ in range(2)
+            ]
+            write_spec_(tensors[0], spec, seed=3, stream=1)
+            write_grouped_([(tensors[1], spec, 1)], seed=3)
+            for tensor in tensors:
+                torch.testing.assert_close(tensor.to_local(), chunk, rtol=0, atol=0)
+        finally:
+            dist.destroy_process_group()
+
+
 def test_grouped_writes_segments_as_sequential():
     fused = LAYOUTS["gqa_grouped"]
     specs = [
