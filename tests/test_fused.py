@@ -494,6 +494,45 @@ def test_hf_experts_get_one_experts_fans(case):
     assert checked >= 2
 
 
+def _dbrx():
+    import transformers
+
+    from tinit import hf_families
+
+    config = transformers.DbrxConfig(
+        n_layers=2,
+        d_model=128,
+        n_heads=8,
+        vocab_size=128,
+        max_seq_len=64,
+        attn_config={"kv_n_heads": 2, "rope_theta": 10000.0},
+        ffn_config={"ffn_hidden_size": 96, "moe_num_experts": 4, "moe_top_k": 1},
+    )
+    return hf_families.build(config, device="cpu")
+
+
+def test_dbrx_fused_qkv_and_stacked_experts():
+    """DBRX: Wqkv split [d, kv*hd, kv*hd] (DbrxAttention.forward); experts w1/v1 (E*F, d) applied as
+    x @ w1[e].T and w2 (E*F, d) as x @ w2[e] (DbrxExpertGLU.forward, each viewed as (E, F, d))."""
+    model = _dbrx()
+    attn = model.blocks[0].norm_attn_norm.attn
+    kv = attn.num_key_value_heads * attn.head_dim
+    labels = torch.arange(attn.Wqkv.weight.shape[0])
+    q_rows, k_rows, v_rows = (t.tolist() for t in labels.split([attn.hidden_size, kv, kv]))
+    # the name Wqkv is classified here explicitly (roles are not this test's subject)
+    tinit.init_model_(model, "mup", zero_query=True, only=r"blocks\.0\..*Wqkv", overrides={"Wqkv": "attn_qkv"})
+    weight = attn.Wqkv.weight.detach()
+    assert weight[q_rows].abs().max() == 0
+    assert (weight[k_rows] != 0).all() and (weight[v_rows] != 0).all()
+    summary = tinit.init_model_(_dbrx(), "kaiming_normal", only=r"experts")
+    stds = {e.name.rpartition(".")[2]: e.spec.std for e in summary if ".0." in e.name}
+    experts, ffn, d = 4, 96, 128
+    one = torch.empty(experts * ffn, d).view(experts, ffn, d)[0]
+    assert stds["w1"] == pytest.approx(_torch_kaiming_std(tuple(one.shape)), rel=1e-12)
+    assert stds["v1"] == pytest.approx(_torch_kaiming_std(tuple(one.shape)), rel=1e-12)
+    assert stds["w2"] == pytest.approx(_torch_kaiming_std(tuple(one.T.shape)), rel=1e-12)
+
+
 def test_torchtitan_grouped_experts():
     """torchtitan 0.3 GroupedExperts w1_EFD (E, F, D) etc., applied as x @ w.transpose(-2, -1)."""
     moe = pytest.importorskip("torchtitan.models.common.moe")
