@@ -310,7 +310,7 @@ def _torch_spec_(param: torch.Tensor, spec: schemes.InitSpec) -> None:
     if spec.constant is not None:
         torch.nn.init.constant_(param, spec.constant)
     elif spec.parts is not None:
-        for part, view in zip(spec.parts, param.chunk(len(spec.parts), spec.split_dim), strict=True):
+        for view, _, part, _ in tinit.fill._leaves(param, None, spec, 0):  # the segments tinit writes
             _torch_spec_(view, part)
     elif spec.distribution == "uniform":
         torch.nn.init.uniform_(param, *spec.bounds)

@@ -296,14 +296,25 @@ def leaf_constants(spec: schemes.InitSpec, dtype: torch.dtype) -> TruncNormalPar
     return transform_constants(spec.mean, spec.std, lo, hi, dtype)
 
 
+def _segments(spec: schemes.InitSpec, size: int) -> tuple[tuple[int, int], ...]:
+    """((part, length), ...) of a fused ``spec`` along a split dim of ``size``: its ``segments``, or
+    equal consecutive slices (``size`` divisible by the part count, checked by ``_split_checked``)."""
+    if spec.segments is not None:
+        return spec.segments
+    length = size // len(spec.parts)
+    return tuple((i, length) for i in range(len(spec.parts)))
+
+
 def _leaves(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec, offset: int):
-    """Split ``spec`` into its single-distribution pieces.
+    """Split ``spec`` into its single-distribution pieces (a checked spec: ``_split_checked``).
 
     Yields:
         (view of ``local``, its layout or None, a spec without parts, stream
-        index of the piece's logical element 0). Part i of a fused tensor is
-        slice i along ``spec.split_dim`` of the logical tensor and starts at
-        ``offset + i * slice_numel``.
+        index of the piece's logical element 0). Segment j of a fused tensor
+        (``_segments``: the spec's segments or equal slices) is its slice
+        along ``spec.split_dim`` of the logical tensor and starts at
+        ``offset`` + the numel of segments 0..j-1 (for equal slices, slice i
+        at ``offset + i * slice_numel``).
     """
     if spec.parts is None:
         yield local, layout, spec, offset
@@ -311,18 +322,17 @@ def _leaves(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitS
     if local.numel() == 0:  # e.g. a rank outside the DTensor's mesh: nothing to split or write
         return
     shape = layout.global_shape if layout is not None else tuple(local.shape)
-    count = len(spec.parts)
-    size = shape[spec.split_dim] // count
-    if size * count != shape[spec.split_dim]:
-        raise ValueError(f"dim {spec.split_dim} of shape {shape} does not split into {count}")
-    part_numel = math.prod(shape) // count
-    for i, part in enumerate(spec.parts):
+    dim = spec.split_dim
+    row_numel = math.prod(shape) // shape[dim]  # elements per index of the split dim
+    start = 0
+    for part, length in _segments(spec, shape[dim]):
         if layout is None:
-            view, sub = local.narrow(spec.split_dim, i * size, size), None
+            view, sub = local.narrow(dim, start, length), None
         else:
-            first, length, sub = layout.narrow(spec.split_dim, i * size, size)
-            view = local.narrow(spec.split_dim, first, length)
-        yield from _leaves(view, sub, part, offset + i * part_numel)
+            first, local_length, sub = layout.narrow(dim, start, length)
+            view = local.narrow(dim, first, local_length)
+        yield from _leaves(view, sub, spec.parts[part], offset + start * row_numel)
+        start += length
 
 
 def _write_leaf(
@@ -345,17 +355,47 @@ def _write_leaf(
 
 
 def _split_checked(spec: schemes.InitSpec, shape: tuple[int, ...]) -> None:
-    """Raise ValueError, before anything is written, when a fused spec does not split ``shape``."""
-    if spec.parts is not None:
-        count = len(spec.parts)
-        if not 0 <= spec.split_dim < len(shape):
-            raise ValueError(f"split_dim {spec.split_dim} is not a dim of shape {shape}")
-        if shape[spec.split_dim] % count:
-            raise ValueError(f"dim {spec.split_dim} of shape {shape} does not split into {count}")
-        part = list(shape)
-        part[spec.split_dim] //= count
-        for sub in spec.parts:
-            _split_checked(sub, tuple(part))
+    """Raise ValueError, before anything is written, when a fused spec does not split ``shape``: a
+    ``split_dim`` outside it, equal slices that do not divide it, or ``segments`` that are not
+    (part index, length >= 1) pairs covering it exactly and naming every part."""
+    if spec.parts is None:
+        if spec.segments is not None:
+            raise ValueError("a spec with segments needs parts (one spec per part index)")
+        return
+    count = len(spec.parts)
+    dim = spec.split_dim
+    if type(dim) is not int or not 0 <= dim < len(shape):
+        raise ValueError(f"split_dim {dim!r} is not a dim of shape {shape}")
+    if spec.segments is None:
+        if shape[dim] % count:
+            raise ValueError(f"dim {dim} of shape {shape} does not split into {count}")
+    else:
+        segments = spec.segments
+        if not isinstance(segments, tuple) or not all(
+            isinstance(s, tuple)
+            and len(s) == 2
+            and type(s[0]) is int
+            and type(s[1]) is int
+            and 0 <= s[0] < count
+            and s[1] >= 1
+            for s in segments
+        ):
+            raise ValueError(
+                f"segments must be a tuple of (part index in [0, {count}), length >= 1) tuples, got {segments!r}"
+            )
+        covered = sum(length for _, length in segments)
+        if covered != shape[dim]:
+            raise ValueError(f"segments cover {covered} of dim {dim} of shape {shape}, not all {shape[dim]}")
+        unused = set(range(count)) - {part for part, _ in segments}
+        if unused:
+            raise ValueError(f"segments never place part(s) {sorted(unused)} of {count}")
+    checked = set()
+    for part, length in _segments(spec, shape[dim]):
+        if (part, length) not in checked:  # a per-head layout repeats a few (part, length) pairs many times
+            checked.add((part, length))
+            sub = list(shape)
+            sub[dim] = length
+            _split_checked(spec.parts[part], tuple(sub))
 
 
 def _checked_spec(local: torch.Tensor, layout: ShardLayout | None, spec: schemes.InitSpec) -> dict:
@@ -407,9 +447,11 @@ def write_spec_(
     Constants are filled directly; a uniform takes low + (high - low) u_j
     with u_j = (w_j + 1/2) / 2**32 from the same stream words, in the
     transform's uniform mode (one native pass, like the normal); parts (fused
-    tensors) are written slice by slice along ``spec.split_dim`` of the
-    logical tensor, slice i starting at stream index
-    ``offset + i * slice_numel``. DTensors and hand-made shards
+    tensors) are written segment by segment along ``spec.split_dim`` of the
+    logical tensor (``spec.segments``, or equal slices), segment j starting
+    at stream index ``offset`` + the numel of segments 0..j-1, row-major
+    within the segment (equal slices: slice i at ``offset + i * slice_numel``;
+    docs/stream.md). DTensors and hand-made shards
     (``global_shape``, ``shard_offsets``) as in ``trunc_normal_at_``;
     0-element and meta tensors are checked and returned unchanged.
 
@@ -478,7 +520,8 @@ def fill_(
         d_model: residual stream width d (schemes written in d).
         fan_in, fan_out: override the fans computed from the logical shape (ints >= 1).
         layout: "out_in" for ``nn.Linear`` / ``nn.Embedding`` weights,
-            "in_out" for Hugging Face ``Conv1D`` (GPT-2).
+            "in_out" for Hugging Face ``Conv1D`` (GPT-2), or an expert
+            stack's layout (``tinit.schemes.LAYOUTS``: the fans of one expert).
         seed: Philox key in [0, 2**64); when None one is drawn from
             ``generator`` as in ``trunc_normal_`` (only when something is
             written and the spec is not a constant). With a seed, torch's RNG
@@ -494,7 +537,10 @@ def fill_(
             neither (its ``shape`` is already the logical one).
         **options: ``trunc`` (bounds in units of std), ``variance_preserving``,
             ``stack``/``encoder_layers``/``decoder_layers`` (encoder-decoder
-            models) and the scheme's own options, e.g. ``std=0.01``.
+            models), ``qkv`` (a fused q/k/v projection's
+            ``tinit.architecture.FusedQKV``), ``experts`` (the expert count
+            of a 2-D grouped layout) and the scheme's own options, e.g.
+            ``std=0.01``.
 
     Returns:
         ``param``.

@@ -92,14 +92,14 @@ def write_grouped_(
     Equivalent to ``write_spec_(item.tensor, item.spec, seed=seed,
     stream=item.stream, offset=item.offset, backend=backend)`` for each item
     in order, bit for bit. Truncated-normal pieces (whole tensors,
-    fused-projection parts along dim 0, FSDP2 ``Shard(0)`` shards) go into
+    fused-projection segments along dim 0, FSDP2 ``Shard(0)`` shards) go into
     one table per device and backend: the CPU backend's
     ``tinit::trunc_normal_grouped_`` call, whose threads share all the
     elements; on a GPU (``cuda`` and ``triton``) one launch per dtype for the
     tensors of up to ``GPU_TABLE_MAX_NUMEL`` elements, larger ones one launch
     each; uniforms join the same table (the transform's uniform mode). Zero
     constants (biases) are written by ``torch._foreach_zero_``, other
-    constants (norm gains) by ``fill_``; fused parts along dim 1, shards
+    constants (norm gains) by ``fill_``; fused segments along dim 1, shards
     split along an inner dim (one runs call each) and tensors of the
     reference backend are written one by one.
 

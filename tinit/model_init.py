@@ -13,14 +13,14 @@ from typing import NamedTuple
 
 import torch
 
-from tinit import buffers, dispatch, schemes
+from tinit import architecture, buffers, dispatch, schemes
 from tinit.fill import _resolve, _stream_position
 from tinit.grouped import FillItem, _located, write_grouped_
 from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
 from tinit.roles import infer_layer, infer_role, infer_stack
 from tinit.schemes.mup import _package_lr_multiplier
 
-_OVERRIDE_KEYS = frozenset({"role", "layer", "stack", "layout", "fan_in", "fan_out", "options"})
+_OVERRIDE_KEYS = frozenset({"role", "layer", "stack", "layout", "fan_in", "fan_out", "options", "qkv", "experts"})
 _WIDTH_ATTRS = ("hidden_size", "n_embd", "d_model", "dim")
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
@@ -441,7 +441,9 @@ def init_model_(
     number of blocks found, d_model comes from the model's config
     (``hidden_size``, ``n_embd``, ``d_model``, ``dim``) or the embedding width.
     Fans come from each parameter's logical shape, with HF ``Conv1D`` weights
-    read as (in, out). A tensor shared by several names is written once,
+    read as (in, out), a fused q/k/v projection split by its config's head
+    counts and an expert stack's fans those of one expert
+    (``tinit.architecture``). A tensor shared by several names is written once,
     under the first name ``named_parameters`` gives. Each parameter's stream
     id is ``stream_for(fully qualified name)`` and its key ``seed``, so its
     values do not depend on order, on the other parameters or on writing it
@@ -460,8 +462,11 @@ def init_model_(
             "decoder": M}); counted from names when None.
         d_model: residual width; inferred when None.
         overrides: {regex: role} or {regex: {"role", "layer", "stack",
-            "layout", "fan_in", "fan_out", "options"}}; the first pattern that
-            ``re.search``-es a fully qualified name wins over inference.
+            "layout", "fan_in", "fan_out", "options", "qkv", "experts"}}; the
+            first pattern that ``re.search``-es a fully qualified name wins
+            over inference. "qkv": a fused q/k/v projection's layout, a
+            ``tinit.architecture.FusedQKV`` or (heads, kv_heads, head_dim,
+            layout); "experts": the expert count of a 2-D grouped layout.
         only: write only parameters whose name (or a tied alias) matches this
             regex or predicate; the others still count for L and d_model.
         prefix: prepended to every name (initialise a submodule under its
@@ -544,6 +549,7 @@ def init_model_(
     specs: dict = {}
     shared = {**context, **options}
     depth = chosen.depends_on_depth(**shared)
+    geometry = architecture.ModelGeometry(model, prefix)  # fused q/k/v and expert layouts, read where needed
     items, summary = [], []
     add_item, add_summary, new_tuple = items.append, summary.append, tuple.__new__
     for entry in selected:
@@ -553,10 +559,15 @@ def init_model_(
                 f"init_model_: parameter {entry.name} has dtype {param.dtype}; tinit fills "
                 "float32, float64, bfloat16 and float16"
             )
-        shape = param.shape
-        if not override:
+        shape, layout, geometric = param.shape, entry.layout, _NO_OVERRIDE
+        if entry.role == "attn_qkv" or "experts" in entry.name or override:
+            try:
+                layout, geometric = geometry.args(entry.name, tuple(shape), entry.role, layout, override)
+            except (TypeError, ValueError) as exc:
+                raise _located(exc, "init_model_") from exc
+        if not override and not geometric:
             extra = shared
-            key = (entry.role, entry.layer if depth else None, entry.stack, entry.layout, shape)
+            key = (entry.role, entry.layer if depth else None, entry.stack, layout, shape)
         else:
             extra = {**shared, **override["options"]} if "options" in override else shared
             by_block = depth if extra is shared else chosen.depends_on_depth(**extra)
@@ -564,8 +575,9 @@ def init_model_(
                 entry.role,
                 entry.layer if by_block else None,
                 entry.stack,
-                entry.layout,
+                layout,
                 shape,
+                tuple(sorted(geometric.items())),
                 override.get("fan_in"),
                 override.get("fan_out"),
                 tuple(sorted(extra.items())) if extra is not shared else None,
@@ -582,10 +594,11 @@ def init_model_(
                     n_layers=depths.get(entry.stack),
                     shape=tuple(shape),
                     d_model=d_model,
-                    layout=entry.layout,
+                    layout=layout,
                     fan_in=override.get("fan_in"),
                     fan_out=override.get("fan_out"),
                     stack=entry.stack,
+                    **geometric,
                     **extra,
                 )
             except (TypeError, ValueError) as exc:

@@ -21,12 +21,28 @@ Conventions shared by every scheme:
              (``truncation_factor``), so the realised std equals the target,
              as JAX/Keras ``variance_scaling`` does (0.87962566 at +-2).
     fans     fan_in / fan_out come from the parameter's LOGICAL (unsharded)
-             shape and its layout: ``"out_in"`` for ``nn.Linear`` and
-             ``nn.Embedding`` weights (out_features, in_features), ``"in_out"``
-             for Hugging Face's ``Conv1D`` (GPT-2). Tensors with more than two
-             dims follow ``torch.nn.init`` (dims 0 and 1 times the receptive
-             field). A fused q/k/v projection counts a third of its output dim
-             as fan_out, the fan of each of q, k and v.
+             shape and its layout (``LAYOUTS``, ``fans``): ``"out_in"`` for
+             ``nn.Linear`` and ``nn.Embedding`` weights (out_features,
+             in_features), ``"in_out"`` for Hugging Face's ``Conv1D``
+             (GPT-2). Tensors with more than two dims follow
+             ``torch.nn.init`` (dims 0 and 1 times the receptive field),
+             except expert stacks, whose fans are ONE expert's:
+             ``"expert_out_in"`` (E, out, in: transformers 5's ``*Experts``
+             ``gate_up_proj``/``down_proj``, torchtitan's ``GroupedExperts``),
+             ``"expert_in_out"`` (E, in, out: GPT-OSS), and the 2-D stacks of
+             ``experts=E`` matrices ``"grouped_in_out"`` (in, E*out:
+             Megatron-Core ``GroupedMLP.weight1``), ``"stacked_in_out"``
+             (E*in, out: its ``weight2``, DBRX ``w2``) and
+             ``"stacked_out_in"`` (E*out, in: DBRX ``w1``/``v1``).
+             ``tinit.init_model_`` picks these from the model
+             (``tinit.architecture.expert_layout``).
+    fused    a fused q/k/v projection (role attn_qkv) is specified as its
+             three parts, each a matrix of its own (``Context.part``,
+             ``Context.fans``: fan_out of q = h * head_dim, of k and v =
+             kv * head_dim), laid out along the output dim by ``qkv``
+             (``tinit.architecture.FusedQKV``, read from the model's config
+             by ``init_model_``; equal thirds when None) as
+             ``InitSpec.segments``; three equal parts are one spec.
     L        ``n_layers``, the number of blocks of the parameter's stack; a
              block holds two residual branches (attention, MLP).
     d        ``d_model``, the residual stream width.
@@ -42,6 +58,8 @@ from __future__ import annotations
 
 from tinit.schemes._core import (
     BASE_ROLE,
+    EXPERT_LAYOUTS,
+    GROUPED_LAYOUTS,
     HIDDEN_ROLES,
     LAYOUTS,
     OUTPUT_ROLES,
@@ -108,7 +126,9 @@ def multipliers(name: str, **context) -> dict[str, float]:
 
 __all__ = [
     "BASE_ROLE",
+    "EXPERT_LAYOUTS",
     "GPT2",
+    "GROUPED_LAYOUTS",
     "HIDDEN_ROLES",
     "LAYOUTS",
     "OUTPUT_ROLES",

@@ -6,6 +6,8 @@ import math
 import operator
 from dataclasses import dataclass, replace
 
+from tinit.architecture import FusedQKV
+
 ROLES = (
     "embedding",
     "attn_q",
@@ -44,7 +46,11 @@ BASE_ROLE = {
 }
 OUTPUT_ROLES = ("attn_out", "mlp_out")  # write straight into the residual stream
 HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_qkv", "attn_out", "mlp_in", "mlp_out")  # base roles
-LAYOUTS = ("out_in", "in_out")
+# How a weight's dims map to (fan_out, fan_in); ``fans`` gives the rule of each.
+EXPERT_LAYOUTS = ("expert_out_in", "expert_in_out")  # (E, out, in), (E, in, out): one matrix per expert
+GROUPED_LAYOUTS = ("grouped_in_out", "stacked_in_out", "stacked_out_in")  # 2-D: (in, E*out), (E*in, out), (E*out, in)
+LAYOUTS = ("out_in", "in_out", *EXPERT_LAYOUTS, *GROUPED_LAYOUTS)
+_OUT_DIM_1 = ("in_out", "grouped_in_out", "stacked_in_out")  # 2-D layouts whose output dim is dim 1
 _QKV_PARTS = 3
 
 
@@ -60,10 +66,17 @@ class InitSpec:
         mean: mean of the parent normal (of the uniform).
         constant: when not None the parameter is filled with this value.
         distribution: "trunc_normal" or "uniform".
-        parts: for fused tensors, one spec per equal slice along ``split_dim``
-            (e.g. DeepNorm's q, k, v of a fused qkv); ``std`` is then unused.
+        parts: for fused tensors, one spec per part (e.g. DeepNorm's q, k, v
+            of a fused qkv); ``std`` is then unused.
         split_dim: the tensor dim the parts divide (the logical output dim:
             0 for an (out, in) weight, 1 for an (in, out) one).
+        segments: how the parts lie along ``split_dim``: ((part index,
+            length), ...) in order, covering the dim exactly, each part at
+            least once (a GQA fused qkv: ((0, h*hd), (1, kv*hd), (2, kv*hd));
+            per head: ((0, hd), (1, hd), (2, hd)) * h). None: equal
+            consecutive slices, one per part. Segment j takes stream indices
+            from ``offset`` + the numel of segments 0..j-1, row-major within
+            the segment (docs/stream.md, "Fused tensors").
     """
 
     std: float = 0.0
@@ -73,6 +86,7 @@ class InitSpec:
     distribution: str = "trunc_normal"
     parts: tuple[InitSpec, ...] | None = None
     split_dim: int = 0
+    segments: tuple[tuple[int, int], ...] | None = None
 
     @property
     def bounds(self) -> tuple[float, float] | None:
@@ -86,12 +100,15 @@ class InitSpec:
         """Std of the values this spec writes (0 for a constant).
 
         Truncated normal: std * truncation_factor(trunc). Uniform: std. Parts
-        (equal slices, zero means): the root mean square of the parts' stds.
+        (zero means): the root mean square of the parts' stds, each weighted
+        by its share of the split dim (equal shares without ``segments``).
         """
         if self.constant is not None:
             return 0.0
         if self.parts is not None:
-            return math.sqrt(sum(p.realised_std**2 for p in self.parts) / len(self.parts))
+            shares = [(i, 1) for i in range(len(self.parts))] if self.segments is None else self.segments
+            total = sum(length for _, length in shares)
+            return math.sqrt(sum(length * self.parts[i].realised_std ** 2 for i, length in shares) / total)
         if self.distribution == "uniform":
             return self.std
         return self.std * truncation_factor(self.trunc)
@@ -123,29 +140,45 @@ def truncation_factor(trunc: float) -> float:
     return math.sqrt(1.0 - 2.0 * trunc * pdf / mass)
 
 
-def fans(shape: tuple[int, ...], layout: str = "out_in", parts: int = 1) -> tuple[int, int]:
+def fans(shape: tuple[int, ...], layout: str = "out_in", parts: int = 1, experts: int | None = None) -> tuple[int, int]:
     """(fan_in, fan_out) of a weight from its logical shape.
 
     Args:
         shape: the full (unsharded) shape, >= 2 dims.
-        layout: "out_in" (``nn.Linear``, ``nn.Embedding``: fan_in = shape[1])
-            or "in_out" (HF ``Conv1D``: fan_in = shape[0]); ignored beyond 2
-            dims, where ``torch.nn.init``'s receptive-field rule applies.
-        parts: equal slices of a fused output dim (3 for a fused qkv);
-            fan_out is that of one slice.
+        layout: how the dims map to the fans (``LAYOUTS``):
+            "out_in" (``nn.Linear``, ``nn.Embedding``: fan_in = shape[1]) or
+            "in_out" (HF ``Conv1D``: fan_in = shape[0]); beyond 2 dims these
+            follow ``torch.nn.init``'s receptive-field rule (convolutions:
+            dims 0 and 1 times the product of the others).
+            Expert stacks give the fans of ONE expert's matrix:
+            "expert_out_in" (E, out, in), "expert_in_out" (E, in, out), and
+            the 2-D grouped forms of ``experts`` = E matrices (in, out)
+            "grouped_in_out" (in, E * out), "stacked_in_out" (E * in, out)
+            and "stacked_out_in" (E * out, in).
+        parts: equal slices of a fused output dim (3 for a fused qkv of
+            equal thirds); fan_out is that of one slice.
+        experts: the expert count E of a 2-D grouped layout (ignored otherwise).
 
     Returns:
         (fan_in, fan_out).
 
     Raises:
-        ValueError: fewer than 2 dims, unknown layout, a zero fan, or an
-            output dim that does not split into ``parts``.
+        ValueError: fewer than 2 dims, unknown layout, a zero fan, an
+            output dim that does not split into ``parts``, an expert layout
+            on a shape of the wrong rank, or a grouped layout without an
+            ``experts`` count dividing its stacked dim.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if len(shape) < 2:
         raise ValueError(f"fan_in/fan_out need a weight with >= 2 dims, got shape {tuple(shape)}")
-    if len(shape) == 2:
+    if layout in EXPERT_LAYOUTS:
+        if len(shape) != 3:
+            raise ValueError(f"layout {layout!r} is a stack (experts, ., .) of 3 dims, got shape {tuple(shape)}")
+        fan_out, fan_in = shape[1:] if layout == "expert_out_in" else shape[:0:-1]
+    elif layout in GROUPED_LAYOUTS:
+        fan_in, fan_out = _grouped_fans(tuple(shape), layout, experts)
+    elif len(shape) == 2:
         fan_out, fan_in = shape if layout == "out_in" else shape[::-1]
     else:
         field_size = math.prod(shape[2:])
@@ -158,9 +191,24 @@ def fans(shape: tuple[int, ...], layout: str = "out_in", parts: int = 1) -> tupl
     if fan_out % parts:
         raise ValueError(
             f"output dim {fan_out} of shape {tuple(shape)} does not split into {parts} equal parts "
-            "(a fused projection with unequal q/k/v widths: pass fan_out explicitly)"
+            "(a fused projection with unequal q/k/v widths: pass its layout, qkv=tinit.architecture.FusedQKV, "
+            "or fan_out explicitly)"
         )
     return fan_in, fan_out // parts
+
+
+def _grouped_fans(shape: tuple[int, ...], layout: str, experts) -> tuple[int, int]:
+    """(fan_in, fan_out) of one expert of a 2-D grouped stack (Megatron-Core ``GroupedMLP``, DBRX)."""
+    if len(shape) != 2:
+        raise ValueError(f"layout {layout!r} is a 2-D stack of expert matrices, got shape {shape}")
+    if experts is None:
+        raise ValueError(f"layout {layout!r} needs experts= (the number of expert matrices in the stack)")
+    stacked = 1 if layout == "grouped_in_out" else 0
+    if shape[stacked] % experts:
+        raise ValueError(f"dim {stacked} of shape {shape} (layout {layout!r}) does not hold {experts} experts")
+    one = list(shape)
+    one[stacked] //= experts
+    return (one[0], one[1]) if layout != "stacked_out_in" else (one[1], one[0])
 
 
 class UnknownNameError(KeyError, ValueError):
@@ -196,7 +244,14 @@ def _fan(name: str, value) -> int | None:
 
 @dataclass(frozen=True)
 class Context:
-    """What a scheme may know about one parameter (see ``Scheme.spec``)."""
+    """What a scheme may know about one parameter (see ``Scheme.spec``).
+
+    ``qkv`` is the layout of a fused q/k/v projection (None: equal thirds),
+    ``experts`` the expert count of a 2-D grouped stack. ``part`` is set while
+    ``Scheme.spec`` evaluates one part (0 = q, 1 = k, 2 = v) of a fused
+    projection: ``fans`` then gives that part's fans and ``qkv_parts`` picks
+    that part's spec.
+    """
 
     scheme: str
     role: str | None
@@ -210,6 +265,9 @@ class Context:
     stack: str | None
     encoder_layers: int | None
     decoder_layers: int | None
+    qkv: FusedQKV | None = None
+    experts: int | None = None
+    part: int | None = None
 
     @property
     def base(self) -> str | None:
@@ -217,17 +275,76 @@ class Context:
         finer role of a modern block (router, MLA projection, gated MLP's up projection, ...)."""
         return BASE_ROLE.get(self.role, self.role)
 
+    @property
+    def out_dim(self) -> int:
+        """The dim of ``shape`` that holds the outputs (a fused projection's parts split it)."""
+        return 1 if len(self.shape) == 2 and self.layout in _OUT_DIM_1 else 0
+
+    def fused_qkv(self) -> FusedQKV | None:
+        """The q/k/v layout of a fused projection (role attn_qkv, 2 dims): ``qkv``, else equal thirds
+        when the output dim divides by 3; None for any other parameter.
+
+        Raises:
+            ValueError: ``qkv`` spans another width than the output dim.
+        """
+        if self.role != "attn_qkv" or len(self.shape) != 2:
+            return None
+        width = self.shape[self.out_dim]
+        if self.qkv is not None:
+            if self.qkv.width != width:
+                raise ValueError(
+                    f"fused q/k/v layout {self.qkv} spans {self.qkv.width} (q, k, v widths {self.qkv.widths}) "
+                    f"but the parameter's output dim (dim {self.out_dim} of shape {self.shape}) is {width}"
+                )
+            return self.qkv
+        if width < _QKV_PARTS or width % _QKV_PARTS:
+            return None
+        return FusedQKV(1, width // _QKV_PARTS, width // _QKV_PARTS, width // _QKV_PARTS)
+
     def qkv_parts(self, q: InitSpec, k: InitSpec, v: InitSpec) -> InitSpec:
-        """The spec of a fused q/k/v projection (role attn_qkv) from one spec per part: the
-        tensor's q, k and v rows each get their part's spec (equal thirds of the output dim)."""
-        return InitSpec(parts=(q, k, v))
+        """The spec of a fused q/k/v projection (role attn_qkv) from one spec per part.
+
+        Under ``Scheme.spec`` each part is evaluated in a context of its own
+        (``part`` set), and this returns that part's spec; ``Scheme.spec``
+        assembles the parts along the output dim by the projection's layout
+        (``qkv``). Called outside (``part`` None): the three parts, with the
+        layout's segments (equal thirds without ``qkv``); one spec when all three are equal.
+        """
+        if self.part is not None:
+            return (q, k, v)[self.part]
+        if q == k == v:
+            return q
+        fused = self.fused_qkv()
+        segments = None if fused is None or fused.equal_thirds else fused.segments()
+        return InitSpec(parts=(q, k, v), segments=segments)
 
     def fans(self) -> tuple[int, int]:
-        """(fan_in, fan_out): explicit values win, else ``fans(shape, layout)``."""
+        """(fan_in, fan_out): explicit values win, else ``fans(shape, layout, experts=experts)``;
+        for a fused q/k/v projection, those of one part as a separate matrix (fan_out of q =
+        h * head_dim, of k and v = kv * head_dim): of part ``part``, or of any part when all three
+        widths are equal.
+
+        Raises:
+            ValueError: as ``fans``; a fused projection of unequal widths outside a part's context.
+        """
         if self.fan_in is not None and self.fan_out is not None:
             return self.fan_in, self.fan_out
-        parts = _QKV_PARTS if self.role == "attn_qkv" else 1
-        fan_in, fan_out = fans(self.shape, self.layout, parts)
+        fused = self.fused_qkv()
+        if fused is None:
+            parts = _QKV_PARTS if self.role == "attn_qkv" else 1
+            fan_in, fan_out = fans(self.shape, self.layout, parts, self.experts)
+        else:
+            fan_in, _ = fans(self.shape, self.layout)
+            widths = fused.widths
+            if self.part is not None:
+                fan_out = widths[self.part]
+            elif widths[0] == widths[1] == widths[2]:
+                fan_out = widths[0]
+            else:
+                raise ValueError(
+                    f"a fused q/k/v projection of unequal widths {widths} has no single fan_out: "
+                    "evaluate it through Scheme.spec (one context per part) or pass fan_out explicitly"
+                )
         return (self.fan_in or fan_in), (self.fan_out or fan_out)
 
     def need(self, what: str) -> int:
@@ -312,6 +429,8 @@ class Scheme:
         stack: str | None = None,
         encoder_layers: int | None = None,
         decoder_layers: int | None = None,
+        qkv: FusedQKV | None = None,
+        experts: int | None = None,
         trunc: float | None = None,
         variance_preserving: bool = False,
         **options,
@@ -326,9 +445,18 @@ class Scheme:
             shape: logical (unsharded) shape of the parameter.
             d_model: residual width d (schemes written in d).
             fan_in, fan_out: override the fans computed from shape and layout.
-            layout: "out_in" (``nn.Linear``) or "in_out" (HF ``Conv1D``).
+            layout: one of ``LAYOUTS`` (see ``fans``): "out_in" (``nn.Linear``),
+                "in_out" (HF ``Conv1D``), or an expert stack's layout, whose
+                fans are one expert's.
             stack: "encoder" or "decoder" in an encoder-decoder model, else None.
             encoder_layers, decoder_layers: N and M of an encoder-decoder model.
+            qkv: the layout of a fused q/k/v projection (role attn_qkv), a
+                ``tinit.architecture.FusedQKV`` spanning its output dim; None
+                means equal thirds. Each part is specified as a matrix of its
+                own (its own fans; ``Context.qkv_parts`` picks the scheme's
+                spec for it) and the parts are laid out by ``qkv``; when all
+                three come out equal the result is that one spec.
+            experts: the expert count E of a 2-D grouped layout.
             trunc: bounds in units of std (> 0, may be inf); scheme default when None.
             variance_preserving: scale std so the realised std is the target.
             **options: the scheme's own options (see its docstring).
@@ -339,7 +467,8 @@ class Scheme:
         Raises:
             UnknownNameError: unknown role (a KeyError and a ValueError).
             ValueError: a needed value (role, n_layers, d_model, layer_idx) is
-                missing, or an option is out of range.
+                missing, an option is out of range, or ``qkv`` does not span
+                the output dim.
             TypeError: an option this scheme does not take.
         """
         if role is not None and role not in ROLES:
@@ -360,6 +489,10 @@ class Scheme:
                 f"scheme {self.name!r}: trunc (bounds in units of std) must be a number > 0 "
                 f"(math.inf for none), got {given!r}"
             )
+        if qkv is not None and not isinstance(qkv, FusedQKV):
+            raise TypeError(f"qkv must be a tinit.architecture.FusedQKV or None, got {type(qkv).__name__}")
+        if experts is not None:
+            experts = _fan("experts", experts)
         shape = tuple(_count("shape", size, 0) for size in shape)
         ctx = Context(
             self.name,
@@ -374,8 +507,13 @@ class Scheme:
             stack,
             _count("encoder_layers", encoder_layers, 1),
             _count("decoder_layers", decoder_layers, 1),
+            qkv,
+            experts,
         )
         try:
+            fused = ctx.fused_qkv()
+            if fused is not None:
+                return self._fused_spec(ctx, fused, trunc, bool(variance_preserving), options)
             spec = self.rule(ctx, **options)
         except _NoFanError:
             # A weight with no elements (nn.Linear(0, d)): nothing is written,
@@ -384,6 +522,17 @@ class Scheme:
             self.rule(replace(ctx, fan_in=1, fan_out=1), **options)
             return InitSpec(constant=0.0)
         return _finish(spec, trunc, bool(variance_preserving), ctx)
+
+    def _fused_spec(self, ctx: Context, fused: FusedQKV, trunc: float, variance_preserving: bool, options) -> InitSpec:
+        """A fused q/k/v projection: each part's spec as a matrix of its own, laid out by ``fused``."""
+        parts = []
+        for part in range(_QKV_PARTS):
+            one = replace(ctx, part=part)
+            parts.append(_finish(self.rule(one, **options), trunc, variance_preserving, one))
+        if parts[0] == parts[1] == parts[2]:
+            return parts[0]  # one spec, one native pass (of an (out, in) weight: the values of its three parts)
+        segments = None if fused.equal_thirds else fused.segments()
+        return InitSpec(parts=tuple(parts), split_dim=ctx.out_dim, segments=segments)
 
     def rule(self, ctx: Context, **options) -> InitSpec:
         raise NotImplementedError
@@ -410,9 +559,8 @@ def _finish(spec: InitSpec, trunc: float, variance_preserving: bool, ctx: Contex
     if spec.constant is not None:
         return spec
     if spec.parts is not None:
-        split_dim = 0 if ctx.layout == "out_in" or len(ctx.shape) != 2 else 1
         return replace(
-            spec, parts=tuple(_finish(p, trunc, variance_preserving, ctx) for p in spec.parts), split_dim=split_dim
+            spec, parts=tuple(_finish(p, trunc, variance_preserving, ctx) for p in spec.parts), split_dim=ctx.out_dim
         )
     if not (math.isfinite(spec.std) and spec.std > 0):
         raise ValueError(f"scheme {ctx.scheme!r} gave std {spec.std} for role {ctx.role!r}")
