@@ -435,7 +435,7 @@ def test_expert_fans_are_one_experts(layout, shape, one):
 
 @pytest.mark.parametrize("layout", ["expert_out_in", "expert_in_out"])
 def test_role_schemes_read_one_experts_fan_in(layout):
-    """mitchell's down projection 1 / sqrt(d_ff * 2 (l + 1)) and fixup's He std use the fan_in of one
+    """mitchell's down projection 1 / sqrt(d_ff * 2 (l + 1)) and fixup's He std (form="paper") use the fan_in of one
     expert (d_ff = F), not the receptive-field rule's F * d (the issue's 0.0055 vs 0.044 at l = 0)."""
     e, f, d = 8, 256, 1024
     shape = (e, d, f) if layout == "expert_out_in" else (e, f, d)
@@ -444,7 +444,7 @@ def test_role_schemes_read_one_experts_fan_in(layout):
     assert down.std == pytest.approx(1 / math.sqrt(2 * one_fan_in), rel=1e-12)
     assert down.std == pytest.approx(0.0442, abs=1e-4)
     up = (e, 2 * f, d) if layout == "expert_out_in" else (e, d, 2 * f)
-    fixup = schemes.get("fixup").spec(role="mlp_in", shape=up, layout=layout, n_layers=4)
+    fixup = schemes.get("fixup").spec(role="mlp_in", shape=up, layout=layout, n_layers=4, form="paper")
     assert fixup.std == pytest.approx(math.sqrt(2) / math.sqrt(d) * 8**-0.5, rel=1e-12)
 
 
