@@ -171,7 +171,8 @@ def test_hf_llama_deepnorm(family):
             r"k_proj": ("attn_k", math.sqrt(2 / 96)),
             r"v_proj": ("attn_v", beta * math.sqrt(2 / 96)),
             r"o_proj": ("attn_out", beta * math.sqrt(2 / 128)),
-            r"(gate|up)_proj": ("mlp_in", beta * math.sqrt(2 / 192)),
+            r"gate_proj": ("mlp_in", beta * math.sqrt(2 / 192)),
+            r"up_proj": ("mlp_up", beta * math.sqrt(2 / 192)),
             r"down_proj": ("mlp_out", beta * math.sqrt(2 / 192)),
         },
         seed=5,
@@ -194,7 +195,8 @@ def test_torchtitan_llama_depth_init():
             r"wq": ("attn_q", 0.02),
             r"wk": ("attn_k", 0.02),
             r"wv": ("attn_v", 0.02),
-            r"w[13]": ("mlp_in", 0.02),
+            r"w1": ("mlp_in", 0.02),
+            r"w3": ("mlp_up", 0.02),
         }
     )
     _check_written(model, summary, expected, seed=6)
@@ -284,8 +286,8 @@ def test_unclassifiable_parameter():
         torch.testing.assert_close(param, before[name], rtol=0, atol=0, msg=f"{name} was written")
     summary = tinit.init_model_(model, "gpt2", overrides={r"\.mystery$": "attn_q"})
     assert next(e for e in summary if e.name.endswith("mystery")).role == "attn_q"
-    summary = tinit.init_model_(model, "normal")  # no role needed
-    assert next(e for e in summary if e.name.endswith("mystery")).role is None
+    with pytest.raises(ValueError, match=r"model\.layers\.0\.self_attn\.mystery"):
+        tinit.init_model_(model, "normal")  # a scheme that needs no role refuses it all the same
     override = {
         r"\.mystery$": "attn_q",
         r"layers\.1\.mlp\.down_proj": {"role": "mlp_out", "layer": 0, "options": {"std": 0.5}},
