@@ -252,21 +252,24 @@ def _role_from_module(module: torch.nn.Module, leaf: str) -> str | None:
     gain; the weight and bias of a class whose name ends in "Router" (HF's
     ``MixtralTopKRouter``, ``GptOssTopKRouter``, ...) are the router's; the
     weight of ``nn.Embedding`` is an embedding; the weight of ``nn.Linear``,
-    ``nn.Conv1d/2d/3d`` (and transposed) or HF ``Conv1D`` is "linear".
+    ``nn.Conv1d/2d/3d`` (and transposed) or HF ``Conv1D`` is "linear", and
+    its bias (as a norm's) a bias.
     Anything else (a raw ``nn.Parameter`` of a custom module) stays None.
     """
     kind = type(module).__name__.lower()
-    if leaf == "weight" and (isinstance(module, _NORM_TYPES) or kind.endswith("norm")):
-        return "norm"
+    is_norm = isinstance(module, _NORM_TYPES) or kind.endswith("norm")
     if leaf in ("weight", "bias") and kind.endswith("router"):
         return "router"
+    is_matrix = isinstance(module, _MATRIX_TYPES) or type(module).__name__ == "Conv1D"
+    if leaf == "bias" and (is_norm or is_matrix):
+        return "bias"
     if leaf != "weight":
         return None
+    if is_norm:
+        return "norm"
     if isinstance(module, torch.nn.Embedding):
         return "embedding"
-    if isinstance(module, _MATRIX_TYPES) or type(module).__name__ == "Conv1D":
-        return "linear"
-    return None
+    return "linear" if is_matrix else None
 
 
 def _config_value(model: torch.nn.Module, key: str):
@@ -451,9 +454,32 @@ def _classify(model, prefix: str, overrides) -> list[_Param]:
             if leaf == "weight" and isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
                 entry.padding_idx = module.padding_idx  # nn.Embedding keeps it in [0, num_embeddings)
             entries.append(entry)
+    _ungated_up_projections(entries)
     for entry in entries:  # the other names of a tied tensor, once the walk has seen them all
         entry.tied = tuple(entry.tied[1:]) if len(entry.tied) > 1 else ()
     return entries
+
+
+_GATE_OF_UP = {"up_proj": "gate_proj", "w3": "w1", "wi_1": "wi_0"}
+_UP_KEY = re.compile(r"(?:^|\.)(up_proj|w3|wi_1)(?=\.|$|_[A-Z]{2,4}$)")
+
+
+def _ungated_up_projections(entries: list[_Param]) -> None:
+    """An up projection with no gate beside it (a plain MLP's ``up_proj``, as in
+    ``tinit.report_models``) is the MLP's input projection: mlp_in, not the gated MLP's mlp_up."""
+    names = None
+    for entry in entries:
+        if entry.role != "mlp_up" or "role" in entry.override:
+            continue
+        if names is None:
+            names = {name for e in entries for name in e.tied}
+        match = _UP_KEY.search(entry.name)
+        if match is None:
+            continue
+        key = match.group(1)
+        gate = entry.name[: match.start(1)] + _GATE_OF_UP[key] + entry.name[match.end(1) :]
+        if gate not in names:
+            entry.role = "mlp_in"
 
 
 def _common_parts(a: str, b: str) -> int:
