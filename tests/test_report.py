@@ -35,9 +35,9 @@ import torch
 import tinit
 from tinit import schemes
 from tinit.cli import build_parser, main
+from tinit.model_init import _classify
 from tinit.report import report
 from tinit.report_models import NORMS, Block, Stack, StackConfig, deepnorm_alpha
-from tinit.model_init import _classify
 from tinit.roles import infer_layer
 
 DEEP = {"n_layers": 80, "d_model": 512, "d_ff": 2048, "batch": 8, "seq": 128, "seed": 0}

@@ -281,7 +281,11 @@ def _config_value(model: torch.nn.Module, key: str):
         if value is not None:
             return value
         config = next(
-            (getattr(config, sub) for sub in ("vision_config", "text_config", "backbone_config") if hasattr(config, sub)),
+            (
+                getattr(config, sub)
+                for sub in ("vision_config", "text_config", "backbone_config")
+                if hasattr(config, sub)
+            ),
             None,
         )
         seen += 1
@@ -492,8 +496,8 @@ def _common_parts(a: str, b: str) -> int:
     return count
 
 
-def _depths(entries, n_layers) -> tuple[bool, dict, dict]:
-    """(encoder-decoder?, tower -> L, the N and M context of an encoder-decoder model).
+def _depths(entries, n_layers) -> tuple[dict, dict]:
+    """(tower -> L, the N and M context of an encoder-decoder model, empty for others).
 
     A tower is a block container (``tinit.roles.infer_tower``: "model.language_model.layers",
     "model.vision_tower.encoder.layers", T5's "encoder.block"); its L is the number of blocks in
@@ -553,7 +557,7 @@ def _depths(entries, n_layers) -> tuple[bool, dict, dict]:
         for stack in ("encoder", "decoder"):
             values = [depths[t] for t, st in tower_stack.items() if st == stack]
             context[f"{stack}_layers"] = max(values) if values else None
-    return enc_dec, depths, context
+    return depths, context
 
 
 _POLICIES = ("error", "skip")
@@ -784,7 +788,7 @@ def init_model_(
         _check_hf_tie(model)
     # Everything below up to materialising reads names and shapes only, so a
     # meta model is checked, and its specs chosen, before it is allocated.
-    enc_dec, depths, context = _depths(entries, n_layers)
+    depths, context = _depths(entries, n_layers)
     if d_model is None:
         d_model = _infer_d_model(model, entries)
     if only is None:
@@ -921,6 +925,7 @@ def mup_param_groups(
     optimizer: str = "adam",
     readout: str = "zero",
     overrides: Mapping[str, str | Mapping] | None = None,
+    unclassified: str = "error",
     **group_options,
 ) -> list[dict]:
     """Optimiser param groups with muP's per-parameter learning rates.
@@ -937,6 +942,10 @@ def mup_param_groups(
         d_model: the model's width; inferred as in ``init_model_`` when None.
         optimizer: "adam" (Adam, AdamW) or "sgd".
         overrides: as for ``init_model_``.
+        unclassified: as for ``init_model_``: "error" (default) refuses the
+            parameters nothing classifies, naming them; "skip" leaves them out
+            of every group (the caller adds them to the optimiser itself);
+            a role gives them that role's multiplier.
         **group_options: added to every group (e.g. ``weight_decay=0.1``).
 
     Returns:
@@ -944,18 +953,17 @@ def mup_param_groups(
         ready for ``torch.optim.AdamW(groups)`` (extra keys are kept by torch).
 
     Raises:
-        ValueError: a parameter matches no role rule (all listed), or bad options.
+        TypeError: ``unclassified`` not a str.
+        ValueError: a parameter matches no role rule under
+            ``unclassified="error"`` (all listed), a bad ``unclassified``, or
+            bad options.
     """
     mup = schemes.get("mup")
+    policy = _check_unclassified(unclassified, "mup_param_groups")
     entries = _classify(model, "", _compile_overrides(overrides))
     if d_model is None:
         d_model = _infer_d_model(model, entries)
-    unknown = [e.name for e in entries if e.role is None]
-    if unknown:
-        raise ValueError(
-            f"mup_param_groups: {len(unknown)} parameter(s) match no role rule: "
-            f"{', '.join(unknown[:8])}; pass overrides={{regex: role}}"
-        )
+    entries = _apply_unclassified(entries, policy, "mup_param_groups")
     groups: dict[float, dict] = {}
     for entry in entries:
         mult = mup.lr_multiplier(
