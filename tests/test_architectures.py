@@ -21,7 +21,7 @@ from tinit import buffers, hf_families
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 
 FAMILIES = sorted(hf_families.FAMILIES)
-SCHEMES = ("gpt2", "normal", "xavier_normal")
+SCHEMES = ("gpt2", "xavier_normal")  # and "normal" in test_constants_match_the_models_own_init
 
 # Known gaps outside roles, each with the part of tinit that owns it: the test fails (XPASS) once
 # they are closed, so the marker is removed with the fix.
@@ -146,6 +146,7 @@ def test_constants_match_the_models_own_init(family):
     summary = _initialise(hf_families.build(family), "normal")
     ours = {e.name: ("constant", e.constant) if e.constant is not None else ("drawn",) for e in summary}
     assert ours.keys() == own.keys()
+    assert [e.name for e in summary if e.role is None] == []
     differ = {name: (own[name], ours[name]) for name in own if own[name] != ours[name]}
     assert differ == {}, f"{family}: (HF's own init, tinit) differ"
 
@@ -194,3 +195,66 @@ def test_t5_stacks_keep_n_and_m():
     summary = _initialise(hf_families.build("t5"), "deepnorm", n_layers={"encoder": 6, "decoder": 12})
     v = next(e for e in summary if e.name == "decoder.block.0.layer.0.SelfAttention.v.weight")
     assert v.std == pytest.approx((12 * 12) ** -0.25 * math.sqrt(2 / (256 + 256)), rel=1e-12)
+
+
+# torchtitan 0.3.0's own models (its dimension-tagged expert names, fused wqkv, MLA, sinks).
+TORCHTITAN = {
+    "llama3": ("debugmodel", {r"feed_forward\.w3\.weight": "mlp_up", r"qkv_linear\.wqkv\.weight": "attn_qkv"}),
+    "deepseek_v3": (
+        "debugmodel",
+        {
+            r"attention\.wkv_a\.weight": "attn_kv_down",
+            r"attention\.wkv_b\.weight": "attn_kv",
+            r"moe\.router\.gate\.weight": "router",
+            r"inner_experts\.w1_EFD": "mlp_in",
+            r"inner_experts\.w3_EFD": "mlp_up",
+            r"inner_experts\.w2_EDF": "mlp_out",
+            r"moe\.shared_experts\.w3\.weight": "mlp_up",
+        },
+    ),
+    "gpt_oss": (
+        "debugmodel",
+        {
+            r"attention\.sinks": "attn_sink",
+            r"moe\.router\.gate\.bias": "router",
+            r"inner_experts\.mlp1_weight_EGD": "mlp_in",
+            r"inner_experts\.mlp1_bias_EG": "bias",
+            r"inner_experts\.mlp2_weight_EDF": "mlp_out",
+        },
+    ),
+    "qwen3": ("debugmodel_moe", {r"moe\.router\.gate\.weight": "router", r"attention\.q_norm\.weight": "norm"}),
+}
+
+
+def _torchtitan(family: str):
+    module = pytest.importorskip(f"torchtitan.models.{family}", reason="torchtitan is not installed")
+    flavor, _ = TORCHTITAN[family]
+    config = module.model_registry(flavor).model
+    with torch.device("meta"):
+        return config.build()
+
+
+@pytest.mark.parametrize("family", sorted(TORCHTITAN))
+def test_torchtitan_models_are_classified(family):
+    from tinit.model_init import _classify
+
+    roles = {e.name: e.role for e in _classify(_torchtitan(family), "", [])}
+    assert [name for name, role in roles.items() if role is None] == []
+    for pattern, role in TORCHTITAN[family][1].items():
+        found = {roles[name] for name in roles if re.search(pattern, name)}
+        assert found == {role}, pattern
+
+
+def test_torchtitan_llama3_constants_match_its_init_states():
+    """torchtitan's own ``init_states`` (its param_init configs) is the oracle for which parameters
+    are constant; every one of its parameters is written by ``depth_init`` (its recipe)."""
+    reference = _torchtitan("llama3")
+    reference.to_empty(device="cpu")
+    torch.manual_seed(0)
+    reference.init_states(buffer_device=torch.device("cpu"))
+    own = {name: _kind(p) for name, p in reference.named_parameters()}
+    model = _torchtitan("llama3")
+    tinit.materialise_(model, "cpu", recompute_buffers=False)
+    summary = tinit.init_model_(model, "depth_init")
+    ours = {e.name: ("constant", e.constant) if e.constant is not None else ("drawn",) for e in summary}
+    assert ours == own
