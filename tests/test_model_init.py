@@ -734,3 +734,17 @@ def test_timm_layer_scale_keeps_its_init_values():
         assert summary[name].role == "residual_gate"
         torch.testing.assert_close(meta.get_parameter(name), eager.get_parameter(name), rtol=0, atol=0)
     assert summary["blocks.1.attn.proj.weight"].std == pytest.approx(0.02 / math.sqrt(2 * 2))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "1.0", None])
+def test_override_value_must_be_a_finite_number(value):
+    with pytest.raises(ValueError, match="value must be a finite number"):
+        tinit.init_model_(_Mystery(), "normal", overrides={"mystery": {"value": value}})
+
+
+def test_override_value_classifies_and_writes_a_constant_under_every_scheme():
+    model = _Mystery()
+    for scheme in ("normal", "fixup", "xavier_uniform"):
+        summary = tinit.init_model_(model, scheme, n_layers=2, d_model=8, overrides={"mystery$": {"value": -2}})
+        assert {e.constant for e in summary if e.name.endswith("mystery")} == {-2.0}
+        assert torch.equal(model.layers[0].mystery, torch.full((8,), -2.0))
