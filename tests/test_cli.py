@@ -194,9 +194,21 @@ def test_python_dash_m():
 
 HF_ROLES = {
     "gpt2": {"embedding", "attn_qkv", "attn_out", "mlp_in", "mlp_out", "norm", "bias"},
-    "llama": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm", "head"},
-    "mistral": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm", "head"},
-    "qwen2": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm", "head", "bias"},
+    "llama": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_up", "mlp_out", "norm", "head"},
+    "mistral": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_up", "mlp_out", "norm", "head"},
+    "qwen2": {
+        "embedding",
+        "attn_q",
+        "attn_k",
+        "attn_v",
+        "attn_out",
+        "mlp_in",
+        "mlp_up",
+        "mlp_out",
+        "norm",
+        "head",
+        "bias",
+    },
     "t5": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm"},
     "bert": {"embedding", "attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm", "bias"},
 }

@@ -182,8 +182,11 @@ class ChildHides(nn.Module):
 def test_parameter_list_and_dict_leaves(grouped_fill):
     """Digit leaves get their layer from the whole name; values are write_spec_'s."""
     model = _prefilled(ParamContainers())
-    summary = tinit.init_model_(model, "normal", seed=SEED, grouped=grouped_fill)
-    assert sorted((e.name, e.role, e.layer) for e in summary) == sorted(PARAM_CONTAINER_ENTRIES)
+    with pytest.raises(ValueError, match=r"h\.0, h\.1, h\.2"):  # unclassified raw parameters: refused
+        tinit.init_model_(model, "normal", seed=SEED, grouped=grouped_fill)
+    summary = tinit.init_model_(model, "normal", seed=SEED, grouped=grouped_fill, unclassified="mlp_in")
+    expected = [(name, role or "mlp_in", layer) for name, role, layer in PARAM_CONTAINER_ENTRIES]
+    assert sorted((e.name, e.role, e.layer) for e in summary) == sorted(expected)
     assert [e.name for e in summary] == [n for n, _ in model.named_parameters()]
     _assert_matches_write_spec(model, summary, SEED)
 
@@ -386,7 +389,7 @@ def test_unsupported_dtype_last_writes_nothing(dtype, grouped_fill):
     model.register_parameter("zz_last", nn.Parameter(torch.zeros(3, 3, dtype=dtype), requires_grad=False))
     before = _snapshot(model)
     with pytest.raises(TypeError, match="dtype"):
-        tinit.init_model_(model, "normal", seed=SEED, grouped=grouped_fill)
+        tinit.init_model_(model, "normal", seed=SEED, grouped=grouped_fill, overrides={"^zz_": "mlp_in"})
     _assert_unchanged(model, before)
 
 
@@ -409,7 +412,7 @@ def test_bad_spec_for_the_last_parameter_writes_nothing():
     model.register_parameter("zz_proj_weight", nn.Parameter(torch.full((4,), 7.0)))
     before = _snapshot(model)
     with pytest.raises(ValueError, match="2 dims"):
-        tinit.init_model_(model, "kaiming_normal", seed=SEED)
+        tinit.init_model_(model, "kaiming_normal", seed=SEED, overrides={"^zz_": "mlp_in"})
     _assert_unchanged(model, before)
 
 
@@ -614,7 +617,7 @@ def test_triton_backend_refuses_fp64_last_before_writing(triton_interpreter):
     model.register_parameter("zz_gate", nn.Parameter(torch.full((3, 3), 7.0, dtype=torch.float64)))
     before = _snapshot(model)
     with pytest.raises(RuntimeError, match="triton"):
-        tinit.init_model_(model, "normal", seed=SEED, backend="triton")
+        tinit.init_model_(model, "normal", seed=SEED, backend="triton", overrides={"^zz_": "mlp_in"})
     _assert_unchanged(model, before)
 
 

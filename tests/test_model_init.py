@@ -171,7 +171,8 @@ def test_hf_llama_deepnorm(family):
             r"k_proj": ("attn_k", math.sqrt(2 / 96)),
             r"v_proj": ("attn_v", beta * math.sqrt(2 / 96)),
             r"o_proj": ("attn_out", beta * math.sqrt(2 / 128)),
-            r"(gate|up)_proj": ("mlp_in", beta * math.sqrt(2 / 192)),
+            r"gate_proj": ("mlp_in", beta * math.sqrt(2 / 192)),
+            r"up_proj": ("mlp_up", beta * math.sqrt(2 / 192)),
             r"down_proj": ("mlp_out", beta * math.sqrt(2 / 192)),
         },
         seed=5,
@@ -194,7 +195,8 @@ def test_torchtitan_llama_depth_init():
             r"wq": ("attn_q", 0.02),
             r"wk": ("attn_k", 0.02),
             r"wv": ("attn_v", 0.02),
-            r"w[13]": ("mlp_in", 0.02),
+            r"w1": ("mlp_in", 0.02),
+            r"w3": ("mlp_up", 0.02),
         }
     )
     _check_written(model, summary, expected, seed=6)
@@ -284,8 +286,8 @@ def test_unclassifiable_parameter():
         torch.testing.assert_close(param, before[name], rtol=0, atol=0, msg=f"{name} was written")
     summary = tinit.init_model_(model, "gpt2", overrides={r"\.mystery$": "attn_q"})
     assert next(e for e in summary if e.name.endswith("mystery")).role == "attn_q"
-    summary = tinit.init_model_(model, "normal")  # no role needed
-    assert next(e for e in summary if e.name.endswith("mystery")).role is None
+    with pytest.raises(ValueError, match=r"model\.layers\.0\.self_attn\.mystery"):
+        tinit.init_model_(model, "normal")  # a scheme that needs no role refuses it all the same
     override = {
         r"\.mystery$": "attn_q",
         r"layers\.1\.mlp\.down_proj": {"role": "mlp_out", "layer": 0, "options": {"std": 0.5}},
@@ -475,3 +477,275 @@ def test_hf_bert_padding_row_matches_its_own_init():
     tinit.init_model_(model, "normal", seed=0, device="cpu")
     word = model.embeddings.word_embeddings.weight.detach()
     assert torch.equal(word[1], torch.zeros(32)) and bool((word[0] != 0).any())
+
+
+# --- unclassified parameters -------------------------------------------------
+
+
+class _Mystery(nn.Module):
+    """Blocks with a named Linear, an unnamed Linear (module type: linear) and a raw parameter no
+    rule classifies."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Module() for _ in range(2)])
+        for block in self.layers:
+            block.mlp = nn.Module()
+            block.mlp.fc1 = nn.Linear(8, 16)
+            block.adapter = nn.Linear(8, 8, bias=False)
+            block.mystery = nn.Parameter(torch.full((8,), 5.0))
+
+
+UNCLASSIFIED_SCHEMES = ["normal", "gpt2", "xavier_normal", "xavier_uniform", "kaiming_normal", "lecun_normal"]
+
+
+@pytest.mark.parametrize("scheme", UNCLASSIFIED_SCHEMES)
+def test_unclassified_is_refused_under_every_scheme(scheme):
+    model = _Mystery()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with pytest.raises(ValueError, match=r"2 parameter\(s\).*layers\.0\.mystery, layers\.1\.mystery"):
+        tinit.init_model_(model, scheme, d_model=8)
+    for name, param in model.named_parameters():
+        torch.testing.assert_close(param, before[name], rtol=0, atol=0, msg=f"{name} was written")
+
+
+@pytest.mark.parametrize("scheme", UNCLASSIFIED_SCHEMES)
+def test_unclassified_skip_leaves_them_and_lists_the_rest(scheme):
+    model = _Mystery()
+    summary = tinit.init_model_(model, scheme, seed=1, d_model=8, unclassified="skip")
+    assert [e.name for e in summary] == [n for n, _ in model.named_parameters() if not n.endswith("mystery")]
+    assert {e.name: e.role for e in summary}["layers.0.adapter.weight"] == "linear"  # by module type
+    for block in model.layers:
+        assert torch.equal(block.mystery, torch.full((8,), 5.0))
+
+
+def test_unclassified_skip_is_refused_on_the_meta_device():
+    with torch.device("meta"):
+        model = _Mystery()
+    with pytest.raises(ValueError, match=r"unclassified='skip'.*layers\.0\.mystery"):
+        tinit.init_model_(model, "normal", device="cpu", unclassified="skip")
+    assert all(p.is_meta for p in model.parameters())
+
+
+def test_unclassified_as_a_role():
+    model = _Mystery()
+    summary = {e.name: e for e in tinit.init_model_(model, "normal", seed=2, unclassified="bias")}
+    assert (summary["layers.1.mystery"].role, summary["layers.1.mystery"].constant) == ("bias", 0.0)
+    assert torch.equal(model.layers[1].mystery, torch.zeros(8))
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [(None, TypeError), (3, TypeError), ("noise", ValueError), ("Linear", ValueError)]
+)
+def test_unclassified_argument_is_checked(value, error):
+    model = _Mystery()
+    with pytest.raises(error, match="unclassified"):
+        tinit.init_model_(model, "normal", unclassified=value)
+    with pytest.raises(error, match="unclassified"):
+        tinit.mup_param_groups(model, lr=1e-3, unclassified=value)
+
+
+def test_mup_param_groups_unclassified_policy():
+    model = _Mystery()
+    with pytest.raises(ValueError, match=r"layers\.0\.mystery"):
+        tinit.mup_param_groups(model, lr=1e-3, base_width=8, d_model=16)
+    names = [
+        n
+        for g in tinit.mup_param_groups(model, lr=1e-3, base_width=8, d_model=16, unclassified="skip")
+        for n in g["names"]
+    ]
+    assert sorted(names) == sorted(n for n, _ in model.named_parameters() if not n.endswith("mystery"))
+    groups = tinit.mup_param_groups(model, lr=1e-3, base_width=8, d_model=16, unclassified="norm")
+    norm = tinit.schemes.get("mup").lr_multiplier("norm", d_model=16, base_width=8, optimizer="adam", readout="zero")
+    assert next(g for g in groups if "layers.0.mystery" in g["names"])["lr_multiplier"] == norm
+
+
+def test_module_types_classify_unnamed_weights():
+    """nn.Linear / nn.Conv* weights "linear", their biases "bias", nn.Embedding "embedding"; a raw
+    parameter of a custom module stays unclassified."""
+    model = nn.Sequential(
+        nn.Linear(4, 4), nn.Conv1d(4, 4, 3), nn.Conv2d(4, 4, 3), nn.Conv3d(4, 4, 1), nn.Embedding(9, 4)
+    )
+    summary = tinit.init_model_(model, "xavier_normal", seed=0)
+    assert [(e.name, e.role) for e in summary] == [
+        ("0.weight", "linear"),
+        ("0.bias", "bias"),
+        ("1.weight", "linear"),
+        ("1.bias", "bias"),
+        ("2.weight", "linear"),
+        ("2.bias", "bias"),
+        ("3.weight", "linear"),
+        ("3.bias", "bias"),
+        ("4.weight", "embedding"),
+    ]
+    # xavier_normal as torch.nn.init.xavier_normal_ computes the fans (receptive field included)
+    for entry in summary:
+        param = model.get_parameter(entry.name)
+        if entry.role != "bias":
+            fan_in, fan_out = torch.nn.init._calculate_fan_in_and_fan_out(param)
+            assert entry.std == pytest.approx(math.sqrt(2.0 / (fan_in + fan_out)), rel=1e-12), entry.name
+
+
+# --- residual gates -----------------------------------------------------------
+
+
+class _GatedBlock(nn.Module):
+    """A block with ReZero-style scalar gates and, as esmfold's, a d x d Linear called attn_gate."""
+
+    def __init__(self, matrix_gate: bool):
+        super().__init__()
+        self.mlp_gate = nn.Parameter(torch.zeros(1))
+        self.attn_gate = nn.Linear(8, 8) if matrix_gate else nn.Parameter(torch.zeros(1))
+
+
+def test_a_gate_name_on_a_matrix_is_not_a_gate():
+    model = nn.Module()
+    model.layers = nn.ModuleList([_GatedBlock(matrix_gate=True)])
+    summary = {e.name: e for e in tinit.init_model_(model, "normal", seed=0)}
+    assert summary["layers.0.attn_gate.weight"].role == "linear"
+    assert summary["layers.0.attn_gate.weight"].std == 0.02
+    assert model.layers[0].attn_gate.weight.detach().std() > 0.01  # drawn, not the gate's 1.0
+    assert (summary["layers.0.mlp_gate"].role, summary["layers.0.mlp_gate"].constant) == ("residual_gate", 1.0)
+
+
+class _TanhGated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.attn_gate = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        return x + self.attn_gate.tanh() * self.proj(x)
+
+
+def test_a_tanh_gate_of_unknown_value_is_refused():
+    """tanh(1) is no identity: a tanh gate's value is the model's, refused when tinit does not
+    know it; an override value, or rezero (which sets gates itself), decides it."""
+    model = nn.Module()
+    model.layers = nn.ModuleList([_TanhGated()])
+    with pytest.raises(ValueError, match=r"layers\.0\.attn_gate \(tanh gate\)"):
+        tinit.init_model_(model, "gpt2")
+    summary = tinit.init_model_(model, "gpt2", overrides={r"attn_gate$": {"value": 0.5}})
+    assert next(e for e in summary if e.name.endswith("attn_gate")).constant == 0.5
+    assert torch.equal(model.layers[0].attn_gate, torch.full((1,), 0.5))
+    tinit.init_model_(model, "rezero")
+    assert torch.equal(model.layers[0].attn_gate, torch.zeros(1))
+
+
+def _hf_gated_layers():
+    """Layers of HF mllama and Evolla, built eagerly (their own __init__ writes the gates) and on meta."""
+    from transformers.models.evolla import modeling_evolla
+    from transformers.models.mllama import modeling_mllama
+
+    vision = transformers.MllamaVisionConfig(
+        hidden_size=32, attention_heads=2, intermediate_size=64, num_hidden_layers=1, num_global_layers=1
+    )
+    text = transformers.MllamaTextConfig(
+        hidden_size=32, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64, vocab_size=64
+    )
+    evolla = transformers.EvollaConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64, vocab_size=64)
+    return {
+        "mllama-vision": lambda: modeling_mllama.MllamaVisionEncoderLayer(vision, is_gated=True),
+        "mllama-cross-attention": lambda: modeling_mllama.MllamaCrossAttentionDecoderLayer(text, layer_idx=0),
+        "evolla": lambda: modeling_evolla.EvollaSequenceAlignerCrossAttention(evolla, protein_encoder_dim=32),
+    }
+
+
+@pytest.mark.parametrize("kind", ["mllama-vision", "mllama-cross-attention", "evolla"])
+@pytest.mark.parametrize("scheme", ["normal", "gpt2", "xavier_uniform", "rezero"])
+def test_hf_gates_get_the_values_their_models_use(kind, scheme):
+    """mllama's vision gates pi/4 and cross-attention gates 0, Evolla's 0: the values the layers'
+    own __init__ writes (the oracle), under every scheme but rezero (which writes 0)."""
+    make = _hf_gated_layers()[kind]
+
+    def wrapped():
+        root = nn.Module()
+        root.layers = nn.ModuleList([make()])
+        return root
+
+    eager = wrapped()
+    with torch.device("meta"):
+        meta = wrapped()
+    summary = tinit.init_model_(meta, scheme, device="cpu", d_model=32)
+    gates = [e for e in summary if e.role == "residual_gate"]
+    assert len(gates) == 2
+    for entry in gates:
+        want = eager.get_parameter(entry.name) if scheme != "rezero" else torch.zeros(1)
+        torch.testing.assert_close(meta.get_parameter(entry.name).detach(), want.detach(), msg=entry.name)
+
+
+def test_hf_dinov2_layer_scale_is_its_config_value():
+    """HF Dinov2's ``_init_weights`` sets LayerScale's lambda1 to ``config.layerscale_value``; a
+    model built eagerly is the oracle."""
+    config = transformers.Dinov2Config(
+        hidden_size=32, num_attention_heads=2, intermediate_size=64, num_hidden_layers=2, layerscale_value=0.25
+    )
+    torch.manual_seed(0)
+    eager = transformers.Dinov2Model(config)
+    with torch.device("meta"):
+        meta = transformers.Dinov2Model(config)
+    summary = tinit.init_model_(meta, "xavier_normal", device="cpu")
+    scales = [e for e in summary if "layer_scale" in e.name]
+    assert len(scales) == 4 and {e.role for e in summary if "layer_scale" in e.name} == {"residual_gate"}
+    for entry in scales:
+        torch.testing.assert_close(meta.get_parameter(entry.name), eager.get_parameter(entry.name), msg=entry.name)
+    assert [e.name for e in summary if e.role is None] == []
+    layer = nn.Module()  # the same layers outside their model: no config, so no known value
+    with torch.device("meta"):
+        layer.layers = nn.ModuleList([transformers.models.dinov2.modeling_dinov2.Dinov2Layer(config)])
+    with pytest.raises(ValueError, match=r"layers\.0\.layer_scale1\.lambda1 \(layer scale\)"):
+        tinit.init_model_(layer, "normal", device="cpu")
+
+
+def _timm_layer_scale():
+    """timm's ``LayerScale`` (timm.layers.layer_scale), loaded alone: importing timm itself needs
+    torchvision, which this environment does not install."""
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.find_spec("timm")
+    if spec is None or spec.origin is None:
+        pytest.skip("timm is not installed (pip install --no-deps timm)")
+    path = pathlib.Path(spec.origin).parent / "layers" / "layer_scale.py"
+    module_spec = importlib.util.spec_from_file_location("_timm_layer_scale", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.LayerScale
+
+
+def test_timm_layer_scale_keeps_its_init_values():
+    """timm's VisionTransformer blocks hold ``ls1``/``ls2`` LayerScales whose ``reset_parameters``
+    fills gamma with ``init_values``: the eagerly built module is the oracle."""
+    layer_scale = _timm_layer_scale()
+
+    def blocks():
+        root = nn.Module()
+        root.blocks = nn.ModuleList([nn.Module() for _ in range(2)])
+        for block in root.blocks:
+            block.attn = nn.Module()
+            block.attn.qkv, block.attn.proj = nn.Linear(8, 24), nn.Linear(8, 8)
+            block.ls1, block.ls2 = layer_scale(8, init_values=1e-5), layer_scale(8, init_values=0.1)
+        return root
+
+    eager = blocks()
+    with torch.device("meta"):
+        meta = blocks()
+    summary = {e.name: e for e in tinit.init_model_(meta, "gpt2", device="cpu")}
+    for name in ("blocks.0.ls1.gamma", "blocks.1.ls2.gamma"):
+        assert summary[name].role == "residual_gate"
+        torch.testing.assert_close(meta.get_parameter(name), eager.get_parameter(name), rtol=0, atol=0)
+    assert summary["blocks.1.attn.proj.weight"].std == pytest.approx(0.02 / math.sqrt(2 * 2))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "1.0", None])
+def test_override_value_must_be_a_finite_number(value):
+    with pytest.raises(ValueError, match="value must be a finite number"):
+        tinit.init_model_(_Mystery(), "normal", overrides={"mystery": {"value": value}})
+
+
+def test_override_value_classifies_and_writes_a_constant_under_every_scheme():
+    model = _Mystery()
+    for scheme in ("normal", "fixup", "xavier_uniform"):
+        summary = tinit.init_model_(model, scheme, n_layers=2, d_model=8, overrides={"mystery$": {"value": -2}})
+        assert {e.constant for e in summary if e.name.endswith("mystery")} == {-2.0}
+        assert torch.equal(model.layers[0].mystery, torch.full((8,), -2.0))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import inspect
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -17,10 +19,12 @@ from tinit import architecture, buffers, dispatch, schemes
 from tinit.fill import _resolve, _stream_position
 from tinit.grouped import FillItem, _located, write_grouped_
 from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
-from tinit.roles import infer_layer, infer_role, infer_stack
+from tinit.roles import LAYER_SCALE, _split, infer_layer, infer_role, infer_stack, infer_tower
 from tinit.schemes.mup import _package_lr_multiplier
 
-_OVERRIDE_KEYS = frozenset({"role", "layer", "stack", "layout", "fan_in", "fan_out", "options", "qkv", "experts"})
+_OVERRIDE_KEYS = frozenset(
+    {"role", "layer", "stack", "layout", "fan_in", "fan_out", "options", "qkv", "experts", "value"}
+)
 _WIDTH_ATTRS = ("hidden_size", "n_embd", "d_model", "dim")
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
@@ -55,6 +59,8 @@ class ParamInit(NamedTuple):
         stream_version: the version of the values (``tinit.STREAM_VERSION``,
             docs/stream.md): the same seed gives the same tensor only under
             the same version.
+        tower: the block container whose L the parameter's spec used (e.g.
+            "model.language_model.layers"), None when no block counts for it.
     """
 
     name: str
@@ -65,6 +71,7 @@ class ParamInit(NamedTuple):
     stack: str | None = None
     tied: tuple[str, ...] = ()
     stream_version: int = STREAM_VERSION
+    tower: str | None = None
 
     @property
     def std(self) -> float | None:
@@ -196,6 +203,11 @@ def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
             raise schemes.UnknownNameError(
                 f"override {pattern!r}: unknown role {entry['role']!r}; known: {list(schemes.ROLES)}"
             )
+        if "value" in entry:
+            value = entry["value"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"override {pattern!r}: value must be a finite number, got {value!r}")
+            entry["value"] = float(value)
         compiled.append((re.compile(pattern), entry))
     return compiled
 
@@ -212,6 +224,8 @@ class _Param:
     override: dict
     offset_gain: bool = False  # a norm whose effective gain is 1 + weight (_offset_gain)
     padding_idx: int | None = None  # an nn.Embedding's padding row, zeroed after the write
+    tower: str | None = None  # the block container counted for L (_depths)
+    gate: tuple[float | None, str] | None = None  # a residual gate: (the model's value, its kind) (_gate)
 
 
 def _layout(module: torch.nn.Module) -> str:
@@ -230,12 +244,107 @@ _NORM_TYPES = tuple(
 )
 
 
+_MATRIX_TYPES = (torch.nn.Linear, torch.nn.modules.conv._ConvNd)
+
+
 def _role_from_module(module: torch.nn.Module, leaf: str) -> str | None:
-    """The role of a parameter whose name says nothing, from its module's type:
-    the weight of a normalisation layer (LayerNorm, RMSNorm, GroupNorm,
-    BatchNorm/InstanceNorm, or a class whose name ends in "Norm") is a norm gain."""
-    is_norm = isinstance(module, _NORM_TYPES) or type(module).__name__.lower().endswith("norm")
-    return "norm" if is_norm and leaf == "weight" else None
+    """The role of a parameter whose name says nothing, from its module's type.
+
+    The weight of a normalisation layer (LayerNorm, RMSNorm, GroupNorm,
+    BatchNorm/InstanceNorm, or a class whose name ends in "Norm") is a norm
+    gain; the weight and bias of a class whose name ends in "Router" (HF's
+    ``MixtralTopKRouter``, ``GptOssTopKRouter``, ...) are the router's; the
+    weight of ``nn.Embedding`` is an embedding; the weight of ``nn.Linear``,
+    ``nn.Conv1d/2d/3d`` (and transposed) or HF ``Conv1D`` is "linear", and
+    its bias (as a norm's) a bias.
+    Anything else (a raw ``nn.Parameter`` of a custom module) stays None.
+    """
+    kind = type(module).__name__.lower()
+    is_norm = isinstance(module, _NORM_TYPES) or kind.endswith("norm")
+    if leaf in ("weight", "bias") and kind.endswith("router"):
+        return "router"
+    is_matrix = isinstance(module, _MATRIX_TYPES) or type(module).__name__ == "Conv1D"
+    if leaf == "bias" and (is_norm or is_matrix):
+        return "bias"
+    if leaf != "weight":
+        return None
+    if is_norm:
+        return "norm"
+    if isinstance(module, torch.nn.Embedding):
+        return "embedding"
+    return "linear" if is_matrix else None
+
+
+def _config_value(model: torch.nn.Module, key: str):
+    """``key`` of the model's config, or of a config it holds (a multimodal model's ``vision_config``)."""
+    config = getattr(model, "config", None)
+    seen = 0
+    while config is not None and seen < 4:
+        value = getattr(config, key, None)
+        if value is not None:
+            return value
+        config = next(
+            (
+                getattr(config, sub)
+                for sub in ("vision_config", "text_config", "backbone_config")
+                if hasattr(config, sub)
+            ),
+            None,
+        )
+        seen += 1
+    return None
+
+
+# The value a model's own code gives a residual gate, by (module class, parameter): Meta's and HF's
+# mllama (``MllamaVisionEncoderLayer.__init__``: pi/4, a tanh gate that starts at tanh(pi/4) =
+# 0.66; ``MllamaCrossAttentionDecoderLayer``: 0, closed), HF Evolla
+# (``EvollaSequenceAlignerCrossAttention``: 0), HF Dinov2 (``Dinov2LayerScale``:
+# ``config.layerscale_value``), OLMo-core's nGPT block (``NormalizedTransformerBlock``:
+# ``*_alpha_init_scaling``). timm's ``LayerScale`` keeps its ``init_values`` on the module.
+_GATE_VALUES: dict[tuple[str, str], Callable] = {
+    ("MllamaVisionEncoderLayer", "gate_attn"): lambda module, model: math.pi / 4,
+    ("MllamaVisionEncoderLayer", "gate_ffn"): lambda module, model: math.pi / 4,
+    ("MllamaCrossAttentionDecoderLayer", "cross_attn_attn_gate"): lambda module, model: 0.0,
+    ("MllamaCrossAttentionDecoderLayer", "cross_attn_mlp_gate"): lambda module, model: 0.0,
+    ("EvollaSequenceAlignerCrossAttention", "gate_attention"): lambda module, model: 0.0,
+    ("EvollaSequenceAlignerCrossAttention", "gate_ffw"): lambda module, model: 0.0,
+    ("Dinov2LayerScale", "lambda1"): lambda module, model: _config_value(model, "layerscale_value"),
+    ("Dinov2WithRegistersLayerScale", "lambda1"): lambda module, model: _config_value(model, "layerscale_value"),
+    ("NormalizedTransformerBlock", "attn_alpha"): lambda module, model: module.attn_alpha_init_scaling,
+    ("NormalizedTransformerBlock", "mlp_alpha"): lambda module, model: module.mlp_alpha_init_scaling,
+}
+
+
+@functools.cache
+def _tanh_gated(cls: type, leaf: str) -> bool:
+    """Whether ``cls.forward`` passes parameter ``leaf`` through tanh (``self.gate.tanh()``,
+    ``torch.tanh(self.gate)``): a gate whose identity value is not 1 (False without the source)."""
+    try:
+        source = inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+    leaf = re.escape(leaf)
+    return re.search(rf"\bself\.{leaf}\.tanh\(|tanh\(\s*self\.{leaf}\b", source) is not None
+
+
+def _gate(model: torch.nn.Module, module: torch.nn.Module, name: str, leaf: str) -> tuple[float | None, str]:
+    """(the value the model's own code gives residual gate ``name``, its kind).
+
+    Kinds: "declared" (a value from ``_GATE_VALUES`` or timm's ``LayerScale.init_values``),
+    "layer scale" and "tanh gate" (the model decides the value and tinit does not know it: value
+    None), "multiplier" (a plain ReZero-style multiplier: None, the scheme's own value applies).
+    """
+    getter = _GATE_VALUES.get((type(module).__name__, leaf))
+    value = getter(module, model) if getter is not None else None
+    if value is None and leaf == "gamma":
+        value = getattr(module, "init_values", None)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value), "declared"
+    if LAYER_SCALE.match(_split(name)[1]):
+        return None, "layer scale"
+    if _tanh_gated(type(module), leaf):
+        return None, "tanh gate"
+    return None, "multiplier"
 
 
 # "(1.0 + self.weight" or "self.weight + 1.0" in a norm's forward: Gemma's RMSNorm
@@ -287,6 +396,14 @@ def _named_modules(model: torch.nn.Module):
 
 
 def _classify(model, prefix: str, overrides) -> list[_Param]:
+    """Every parameter once, with its role, block, stack, tower and (for gates) the model's value.
+
+    Roles: the name rules (``tinit.roles.infer_role``), then the module's type
+    (``_role_from_module``), then ``overrides``. A role that writes a constant
+    checks the shape it means: a residual gate or an attention sink has at
+    most 1 dim, so a matrix with a gate's name (esmfold's ``attn_gate``
+    ``nn.Linear``) is classified by its module type instead.
+    """
     # One walk over the modules: each parameter with its owning module, every
     # name of a shared one (ties), in named_parameters order. A module's name
     # is parsed once for all its parameters (a parameter name is its module's
@@ -324,6 +441,8 @@ def _classify(model, prefix: str, overrides) -> list[_Param]:
             if found is None:
                 found = roles[template] = infer_role(full), infer_stack(full)
             role, stack = found
+            if role in ("residual_gate", "attn_sink") and param.dim() > 1:
+                role = None
             if role is None:
                 role = _role_from_module(module, leaf)
             entry = _Param(full, param, names, role, layer, stack, layout, _NO_OVERRIDE)
@@ -337,32 +456,155 @@ def _classify(model, prefix: str, overrides) -> list[_Param]:
                     entry.layout = override.get("layout") or entry.layout
             if entry.role == "norm" and leaf == "weight" and _offset_gain(type(module)):
                 entry.offset_gain = True
+            if entry.role == "residual_gate":
+                entry.gate = _gate(model, module, full, leaf)
             if leaf == "weight" and isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
                 entry.padding_idx = module.padding_idx  # nn.Embedding keeps it in [0, num_embeddings)
             entries.append(entry)
+    _ungated_up_projections(entries)
     for entry in entries:  # the other names of a tied tensor, once the walk has seen them all
         entry.tied = tuple(entry.tied[1:]) if len(entry.tied) > 1 else ()
     return entries
 
 
-def _depths(entries, n_layers) -> tuple[bool, dict]:
-    """(encoder-decoder?, stack -> L); single stacks use the key None."""
+_GATE_OF_UP = {"up_proj": "gate_proj", "w3": "w1", "wi_1": "wi_0"}
+_UP_KEY = re.compile(r"(?:^|\.)(up_proj|w3|wi_1)(?=\.|$|_[A-Z]{2,4}$)")
+
+
+def _ungated_up_projections(entries: list[_Param]) -> None:
+    """An up projection with no gate beside it (a plain MLP's ``up_proj``, as in
+    ``tinit.report_models``) is the MLP's input projection: mlp_in, not the gated MLP's mlp_up."""
+    names = None
+    for entry in entries:
+        if entry.role != "mlp_up" or "role" in entry.override:
+            continue
+        if names is None:
+            names = {name for e in entries for name in e.tied}
+        match = _UP_KEY.search(entry.name)
+        if match is None:
+            continue
+        key = match.group(1)
+        gate = entry.name[: match.start(1)] + _GATE_OF_UP[key] + entry.name[match.end(1) :]
+        if gate not in names:
+            entry.role = "mlp_in"
+
+
+def _common_parts(a: str, b: str) -> int:
+    """How many leading dot-separated components ``a`` and ``b`` share."""
+    count = 0
+    for x, y in zip(a.split("."), b.split(".")):
+        if x != y:
+            break
+        count += 1
+    return count
+
+
+def _depths(entries, n_layers) -> tuple[dict, dict]:
+    """(tower -> L, the N and M context of an encoder-decoder model, empty for others).
+
+    A tower is a block container (``tinit.roles.infer_tower``: "model.language_model.layers",
+    "model.vision_tower.encoder.layers", T5's "encoder.block"); its L is the number of blocks in
+    it, so each tower of a multimodal model has its own depth. Each parameter is given a tower
+    (``entry.tower``): its own for a block's parameter, else the tower sharing the longest
+    name prefix with it (ties: the last tower before it in ``named_parameters`` order, so an LM
+    head after the language model counts that model's blocks). In an encoder-decoder model
+    (blocks under both "encoder" and "decoder"), a parameter outside both stacks (T5's shared
+    embedding) counts no tower, as before towers: N is the encoder's L, M the decoder's.
+
+    ``n_layers``: an int for every tower; or a mapping whose keys are "encoder"/"decoder" (the
+    towers of that stack) or tower names; other keys are refused (ValueError).
+    """
     stacks = {e.stack for e in entries if e.layer is not None}
     enc_dec = {"encoder", "decoder"} <= stacks
     if not enc_dec:
         for entry in entries:
             entry.stack = None
-    counted = defaultdict(int)
+    counted: dict = {}
+    tower_stack: dict = {}
+    last_tower, preceding = None, []
     for entry in entries:
         if entry.layer is not None:
-            counted[entry.stack] = max(counted[entry.stack], entry.layer + 1)
+            tower = infer_tower(entry.name) or entry.name.rpartition(".")[0]
+            entry.tower = tower
+            counted[tower] = max(counted.get(tower, 0), entry.layer + 1)
+            tower_stack.setdefault(tower, entry.stack)
+            last_tower = tower
+        preceding.append(last_tower)
+    for entry, before in zip(entries, preceding, strict=True):
+        if entry.tower is not None or not counted:
+            continue
+        if enc_dec:
+            entry.tower = next((t for t, st in tower_stack.items() if st == entry.stack), None) if entry.stack else None
+            continue
+        best = max(_common_parts(entry.name, t) for t in counted)
+        near = [t for t in counted if _common_parts(entry.name, t) == best]
+        entry.tower = before if before in near else near[0]
+    depths = dict(counted)
     if isinstance(n_layers, Mapping):
-        depths = dict(counted) | dict(n_layers)
+        known = set(counted) | ({"encoder", "decoder"} if enc_dec else set())
+        unknown = [key for key in n_layers if key not in known]
+        if unknown:
+            raise ValueError(
+                f"init_model_: n_layers keys {unknown} name no stack or tower of this model; use "
+                f"{sorted(known, key=str)} (or an int for every tower)"
+            )
+        for key, value in n_layers.items():
+            if key in ("encoder", "decoder") and key not in counted:
+                depths.update({t: value for t, st in tower_stack.items() if st == key})
+        depths.update({key: value for key, value in n_layers.items() if key in counted})
     elif n_layers is not None:
-        depths = {key: n_layers for key in ({"encoder", "decoder"} if enc_dec else {None})}
-    else:
-        depths = dict(counted)
-    return enc_dec, depths
+        # a model with no blocks (a submodule initialised under a prefix) has no tower: key None
+        depths = dict.fromkeys(counted, n_layers) if counted else {None: n_layers}
+    context = {}
+    if enc_dec:
+        for stack in ("encoder", "decoder"):
+            values = [depths[t] for t, st in tower_stack.items() if st == stack]
+            context[f"{stack}_layers"] = max(values) if values else None
+    return depths, context
+
+
+_POLICIES = ("error", "skip")
+
+
+def _check_unclassified(unclassified, where: str) -> str:
+    """``unclassified`` checked: "error", "skip" or a role of ``tinit.schemes.ROLES``."""
+    if not isinstance(unclassified, str):
+        raise TypeError(
+            f"{where}: unclassified must be a str ('error', 'skip' or a role), got {type(unclassified).__name__}"
+        )
+    if unclassified not in _POLICIES and unclassified not in schemes.ROLES:
+        raise ValueError(
+            f"{where}: unclassified must be 'error', 'skip' or a role in {list(schemes.ROLES)}, got {unclassified!r}"
+        )
+    return unclassified
+
+
+def _apply_unclassified(entries: list, policy: str, where: str, *, meta: bool = False) -> list:
+    """``entries`` under the ``unclassified`` policy: the parameters without a role refused
+    (ValueError naming them), left out ("skip"; refused for parameters on the meta device,
+    whose memory would stay uninitialised), or given the role ``policy``. A parameter an
+    override gives a ``value`` is classified by it."""
+    unknown = [e for e in entries if e.role is None and "value" not in e.override]
+    if not unknown:
+        return entries
+    names = ", ".join(e.name for e in unknown[:8]) + (f", ... ({len(unknown)} in all)" if len(unknown) > 8 else "")
+    if policy == "error":
+        raise ValueError(
+            f"{where}: {len(unknown)} parameter(s) match no role rule and no module type: {names}; pass "
+            f"overrides={{regex: role}} with a role in {list(schemes.ROLES)}, or unclassified='skip' "
+            "(leave them as they are) or unclassified=<role>"
+        )
+    if policy == "skip":
+        if meta:  # to_empty leaves every parameter of the model uninitialised
+            raise ValueError(
+                f"{where}: unclassified='skip' would leave parameter(s) of a meta-device model uninitialised "
+                f"after materialising: {names}; classify them (overrides=, or unclassified=<role>)"
+            )
+        skipped = {id(e) for e in unknown}
+        return [e for e in entries if id(e) not in skipped]
+    for entry in unknown:
+        entry.role = policy
+    return entries
 
 
 def _infer_d_model(model, entries) -> int | None:
@@ -432,14 +674,34 @@ def init_model_(
     backend: str = "auto",
     progress=None,
     grouped: bool = True,
+    unclassified: str = "error",
     **options,
 ) -> list[ParamInit]:
     """Initialise every parameter of ``model`` in place by ``scheme``.
 
     Roles, block indices and (encoder-decoder) stacks come from parameter
-    names (``tinit.roles``), refined by ``overrides``; L per stack is the
-    number of blocks found, d_model comes from the model's config
+    names (``tinit.roles``), then module types (an ``nn.Linear``/``nn.Conv*``
+    weight no name rule places is "linear", an ``nn.Embedding`` weight
+    "embedding", a ``*Router`` module's parameters "router"), refined by
+    ``overrides``. A parameter none of these classifies is handled by
+    ``unclassified``: refused by default under every scheme, never given
+    silent noise. L is counted per tower, the block container
+    (``tinit.roles.infer_tower``): a multimodal model's language-model
+    projections count the language model's blocks, its vision tower's its
+    own; an encoder-decoder model's N and M are its encoder's and decoder's.
+    d_model comes from the model's config
     (``hidden_size``, ``n_embd``, ``d_model``, ``dim``) or the embedding width.
+
+    Residual gates (role residual_gate, at most 1-D): a scheme that sets gates
+    itself (one that requires them: ``rezero`` writes 0) writes its value;
+    every other scheme writes the value the model's own code gives the gate
+    where tinit knows it (mllama's tanh gates pi/4 and 0, Evolla's 0, HF
+    Dinov2's ``config.layerscale_value``, timm ``LayerScale.init_values``,
+    OLMo-core nGPT's alpha scaling), else the scheme's value for a plain
+    multiplier (1: the branch passes unchanged). A LayerScale or tanh gate
+    whose value tinit does not know is refused with its name; an override
+    ``{"value": v}`` sets it (or any parameter) to the constant v under
+    every scheme.
     Fans come from each parameter's logical shape, with HF ``Conv1D`` weights
     read as (in, out), a fused q/k/v projection split by its config's head
     counts and an expert stack's fans those of one expert
@@ -458,15 +720,19 @@ def init_model_(
         model: any ``nn.Module``. Parameters on the meta device need ``device``.
         scheme: name in ``tinit.schemes.SCHEMES``.
         seed: Philox key in [0, 2**64).
-        n_layers: blocks L (an int for every stack, or {"encoder": N,
-            "decoder": M}); counted from names when None.
+        n_layers: blocks L: an int for every tower, or a mapping from
+            "encoder"/"decoder" (an encoder-decoder model's N and M) or tower
+            names ("model.language_model.layers") to L; counted per tower
+            from names when None, and for the towers a mapping leaves out.
         d_model: residual width; inferred when None.
         overrides: {regex: role} or {regex: {"role", "layer", "stack",
-            "layout", "fan_in", "fan_out", "options", "qkv", "experts"}}; the
-            first pattern that ``re.search``-es a fully qualified name wins
-            over inference. "qkv": a fused q/k/v projection's layout, a
-            ``tinit.architecture.FusedQKV`` or (heads, kv_heads, head_dim,
-            layout); "experts": the expert count of a 2-D grouped layout.
+            "layout", "fan_in", "fan_out", "options", "qkv", "experts",
+            "value"}}; the first pattern that ``re.search``-es a fully
+            qualified name wins over inference. "qkv": a fused q/k/v
+            projection's layout, a ``tinit.architecture.FusedQKV`` or (heads,
+            kv_heads, head_dim, layout); "experts": the expert count of a 2-D
+            grouped layout; "value": a finite constant written whatever the
+            scheme.
         only: write only parameters whose name (or a tied alias) matches this
             regex or predicate; the others still count for L and d_model.
         prefix: prepended to every name (initialise a submodule under its
@@ -483,28 +749,38 @@ def init_model_(
             native call (``tinit.grouped.write_grouped_``); False writes them
             one at a time, as ``write_spec_`` would. The values are
             identical; both check every parameter before writing any.
+        unclassified: what to do with parameters no rule, module type or
+            override classifies: "error" (default) refuses, naming them;
+            "skip" leaves them as they are (refused for a model on the meta
+            device, whose memory ``to_empty`` leaves uninitialised); a role
+            of ``tinit.schemes.ROLES`` initialises them as that role.
         **options: scheme options (``std=``, ``trunc=``,
             ``variance_preserving=``, ...), for every parameter.
 
     Returns:
-        One ``ParamInit`` per tensor written (role, layer, spec: std and
-        bounds), in ``named_parameters`` order.
+        One ``ParamInit`` per tensor written (role, layer, tower, spec: std
+        and bounds), in ``named_parameters`` order. Parameters skipped by
+        ``unclassified="skip"`` are not written and not listed.
 
     Raises:
         tinit.schemes.UnknownNameError: unknown scheme or override role (a KeyError and a
             ValueError).
-        TypeError: ``device`` neither a str nor a torch.device.
+        TypeError: ``device`` neither a str nor a torch.device; ``unclassified``
+            not a str.
         ValueError: parameters on the meta device without ``device``; a
             ``device`` torch does not know, 'meta', or a CUDA device that is not
-            here; a
-            parameter the scheme needs a role for but that matches no rule
-            (all such names are listed); a model without residual gates for
-            ``rezero``; a value the scheme needs is missing; a lost HF tie.
+            here; parameters no rule classifies under ``unclassified="error"``
+            (named), or under "skip" on a meta model; an ``unclassified`` that
+            is no policy or role; a residual gate whose model value is unknown
+            (named); ``n_layers`` keys naming no stack or tower; a model
+            without residual gates for ``rezero``; a value the scheme needs is
+            missing; a lost HF tie.
         TypeError: a parameter dtype tinit cannot fill, or an unknown option.
         All raised before anything is written.
     """
     chosen = schemes.get(scheme)
     seed = _stream_position(seed, 0, 0, 0)[0]
+    policy = _check_unclassified(unclassified, "init_model_")
     compiled = _compile_overrides(overrides)
     entries = _classify(model, prefix, compiled)
     meta = next((e.name for e in entries if e.param.is_meta), None)
@@ -521,7 +797,7 @@ def init_model_(
         _check_hf_tie(model)
     # Everything below up to materialising reads names and shapes only, so a
     # meta model is checked, and its specs chosen, before it is allocated.
-    enc_dec, depths = _depths(entries, n_layers)
+    depths, context = _depths(entries, n_layers)
     if d_model is None:
         d_model = _infer_d_model(model, entries)
     if only is None:
@@ -530,12 +806,18 @@ def init_model_(
         match = only if callable(only) else re.compile(only).search
         selected = [e for e in entries if any(match(n) for n in (e.name, *e.tied))]
 
-    unknown = [e.name for e in selected if e.role is None]
-    if unknown and chosen.needs_role:
+    selected = _apply_unclassified(selected, policy, "init_model_", meta=meta is not None)
+    sets_gates = "residual_gate" in chosen.required_roles
+    unknown_gates = [
+        f"{e.name} ({e.gate[1]})"
+        for e in selected
+        if e.role == "residual_gate" and e.gate is not None and e.gate[0] is None and e.gate[1] != "multiplier"
+        if "value" not in e.override and not sets_gates
+    ]
+    if unknown_gates:
         raise ValueError(
-            f"init_model_: scheme {scheme!r} needs each parameter's role but {len(unknown)} "
-            f"parameter(s) match no rule: {', '.join(unknown[:8])}; pass "
-            f"overrides={{regex: role}} with a role in {list(schemes.ROLES)}"
+            f"init_model_: the initial value of {len(unknown_gates)} residual gate(s) is the model's own and "
+            f"tinit does not know it: {', '.join(unknown_gates[:8])}; pass overrides={{regex: {{'value': v}}}}"
         )
     missing = [r for r in chosen.required_roles if not any(e.role == r for e in entries)]
     if missing:
@@ -543,7 +825,6 @@ def init_model_(
             f"init_model_: scheme {scheme!r} needs parameters with role(s) {missing} and the model "
             "has none (name them e.g. 'resweight', or classify them with overrides)"
         )
-    context = {"encoder_layers": depths.get("encoder"), "decoder_layers": depths.get("decoder")} if enc_dec else {}
     # A model's blocks repeat: one spec per distinct input (the block index
     # counts only for depth-dependent schemes).
     specs: dict = {}
@@ -567,13 +848,14 @@ def init_model_(
                 raise _located(exc, "init_model_") from exc
         if not override and not geometric:
             extra = shared
-            key = (entry.role, entry.layer if depth else None, entry.stack, layout, shape)
+            key = (entry.role, entry.layer if depth else None, entry.tower, entry.stack, layout, shape)
         else:
             extra = {**shared, **override["options"]} if "options" in override else shared
             by_block = depth if extra is shared else chosen.depends_on_depth(**extra)
             key = (
                 entry.role,
                 entry.layer if by_block else None,
+                entry.tower,
                 entry.stack,
                 layout,
                 shape,
@@ -586,12 +868,14 @@ def init_model_(
             spec = specs.get(key)
         except TypeError:  # an unhashable option value: no sharing
             key, spec = None, None
-        if spec is None:
+        if "value" in override:  # the user's constant, whatever the scheme
+            spec = schemes.InitSpec(constant=override["value"])
+        elif spec is None:
             try:
                 spec = chosen.spec(
                     role=entry.role,
                     layer_idx=entry.layer,
-                    n_layers=depths.get(entry.stack),
+                    n_layers=depths.get(entry.tower),
                     shape=tuple(shape),
                     d_model=d_model,
                     layout=layout,
@@ -605,7 +889,11 @@ def init_model_(
                 raise _located(exc, f"init_model_: parameter {entry.name}") from exc
             if key is not None:
                 specs[key] = spec
-        if entry.offset_gain and spec.constant is not None and spec.parts is None:
+        if "value" in override:
+            pass
+        elif entry.gate is not None and entry.gate[0] is not None and not sets_gates:
+            spec = schemes.InitSpec(constant=entry.gate[0])  # the model's own value for its gate
+        elif entry.offset_gain and spec.constant is not None and spec.parts is None:
             # The scheme's gain g is the effective 1 + w: write w = g - 1 (0 for the usual g = 1).
             spec = schemes.InitSpec(constant=spec.constant - 1.0)
         # A constant draws nothing: its stream id is never read.
@@ -615,7 +903,17 @@ def init_model_(
         add_summary(
             new_tuple(
                 ParamInit,
-                (entry.name, entry.role, entry.layer, param.numel(), spec, entry.stack, entry.tied, STREAM_VERSION),
+                (
+                    entry.name,
+                    entry.role,
+                    entry.layer,
+                    param.numel(),
+                    spec,
+                    entry.stack,
+                    entry.tied,
+                    STREAM_VERSION,
+                    entry.tower,
+                ),
             )
         )
     if meta is not None:
@@ -649,6 +947,7 @@ def mup_param_groups(
     reference: str = "mup",
     base_model: torch.nn.Module | Mapping[str, tuple[int, ...]] | None = None,
     delta_model: torch.nn.Module | Mapping[str, tuple[int, ...]] | None = None,
+    unclassified: str = "error",
     **group_options,
 ) -> list[dict]:
     """Optimiser param groups with muP's per-parameter learning rate, weight decay and Adam eps.
@@ -705,6 +1004,10 @@ def mup_param_groups(
         base_model, delta_model: models (meta is fine) or {name: shape} at the
             base (and a second) width, as for ``mup.set_base_shapes``;
             reference "mup" only.
+        unclassified: as for ``init_model_``: "error" (default) refuses the
+            parameters nothing classifies, naming them; "skip" leaves them out
+            of every group (the caller adds them to the optimiser itself);
+            a role gives them that role's multiplier.
         **group_options: added to every group (e.g. ``betas=(0.9, 0.95)``).
 
     Returns:
@@ -713,10 +1016,11 @@ def mup_param_groups(
         (extra keys are kept by torch).
 
     Raises:
-        ValueError: a parameter matches no role rule (all listed), bad options,
+        ValueError: a parameter matches no role rule under
+            ``unclassified="error"`` (all listed), a bad ``unclassified``, bad options,
             base shapes that do not match the model's names or ranks, or a tensor
             with more than two width dims.
-        TypeError: base_model/delta_model of another type.
+        TypeError: base_model/delta_model of another type, ``unclassified`` not a str.
     """
     mup = schemes.get("mup")
     if reference not in ("mup", "megatron"):
@@ -731,15 +1035,11 @@ def mup_param_groups(
     if reference == "megatron" and (base_model is not None or delta_model is not None):
         raise ValueError("mup_param_groups: base_model/delta_model apply to reference='mup' (mup's base shapes)")
     mup.multipliers(readout=readout)  # checks readout
+    policy = _check_unclassified(unclassified, "mup_param_groups")
     entries = _classify(model, "", _compile_overrides(overrides))
     if d_model is None:
         d_model = _infer_d_model(model, entries)
-    unknown = [e.name for e in entries if e.role is None]
-    if unknown:
-        raise ValueError(
-            f"mup_param_groups: {len(unknown)} parameter(s) match no role rule: "
-            f"{', '.join(unknown[:8])}; pass overrides={{regex: role}}"
-        )
+    entries = _apply_unclassified(entries, policy, "mup_param_groups")
     m = mup.width_mult(d_model, base_width) if base_model is None else None
     if base_model is not None:
         widths = _mup_width_dims_from_base(entries, base_model, delta_model)
