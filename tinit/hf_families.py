@@ -1,11 +1,15 @@
 """Hugging Face architecture families, built from reduced configs on the meta device (nothing downloaded).
 
 One record per family (``HFFamily``): the ``model_type`` that ``transformers.AutoConfig.for_model``
-knows and the Auto class that builds the model with its usual head. ``config`` takes the family's
-default config, shrinks it (``REDUCED``: a few blocks, a narrow width, a small vocabulary, few
-experts) and applies the caller's fields; ``build`` makes the model under ``torch.device("meta")``.
-Used by the CLI (``tinit init --hf FAMILY``), the coverage table (``docs/coverage.md``) and the
-architecture tests, so all three try the same models.
+knows and the Auto class that builds the model with its usual head. ``fields`` gives the fields
+that shrink the family's default config (``REDUCED``: a few blocks, a narrow width, a small
+vocabulary, few experts; the configs a multimodal config holds in turn) with the caller's merged in;
+``config`` constructs the config from them, so the fields a constructor derives (``head_dim``,
+DeepSeek-V3's ``qk_head_dim``) follow; ``build`` makes the model under ``torch.device("meta")``.
+Field names a config does not have are refused (``unknown_fields``): transformers' configs keep any
+keyword silently, so a typo would build the default instead. Used by the CLI (``tinit init --hf
+FAMILY``, ``--config``), the coverage table (``docs/coverage.md``) and the architecture tests, so
+all three try the same models.
 """
 
 from __future__ import annotations
