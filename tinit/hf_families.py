@@ -74,7 +74,8 @@ _REDUCED_IF_PRESENT = {
 }
 # Configs a multimodal config holds, reduced in turn (a vision tower also gets a small image).
 SUB_CONFIGS = {"text_config": {}, "vision_config": {"image_size": 32, "patch_size": 8}}
-_METADATA = ("model_type", "transformers_version", "architectures")
+# Keys a saved config.json carries that are not fields to check.
+_METADATA = ("model_type", "transformers_version", "architectures", "_name_or_path", "torch_dtype", "auto_map")
 
 _CAUSAL = "AutoModelForCausalLM"
 FAMILIES = {
@@ -177,7 +178,8 @@ def _reduction(config) -> dict:
     for sub, extra in SUB_CONFIGS.items():
         inner = getattr(config, sub, None)
         if inner is not None and hasattr(inner, "to_dict"):
-            fields[sub] = {"model_type": inner.model_type, **_non_default(inner), **_reduction(inner), **extra}
+            reduced = merge(_non_default(inner), canonical(inner, _reduction(inner)))
+            fields[sub] = {"model_type": inner.model_type, **merge(reduced, canonical(inner, extra))}
     fields.update({key: value for key, value in REDUCED.items() if hasattr(config, key) and _settable(config, key)})
     for key, value in _REDUCED_IF_PRESENT.items():
         if getattr(config, key, None) is not None and _settable(config, key):
@@ -205,6 +207,28 @@ def merge(base: Mapping, fields: Mapping) -> dict:
     return merged
 
 
+def canonical(config, fields: Mapping) -> dict:
+    """``fields`` with ``attribute_map`` aliases renamed to the fields they stand for (GPT-2's
+    ``num_hidden_layers`` -> ``n_layer``), in held configs too, so that merging two sets of fields
+    cannot keep both an alias and its field with different values.
+
+    Args:
+        config: a config of the model type (its class gives the aliases; held configs by attribute).
+        fields: config fields.
+
+    Returns:
+        A new dict.
+    """
+    aliases = getattr(type(config), "attribute_map", {})
+    renamed = {}
+    for key, value in fields.items():
+        inner = getattr(config, key, None)
+        if isinstance(value, Mapping) and hasattr(inner, "to_dict"):
+            value = canonical(inner, value)
+        renamed[aliases.get(key, key)] = value
+    return renamed
+
+
 def unknown_fields(config, fields: Mapping, where: str = "") -> list[str]:
     """The names in ``fields`` that ``config`` does not have (a typo an HF config would silently keep).
 
@@ -224,7 +248,7 @@ def unknown_fields(config, fields: Mapping, where: str = "") -> list[str]:
         inner = getattr(config, key, None)
         if isinstance(value, Mapping) and hasattr(inner, "to_dict"):
             found.extend(unknown_fields(inner, value, f"{where}{key}."))
-        elif key not in known and key not in _METADATA:
+        elif key not in known and key not in _METADATA and not hasattr(config, key):
             close = difflib.get_close_matches(key, sorted(known), n=1)
             found.append(f"{where}{key}" + (f" (did you mean {where}{close[0]}?)" if close else ""))
     return found
@@ -292,7 +316,8 @@ def fields(family: str, **overrides) -> dict:
         raise ValueError(f"unknown Hugging Face family {family!r}; choose from {sorted(FAMILIES)}")
     record = FAMILIES[family]
     defaults = _transformers().AutoConfig.for_model(record.model_type, **record.fields)
-    return merge(merge(_reduction(defaults), record.fields), overrides)
+    reduced = merge(canonical(defaults, _reduction(defaults)), canonical(defaults, record.fields))
+    return merge(reduced, canonical(defaults, overrides))
 
 
 def config(family: str, **overrides):
@@ -372,6 +397,7 @@ __all__ = [
     "REDUCED",
     "HFFamily",
     "build",
+    "canonical",
     "config",
     "fields",
     "from_fields",
