@@ -333,3 +333,30 @@ def test_transformers_names_outside_transformers_are_refused():
     with pytest.raises(buffers.UninitialisedBufferError) as info:
         buffers.plan(model)
     assert info.value.names == ["final_logits_bias", "bias"]
+
+
+def _torchtitan_config(family: str):
+    """torchtitan's own debug configs (flex attention; MoE layers with the standard all-to-all)."""
+    pytest.importorskip("torchtitan", reason="torchtitan is not installed (pip install --no-deps torchtitan)")
+    import importlib
+
+    module = importlib.import_module(f"torchtitan.models.{family}")
+    registry = next(v for k, v in vars(module).items() if k.endswith("_configs") and isinstance(v, dict))
+    build = registry["debugmodel"]
+    return build("flex", "standard") if family == "deepseek_v3" else build("flex")
+
+
+@pytest.mark.parametrize("family", ["llama3", "deepseek_v3"])
+def test_torchtitan_buffers_match_eager_bit_for_bit(family):
+    """torchtitan's RoPE cache (complex64) and MoE counters, recomputed by each module's _init_self_buffers,
+    equal the eager CPU build's."""
+    config = _torchtitan_config(family)
+    with torch.device("meta"):
+        meta = config.build()
+    tinit.materialise_(meta, "cpu")
+    eager = config.build()
+    got, want = dict(meta.named_buffers()), dict(eager.named_buffers())
+    assert list(got) == list(want) and want
+    for name, value in want.items():
+        assert got[name].dtype == value.dtype, name
+        torch.testing.assert_close(got[name], value, rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")

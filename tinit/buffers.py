@@ -29,6 +29,8 @@ Recipes (``RECIPES``, the first that claims a buffer wins):
                     (its local layers banded), ImageGPT and their kind
     hf_zeros        ``final_logits_bias`` (BART and its relatives) and
                     ``e_score_correction_bias`` (DeepSeek-V3-style routers): zeros
+    torchtitan      the buffers of torchtitan modules that compute their own
+                    (``_init_self_buffers``: the RoPE cache, MoE token counters)
     batch_norm      running statistics of torch's BatchNorm/InstanceNorm
 """
 
@@ -348,6 +350,46 @@ class HFZeroBuffers(BufferRecipe):
         return {name: torch.zeros(module._buffers[name].shape) for name in self.claims(module)}
 
 
+class TorchtitanBuffers(BufferRecipe):
+    """Buffers of torchtitan modules, by the module's own ``_init_self_buffers``.
+
+    torchtitan's ``Module.init_states`` (``torchtitan.protocols.module``) calls each module's
+    ``_init_self_buffers(buffer_device=...)`` after its parameters; ``RoPE`` recomputes its
+    ``cache`` (``_precompute_cache``), the MoE layer its ``tokens_per_expert_E`` and
+    ``expert_bias_E`` counters (zeros). A module is claimed only when its class overrides the
+    protocol's no-op default, and then for every buffer it holds. ``values`` runs the method on the
+    materialised module (which assigns new tensors), takes what it assigned and puts the module's
+    own tensors back, so ``recompute_`` copies the values in as for every other recipe.
+    """
+
+    name = "torchtitan"
+
+    @staticmethod
+    def _own(module) -> bool:
+        if not type(module).__module__.startswith("torchtitan."):
+            return False
+        method = getattr(type(module), "_init_self_buffers", None)
+        try:
+            from torchtitan.protocols.module import Module
+        except ImportError:
+            return False
+        return callable(method) and method is not getattr(Module, "_init_self_buffers", None)
+
+    def claims(self, module):
+        if not self._own(module):
+            return ()
+        return tuple(leaf for leaf, buffer in module._buffers.items() if buffer is not None)
+
+    def values(self, module):
+        before = dict(module._buffers)
+        try:
+            module._init_self_buffers()
+            found = {leaf: module._buffers[leaf] for leaf in self.claims(module)}
+        finally:
+            module._buffers.update(before)
+        return found
+
+
 RECIPES: list[BufferRecipe] = [
     HFRotaryEmbedding(),
     HFScaledWordEmbedding(),
@@ -355,6 +397,7 @@ RECIPES: list[BufferRecipe] = [
     HFSinusoidalPositions(),
     HFCausalMask(),
     HFZeroBuffers(),
+    TorchtitanBuffers(),
     BatchNormStats(),
 ]
 
