@@ -11,6 +11,8 @@ table gives the parameters it refused (first few) or its error. Roles are those 
 reports under ``normal``. The last column names the tests that compare a family's init with the
 model's own (``REFERENCE_CHECKS``); ``tests/test_coverage.py`` checks each test exists and that
 this file matches a fresh run. Deterministic: no timings, no machine details beyond versions.
+Framework models (``FRAMEWORK_MODELS``: torchtitan's debug models) get rows of their own where
+their package imports; that section depends on what is installed and is not compared.
 """
 
 from __future__ import annotations
@@ -137,6 +139,35 @@ def _roles(model) -> tuple[list[str], int]:
     return sorted(found, key=lambda r: order.index(r) if r in order else len(order)), len(total - classified)
 
 
+def _survey_model(label: str, build) -> dict:
+    """One row: ``build()`` (a model on the meta device), materialised on the CPU, under every recipe."""
+    import tinit
+    from tinit import schemes
+
+    row = {"family": label, "recipes": {}, "not_applicable": {}, "class": "-", "parameters": 0}
+    try:
+        model = build()
+        row["class"] = type(model).__name__
+        row["parameters"] = sum(p.numel() for p in model.parameters())
+        tinit.materialise_(model, "cpu")
+    except Exception as err:  # noqa: BLE001 - a model that cannot be built is a row of the table
+        row.update({"roles": [], "unclassified": 0, "build_error": _reason(err)})
+        return row
+    row["roles"], row["unclassified"] = _roles(model)
+    for name, scheme in schemes.SCHEMES.items():
+        absent = [role for role in getattr(scheme, "required_roles", ()) if role not in row["roles"]]
+        if absent and row["roles"]:  # a recipe for blocks this model does not have (ReZero's gates)
+            row["not_applicable"][name] = absent
+            continue
+        try:
+            tinit.init_model_(model, name, seed=SEED)
+        except Exception as err:  # noqa: BLE001 - every refusal is reported, whatever its type
+            row["recipes"][name] = _reason(err)
+        else:
+            row["recipes"][name] = None
+    return row
+
+
 def survey(families=None) -> list[dict]:
     """One record per family: class, parameters, roles, and per recipe None (runs) or the refusal.
 
@@ -144,40 +175,74 @@ def survey(families=None) -> list[dict]:
         families: names of ``tinit.hf_families.FAMILIES`` (all when None).
 
     Returns:
-        [{"family", "class", "parameters", "roles", "unclassified", "recipes": {name: None | str}}].
+        [{"family", "class", "parameters", "roles", "unclassified", "not_applicable",
+        "recipes": {name: None | str}}] (with "build_error" for a family that cannot be built).
     """
-    import tinit
-    from tinit import hf_families, schemes
+    from tinit import hf_families
 
     _quiet()
-    rows = []
-    for family in families or hf_families.FAMILIES:
-        row = {"family": family, "recipes": {}}
-        try:
-            model = hf_families.build(family)
-            row["class"] = type(model).__name__
-            row["parameters"] = sum(p.numel() for p in model.parameters())
-            tinit.materialise_(model, "cpu")
-        except Exception as err:  # noqa: BLE001 - a family that cannot be built is a row of the table
-            row.update({"class": row.get("class", "-"), "parameters": row.get("parameters", 0)})
-            row.update({"roles": [], "unclassified": 0, "build_error": _reason(err)})
-            rows.append(row)
+    return [
+        _survey_model(family, lambda family=family: hf_families.build(family))
+        for family in families or hf_families.FAMILIES
+    ]
+
+
+def _torchtitan(family: str, *args: str):
+    """torchtitan's own ``debugmodel`` config of ``family``, built on the meta device."""
+    import importlib
+
+    module = importlib.import_module(f"torchtitan.models.{family}")
+    registry = next(v for k, v in vars(module).items() if k.endswith("_configs") and isinstance(v, dict))
+    config = registry["debugmodel"](*args)
+    with torch.device("meta"):
+        return config.build()
+
+
+# (label, package, build): framework models built from their own small configs where the package imports.
+FRAMEWORK_MODELS = (
+    ("torchtitan llama3 debugmodel", "torchtitan", lambda: _torchtitan("llama3", "flex")),
+    ("torchtitan deepseek_v3 debugmodel", "torchtitan", lambda: _torchtitan("deepseek_v3", "flex", "standard")),
+)
+# Frameworks whose models are not built here, and why (shown when their package does not import either).
+FRAMEWORK_NOTES = {
+    "olmo_core": "OLMo-core's models need its dependencies (cached_path, ...) beyond `pip install --no-deps`",
+    "megatron.core": "Megatron-Core's models need its parallel state initialised (torch.distributed)",
+    "timm": "timm's models need torchvision",
+}
+
+
+_DISTRIBUTIONS = {"olmo_core": "ai2-olmo-core", "megatron.core": "megatron-core"}
+
+
+def _version(package: str) -> str | None:
+    """The installed version of the distribution that provides ``package``; None when it does not import."""
+    import importlib
+    import importlib.metadata
+
+    try:
+        importlib.import_module(package)
+    except Exception:  # noqa: BLE001 - any failure to import means: not here
+        return None
+    try:
+        return importlib.metadata.version(_DISTRIBUTIONS.get(package, package))
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def survey_frameworks() -> tuple[list[dict], list[str]]:
+    """Rows for ``FRAMEWORK_MODELS`` whose package imports here, and a line for each that does not."""
+    _quiet()
+    rows, notes = [], []
+    for label, package, build in FRAMEWORK_MODELS:
+        version = _version(package)
+        if version is None:
+            notes.append(f"- {label}: `{package}` is not installed here.")
             continue
-        row["roles"], row["unclassified"] = _roles(model)
-        row["not_applicable"] = {}
-        for name, scheme in schemes.SCHEMES.items():
-            absent = [role for role in getattr(scheme, "required_roles", ()) if role not in row["roles"]]
-            if absent and row["roles"]:  # a recipe for blocks this model does not have (ReZero's gates)
-                row["not_applicable"][name] = absent
-                continue
-            try:
-                tinit.init_model_(model, name, seed=SEED)
-            except Exception as err:  # noqa: BLE001 - every refusal is reported, whatever its type
-                row["recipes"][name] = _reason(err)
-            else:
-                row["recipes"][name] = None
-        rows.append(row)
-    return rows
+        rows.append({**_survey_model(label, build), "family": f"{label} ({package} {version})"})
+    for package, why in FRAMEWORK_NOTES.items():
+        version = _version(package)
+        notes.append(f"- `{package}`: {'not installed here' if version is None else f'{version} installed'}; {why}.")
+    return rows, notes
 
 
 def _runs_cell(recipes: dict) -> str:
@@ -206,8 +271,9 @@ def _references(family: str) -> str:
     return "; ".join(cells) or "-"
 
 
-def render(rows: list[dict]) -> str:
-    """docs/coverage.md from ``survey``'s rows (versions first; the tables follow)."""
+def render(rows: list[dict], frameworks: tuple[list[dict], list[str]] | None = None) -> str:
+    """docs/coverage.md from ``survey``'s rows (versions first; the tables follow), and
+    ``survey_frameworks``' rows and notes when given."""
     import transformers
 
     import tinit
@@ -234,13 +300,29 @@ def render(rows: list[dict]) -> str:
             f"`tinit.schemes.SCHEMES` ({len(schemes.SCHEMES)} today) with its default options. A recipe *runs* "
             "when `init_model_` writes every parameter; *refused by* lists the recipes that refused, and the "
             "refusals table what: the first parameter names no rule classifies, or the error. *Roles* are the "
-            "roles `init_model_` assigns under `normal`; *unclassified* counts the parameters no rule classifies. *Checked against a reference* "
-            "names the tests that compare the family's init with the model's own code (`REFERENCE_CHECKS` in "
+            "roles `init_model_` assigns under `normal`; *unclassified* counts the parameters no rule "
+            "classifies. *Checked against a reference* names the tests that compare the family's init with the model's own code (`REFERENCE_CHECKS` in "
             "the script)."
         ),
         "",
         "## Families",
         "",
+    ]
+    lines += _tables(rows)
+    lines += ["", "## Checked against a reference", "", "| family | checks |", "|---|---|"]
+    lines += [f"| {row['family']} | {_references(row['family'])} |" for row in rows]
+    lines += ["", FRAMEWORKS, ""]
+    if frameworks is not None:
+        framework_rows, notes = frameworks
+        if framework_rows:
+            lines += _tables(framework_rows) + [""]
+        lines += [*notes, ""]
+    return "\n".join(lines)
+
+
+def _tables(rows: list[dict]) -> list[str]:
+    """The families table, the recipes left out as not applicable, and the refusals table."""
+    lines = [
         "| family | class | parameters | roles | unclassified | recipes run | refused by |",
         "|---|---|---:|---|---:|---|---|",
     ]
@@ -256,7 +338,7 @@ def render(rows: list[dict]) -> str:
     absent = _not_applicable(rows)
     if absent:
         lines += ["", "Recipes for blocks a model does not have are left out of *recipes run*:", "", *absent]
-    lines += ["", "## Refusals", "", "| family | recipes | what was refused |", "|---|---|---|"]
+    lines += ["", "### Refusals", "", "| family | recipes | what was refused |", "|---|---|---|"]
     for row in rows:
         grouped: dict[str, list[str]] = {}
         for name, reason in row["recipes"].items():
@@ -264,26 +346,22 @@ def render(rows: list[dict]) -> str:
                 grouped.setdefault(reason, []).append(name)
         for reason, names in grouped.items():
             lines.append(f"| {row['family']} | {', '.join(names)} | {reason} |")
-    lines += ["", "## Checked against a reference", "", "| family | checks |", "|---|---|"]
-    lines += [f"| {row['family']} | {_references(row['family'])} |" for row in rows]
-    lines += ["", FRAMEWORKS, ""]
-    return "\n".join(lines)
+    return lines
 
 
 FRAMEWORKS = """## Frameworks
 
-Parameter names of torchtitan, OLMo-core, Megatron-Core and timm are matched by `tinit.roles`; their
-models are not in this table: it covers what `transformers` builds from a config alone. torchtitan's
-and OLMo-core's models need their packages (installable with `pip install --no-deps`), Megatron-Core
-needs its parallel state initialised, and timm needs torchvision; the tests that build them are
-skipped with a reason where the package is missing."""
+Models of training frameworks, built from the framework's own small configs where its package
+imports here (installed with `pip install --no-deps`), initialised the same way. This section
+depends on what is installed, so `--check` and `tests/test_coverage.py` leave it out."""
 
 
-# The part of the file a test regenerates and compares: every line from the families table on.
 def comparable(text: str) -> str:
-    """``text`` from "## Families" on (the versions line above it may differ between machines)."""
+    """The part of the file that ``--check`` compares: from "## Families" up to "## Frameworks" (the
+    versions line above may differ between machines, the frameworks below with what is installed)."""
     start = text.find("## Families")
-    return text[start:] if start >= 0 else text
+    end = text.find("## Frameworks")
+    return text[max(start, 0) : end if end >= 0 else len(text)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=OUTPUT)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    text = render(survey())
+    text = render(survey(), None if args.check else survey_frameworks())
     if args.check:
         current = args.output.read_text() if args.output.exists() else ""
         if comparable(current) != comparable(text):

@@ -545,3 +545,56 @@ def test_save_to_an_unwritable_place(tmp_path, monkeypatch, capsys, where):
     line = _refused(monkeypatch, capsys, *SMALL, "--save", str(target))
     assert line.startswith(f"tinit init: error: --save {target}: ")
     assert ("is not a directory") in line
+
+
+# A config.json as the Hub serves it for Meta-Llama-3-8B (transformers 4.40: legacy rope_theta, torch_dtype).
+LLAMA3_8B = {
+    "_name_or_path": "meta-llama/Meta-Llama-3-8B",
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.0.dev0",
+    "vocab_size": 128256,
+}
+
+
+@needs_hf
+def test_config_of_a_released_model(tmp_path, capsys):
+    """A Hub config.json with legacy names: no warning (rope_theta is read), the architecture as given,
+    shrunk by --set; --set takes the legacy name too."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA3_8B))
+    shrink = ["--set", "num_hidden_layers=1", "--set", "vocab_size=512", "--set", "intermediate_size=1024"]
+    argv = ["--config", str(path), *shrink, "--set", "rope_theta=1e6", *QUIET, "--save", str(tmp_path / "out")]
+    assert main(["init", *argv]) == 0
+    captured = capsys.readouterr()
+    assert "tinit init: warning" not in captured.err
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["hidden_size"] == 4096 and config["num_key_value_heads"] == 8 and config["num_hidden_layers"] == 1
+    assert config["rope_parameters"]["rope_theta"] == 1e6
+
+
+@needs_hf
+@pytest.mark.parametrize("family", sorted(hf_families.FAMILIES))
+def test_every_family_builds_through_the_cli(family):
+    from tinit.cli import build_hf
+
+    built = build_hf(family)
+    assert built.hf and built.n_layers is None and built.description.startswith(f"hf {family} (")
+    expected = hf_families.build(family)
+    assert type(built.model) is type(expected) and all(p.is_meta for p in built.model.parameters())
+    assert sum(p.numel() for p in built.model.parameters()) == sum(p.numel() for p in expected.parameters())

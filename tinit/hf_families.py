@@ -229,8 +229,27 @@ def canonical(config, fields: Mapping) -> dict:
     return renamed
 
 
+def _consumed(model_type: str, key: str, value) -> bool:
+    """Whether a config of ``model_type`` reads ``key`` though it keeps no field of that name: a legacy
+    name its constructor converts (transformers 5 folds ``rope_theta`` into ``rope_parameters``), seen
+    as another field changing when ``key`` is given."""
+    transformers = _transformers()
+    try:
+        given = transformers.AutoConfig.for_model(model_type, **{key: value}).to_dict()
+    except Exception:  # noqa: BLE001 - a value the constructor rejects is one it reads
+        return True
+    plain = transformers.AutoConfig.for_model(model_type).to_dict()
+    for data in (given, plain):
+        data.pop(key, None)
+        data.pop("transformers_version", None)
+    return given != plain
+
+
 def unknown_fields(config, fields: Mapping, where: str = "") -> list[str]:
     """The names in ``fields`` that ``config`` does not have (a typo an HF config would silently keep).
+
+    A name is known when the config has it (a field, an ``attribute_map`` alias, a property) or its
+    constructor reads it (``_consumed``: a legacy name such as ``rope_theta``).
 
     Args:
         config: a ``transformers.PretrainedConfig`` (the model type's defaults).
@@ -248,7 +267,12 @@ def unknown_fields(config, fields: Mapping, where: str = "") -> list[str]:
         inner = getattr(config, key, None)
         if isinstance(value, Mapping) and hasattr(inner, "to_dict"):
             found.extend(unknown_fields(inner, value, f"{where}{key}."))
-        elif key not in known and key not in _METADATA and not hasattr(config, key):
+        elif (
+            key not in known
+            and key not in _METADATA
+            and not hasattr(config, key)
+            and not _consumed(config.model_type, key, value)
+        ):
             close = difflib.get_close_matches(key, sorted(known), n=1)
             found.append(f"{where}{key}" + (f" (did you mean {where}{close[0]}?)" if close else ""))
     return found
