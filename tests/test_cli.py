@@ -14,7 +14,8 @@ import torch
 
 import tinit
 from tinit import hf_families, schemes
-from tinit.cli import DTYPES, build_model, main, materialise_, truncated_std
+from tinit.cli import DTYPES, main, materialise_, truncated_std
+from tinit.cli_models import build_model
 from tinit.models import GPT, GPTConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -413,7 +414,7 @@ def test_set_overrides_fields(tmp_path, capsys):
 
 
 def test_parse_set():
-    from tinit.cli import parse_set
+    from tinit.cli_models import parse_set
 
     assert parse_set(["a=1", "b=[1, 2]", "c=gelu", 'd="x"', "e=null", "t.n=2", "t.m=true", "a=2"]) == {
         "a": 2,
@@ -430,7 +431,7 @@ def test_parse_set():
 
 @needs_hf
 def test_generic_flags_reach_each_family_s_fields():
-    from tinit.cli import generic_fields
+    from tinit.cli_models import generic_fields
 
     t5 = generic_fields(hf_families.config("t5"), layers=3, d_model=128, heads=2)
     assert t5 == {"num_layers": 3, "num_decoder_layers": 3, "d_model": 128, "num_heads": 2, "d_ff": 512, "d_kv": 64}
@@ -591,7 +592,7 @@ def test_config_of_a_released_model(tmp_path, capsys):
 @needs_hf
 @pytest.mark.parametrize("family", sorted(hf_families.FAMILIES))
 def test_every_family_builds_through_the_cli(family):
-    from tinit.cli import build_hf
+    from tinit.cli_models import build_hf
 
     built = build_hf(family)
     assert built.hf and built.n_layers is None and built.description.startswith(f"hf {family} (")
