@@ -590,6 +590,11 @@ def main(argv: list[str] | None = None) -> int:
             built = build_hf(args.hf, fields=fields, **sizes)
         else:
             built = _build_model(args.model, fields=fields, **sizes)
+        if args.save is not None and not built.hf:  # the writer of tinit's own models, needed after the fill
+            try:
+                import safetensors  # noqa: F401
+            except ImportError as err:
+                raise ImportError(f"--save needs safetensors (pip install safetensors): {err}") from err
     except (ImportError, TypeError, ValueError) as err:
         parser.exit(2, f"tinit {args.command}: error: {err}\n")
     problem = _device_error(args)
