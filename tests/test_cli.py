@@ -607,3 +607,10 @@ def test_every_family_builds_through_the_cli(family):
     expected = hf_families.build(family)
     assert type(built.model) is type(expected) and all(p.is_meta for p in built.model.parameters())
     assert sum(p.numel() for p in built.model.parameters()) == sum(p.numel() for p in expected.parameters())
+
+
+def test_save_without_safetensors_exits_2_before_allocating(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "safetensors", None)  # makes `import safetensors` raise ImportError
+    line = _refused(monkeypatch, capsys, *SMALL, "--save", str(tmp_path / "out"))
+    assert "--save needs safetensors (pip install safetensors)" in line
+    assert not (tmp_path / "out").exists()
