@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -12,8 +13,9 @@ import pytest
 import torch
 
 import tinit
-from tinit import schemes
-from tinit.cli import build_model, main, materialise_, truncated_std
+from tinit import hf_families, schemes
+from tinit.cli import DTYPES, main, materialise_, truncated_std
+from tinit.cli_models import build_model
 from tinit.models import GPT, GPTConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -343,3 +345,284 @@ def test_torch_calls_of_specs():
     assert _torch_calls(uniform) == ("uniform_",)
     assert _torch_calls(schemes.InitSpec(constant=1.0)) == ("constant_",)
     assert _torch_calls(schemes.InitSpec(parts=(uniform, normal, uniform))) == ("uniform_", "trunc_normal_")
+
+
+# --config, --set and --save: Hugging Face configs as users have them, and the weights written out.
+TINY_LLAMA = {
+    "model_type": "llama",
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 128,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+}
+QUIET = ["--no-progress", "--scheme", "normal"]
+
+
+def _saved(directory: Path) -> tuple[dict, dict]:
+    from safetensors.torch import load_file
+
+    return load_file(str(directory / "model.safetensors")), json.loads((directory / "tinit_init.json").read_text())
+
+
+def _fresh(model: torch.nn.Module, scheme: str, seed: int, **kwargs) -> dict:
+    tinit.init_model_(model, scheme, seed=seed, device="cpu", **kwargs)
+    return model.state_dict()
+
+
+def _assert_bits(saved: dict, fresh: dict, skip: set = frozenset()) -> None:
+    assert set(saved) == set(fresh) - skip
+    for name, tensor in saved.items():
+        torch.testing.assert_close(tensor, fresh[name], rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")
+
+
+@needs_hf
+@pytest.mark.parametrize("inline", [False, True], ids=["file", "inline"])
+def test_config_file_and_inline(tmp_path, capsys, inline):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY_LLAMA))
+    source = json.dumps(TINY_LLAMA) if inline else str(path)
+    report = _run(capsys, "--config", source, *QUIET)
+    model = hf_families.build(
+        hf_families.from_fields("llama", {k: v for k, v in TINY_LLAMA.items() if k != "model_type"})
+    )
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert report["count"] == sum(p.numel() for p in model.parameters())
+
+
+@needs_hf
+def test_config_from_save_pretrained_round_trips(tmp_path, capsys):
+    """A config.json that transformers wrote (architectures, dtype, version) builds the same class, no warning."""
+    config = hf_families.config("qwen2", num_hidden_layers=2)
+    config.architectures = ["Qwen2ForCausalLM"]
+    config.save_pretrained(tmp_path)
+    assert main(["init", "--config", str(tmp_path / "config.json"), *QUIET]) == 0
+    captured = capsys.readouterr()
+    assert "Qwen2ForCausalLM" in captured.out and "warning" not in captured.err
+
+
+@needs_hf
+def test_config_unknown_field_is_a_warning(capsys):
+    assert main(["init", "--config", json.dumps({**TINY_LLAMA, "my_custom_width": 3}), *QUIET]) == 0
+    err = capsys.readouterr().err
+    assert "tinit init: warning: the config's my_custom_width are not fields of LlamaConfig" in err
+
+
+@needs_hf
+def test_set_overrides_fields(tmp_path, capsys):
+    argv = ["--hf", "llama", "--set", "num_hidden_layers=3", "--set", 'rope_scaling={"type":"linear","factor":2}']
+    assert main(["init", *argv, "--set", "hidden_act=gelu", *QUIET, "--save", str(tmp_path)]) == 0
+    capsys.readouterr()
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["num_hidden_layers"] == 3 and config["hidden_act"] == "gelu"
+    assert config["rope_parameters"]["rope_type"] == "linear" and config["rope_parameters"]["factor"] == 2
+    # --set wins over the generic flags; a dotted key reaches a held config
+    report = _run(capsys, "--hf", "llava", "--set", "text_config.num_hidden_layers=1", "--layers", "3", *QUIET)
+    rows = _run(capsys, "--hf", "llava", *QUIET)
+    assert report["count"] < rows["count"]
+
+
+def test_parse_set():
+    from tinit.cli_models import parse_set
+
+    assert parse_set(["a=1", "b=[1, 2]", "c=gelu", 'd="x"', "e=null", "t.n=2", "t.m=true", "a=2"]) == {
+        "a": 2,
+        "b": [1, 2],
+        "c": "gelu",
+        "d": "x",
+        "e": None,
+        "t": {"n": 2, "m": True},
+    }
+    for bad, needle in (("novalue", "expected KEY=VALUE"), ("=1", "expected KEY=VALUE"), ('r={"a":', "not valid JSON")):
+        with pytest.raises(ValueError, match=needle):
+            parse_set([bad])
+
+
+@needs_hf
+def test_generic_flags_reach_each_family_s_fields():
+    from tinit.cli_models import generic_fields
+
+    t5 = generic_fields(hf_families.config("t5"), layers=3, d_model=128, heads=2)
+    assert t5 == {"num_layers": 3, "num_decoder_layers": 3, "d_model": 128, "num_heads": 2, "d_ff": 512, "d_kv": 64}
+    llama = generic_fields(hf_families.config("llama"), layers=None, d_model=None, heads=8)
+    assert llama == {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32}
+    gemma = generic_fields(hf_families.config("gemma"), layers=None, d_model=512, heads=None)
+    assert gemma["head_dim"] == 64 and gemma["num_attention_heads"] == 8 and gemma["intermediate_size"] == 2048
+    mla = generic_fields(hf_families.config("deepseek_v3"), layers=None, d_model=None, heads=8)
+    assert mla["num_key_value_heads"] == 8  # MLA keeps one key/value head per query head
+    assert generic_fields(hf_families.config("llava"), layers=2, d_model=None, heads=None) == {
+        "text_config": {"num_hidden_layers": 2}
+    }
+    with pytest.raises(ValueError, match="--heads 3 must divide d_model 256"):
+        generic_fields(hf_families.config("llama"), layers=None, d_model=None, heads=3)
+
+
+def test_save_round_trip_tinit_model(tmp_path, capsys):
+    """tinit's own model: the safetensors file holds, bit for bit, a fresh init with the same seed (one tensor per tie)."""
+    pytest.importorskip("safetensors", reason="safetensors is not installed (pip install safetensors)")
+    assert main(["init", *SMALL, "--seed", "5", "--save", str(tmp_path / "out")]) == 0
+    assert "saved to" in capsys.readouterr().out
+    saved, record = _saved(tmp_path / "out")
+    fresh = _fresh(build_model("gpt2-small", layers=2, d_model=64)[0], "gpt2", 5)
+    _assert_bits(saved, fresh, skip={"lm_head.weight"})
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "out" / "model.safetensors"), "pt") as handle:
+        assert json.loads(handle.metadata()["tied"]) == {"lm_head.weight": "transformer.wte.weight"}
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["n_layers"] == 2 and config["d_model"] == 64
+    assert record["scheme"] == "gpt2" and record["seed"] == 5
+    assert record["stream_version"] == tinit.STREAM_VERSION and record["tinit_version"] == tinit.__version__
+    assert sum(row["elements"] for row in record["roles"]) == sum(t.numel() for t in saved.values())
+
+
+@needs_hf
+@pytest.mark.parametrize(
+    "family,dtype", [("llama", "float32"), ("llama", "bfloat16"), ("mixtral", "float32")], ids=lambda v: v
+)
+def test_save_round_trip_hf(tmp_path, capsys, family, dtype):
+    """An HF model: from_pretrained(DIR) gives, bit for bit, a fresh init with the same seed; for Llama the
+    safetensors file holds it under the model's own names (transformers writes Mixtral's experts one by one,
+    in the checkpoint's original layout, and converts them back when loading)."""
+    argv = ["--hf", family, "--layers", "2", "--seed", "3", "--dtype", dtype, "--save", str(tmp_path)]
+    assert main(["init", *argv, *QUIET]) == 0
+    capsys.readouterr()
+    saved, record = _saved(tmp_path)
+    model = hf_families.build(family, num_hidden_layers=2).to(dtype=DTYPES[dtype])
+    fresh = _fresh(model, "normal", 3)
+    if family == "llama":
+        _assert_bits(saved, fresh, skip={n for n in fresh if "rotary" in n})
+    assert sum(t.numel() for t in saved.values()) == sum(p.numel() for p in model.parameters())
+    assert record["transformers_version"] and record["dtype"] == dtype
+    import transformers
+
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=DTYPES[dtype])
+    assert set(loaded.state_dict()) == set(fresh)
+    for name, tensor in loaded.state_dict().items():
+        torch.testing.assert_close(tensor, fresh[name], rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def _refused(monkeypatch, capsys, *argv: str) -> str:
+    """``tinit init ARGV`` exits 2 with one line on stderr, before the model is materialised."""
+
+    def no_allocation(*args, **kwargs):
+        raise AssertionError("materialised before the arguments were checked")
+
+    monkeypatch.setattr("tinit.cli.materialise_", no_allocation)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["init", *argv])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err.strip().splitlines()[-1]
+
+
+@needs_hf
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--config", '{"model_type": "llama",'], "--config inline JSON: not valid JSON"),
+        (["--config", "[1, 2]"], "--config [1, 2]: cannot read it"),
+        (["--config", '{"hidden_size": 64}'], 'no "model_type"'),
+        (["--config", '{"model_type": "no_such_type"}'], "unknown transformers model type 'no_such_type'"),
+        (["--config", "/no/such/config.json"], "--config /no/such/config.json: cannot read it"),
+        (["--hf", "lama"], "invalid choice: 'lama'"),
+        (["--hf", "llama", "--set", "num_hidden_layer=80"], "did you mean num_hidden_layers?"),
+        (["--hf", "llava", "--set", "text_config.hiden_size=8"], "text_config.hiden_size"),
+        (["--hf", "llama", "--set", "num_hidden_layers"], "expected KEY=VALUE"),
+        (["--hf", "llama", "--set", 'rope_scaling={"type":'], "not valid JSON"),
+        (["--set", "n_layer=3"], "GPTConfig has no field n_layer"),
+        (["--hf", "llama", "--config", "{}"], "not allowed with argument"),
+        (["--hf", "llama", "--heads", "3"], "--heads 3 must divide d_model 256"),
+    ],
+    ids=[
+        "bad-json",
+        "json-not-object",
+        "no-model-type",
+        "unknown-model-type",
+        "missing-file",
+        "unknown-family",
+        "unknown-field",
+        "unknown-held-field",
+        "set-without-value",
+        "set-bad-json",
+        "set-tinit-model",
+        "hf-and-config",
+        "bad-shape",
+    ],
+)
+def test_config_errors_exit_2_before_allocating(monkeypatch, capsys, argv, needle):
+    assert needle in _refused(monkeypatch, capsys, *argv, *QUIET)
+
+
+@pytest.mark.parametrize("where", ["file", "under-a-file"])
+def test_save_to_an_unwritable_place(tmp_path, monkeypatch, capsys, where):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    target = blocker if where == "file" else blocker / "out"
+    line = _refused(monkeypatch, capsys, *SMALL, "--save", str(target))
+    assert line.startswith(f"tinit init: error: --save {target}: ")
+    assert ("is not a directory") in line
+
+
+# A config.json as the Hub serves it for Meta-Llama-3-8B (transformers 4.40: legacy rope_theta, torch_dtype).
+LLAMA3_8B = {
+    "_name_or_path": "meta-llama/Meta-Llama-3-8B",
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.0.dev0",
+    "vocab_size": 128256,
+}
+
+
+@needs_hf
+def test_config_of_a_released_model(tmp_path, capsys):
+    """A Hub config.json with legacy names: no warning (rope_theta is read), the architecture as given,
+    shrunk by --set; --set takes the legacy name too."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA3_8B))
+    shrink = ["--set", "num_hidden_layers=1", "--set", "vocab_size=512", "--set", "intermediate_size=1024"]
+    argv = ["--config", str(path), *shrink, "--set", "rope_theta=1e6", *QUIET, "--save", str(tmp_path / "out")]
+    assert main(["init", *argv]) == 0
+    captured = capsys.readouterr()
+    assert "tinit init: warning" not in captured.err
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["hidden_size"] == 4096 and config["num_key_value_heads"] == 8 and config["num_hidden_layers"] == 1
+    assert config["rope_parameters"]["rope_theta"] == 1e6
+
+
+@needs_hf
+@pytest.mark.parametrize("family", sorted(hf_families.FAMILIES))
+def test_every_family_builds_through_the_cli(family):
+    from tinit.cli_models import build_hf
+
+    built = build_hf(family)
+    assert built.hf and built.n_layers is None and built.description.startswith(f"hf {family} (")
+    expected = hf_families.build(family)
+    assert type(built.model) is type(expected) and all(p.is_meta for p in built.model.parameters())
+    assert sum(p.numel() for p in built.model.parameters()) == sum(p.numel() for p in expected.parameters())
+
+
+def test_save_without_safetensors_exits_2_before_allocating(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "safetensors", None)  # makes `import safetensors` raise ImportError
+    line = _refused(monkeypatch, capsys, *SMALL, "--save", str(tmp_path / "out"))
+    assert "--save needs safetensors (pip install safetensors)" in line
+    assert not (tmp_path / "out").exists()

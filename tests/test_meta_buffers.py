@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import tinit
-from tinit import buffers
+from tinit import buffers, hf_families
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 
@@ -249,3 +249,124 @@ def test_recompute_buffers_false_skips_them():
         model = _Masked()
     tinit.materialise_(model, "cpu", recompute_buffers=False)
     assert model.mask.device.type == "cpu"
+
+
+# Buffers that are not rotary frequencies: GPT-J's sin/cos table, causal masks (GPT-Neo's local layers banded),
+# BART's final_logits_bias and DeepSeek-V3's router correction bias (persistent, fp32), each from its family's config.
+OTHER_BUFFERS = {
+    "gptj": lambda: hf_families.config("gptj", max_position_embeddings=64),
+    "gpt_bigcode": lambda: hf_families.config("gpt_bigcode", max_position_embeddings=64),
+    "bart": lambda: hf_families.config("bart"),
+    "deepseek_v3": lambda: hf_families.config("deepseek_v3"),
+    "gpt_neo-local": lambda: transformers.GPTNeoConfig(
+        num_layers=2,
+        attention_types=[[["global", "local"], 1]],
+        hidden_size=64,
+        num_heads=2,
+        window_size=5,
+        max_position_embeddings=32,
+        vocab_size=VOCAB,
+    ),
+    "codegen": lambda: transformers.CodeGenConfig(
+        n_layer=2, n_embd=64, n_head=2, rotary_dim=16, n_positions=32, vocab_size=VOCAB, bos_token_id=0, eos_token_id=0
+    ),
+}
+
+
+def _auto(config):
+    return getattr(transformers, hf_families.model_class(config))
+
+
+@pytest.mark.parametrize("family", sorted(OTHER_BUFFERS))
+def test_other_buffers_match_eager_bit_for_bit(family):
+    """Every buffer of the meta-built model, materialised on the CPU, equals the eager CPU build's; so do logits."""
+    config = OTHER_BUFFERS[family]()
+    with torch.device("meta"):
+        meta = _auto(config).from_config(config).eval()
+    names = {name for name, b in meta.named_buffers() if not any(k in name for k in ("inv_freq", "position_ids"))}
+    assert names, "the model registers no buffer this test is about"
+    tinit.materialise_(meta, "cpu")
+    torch.manual_seed(0)
+    eager = _auto(config).from_config(config).eval()
+    got, want = dict(meta.named_buffers()), dict(eager.named_buffers())
+    assert list(got) == list(want)
+    for name, value in want.items():
+        assert got[name].dtype == value.dtype, name
+        torch.testing.assert_close(got[name], value, rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")
+    with torch.no_grad():  # parameters only: a persistent buffer must come from the recipe, not a state dict
+        for (name, a), b in zip(meta.named_parameters(), eager.parameters(), strict=True):
+            a.copy_(b)
+    ids = INPUT_IDS % config.vocab_size
+    extra = {"decoder_input_ids": ids} if config.is_encoder_decoder else {}
+    with torch.no_grad():
+        torch.testing.assert_close(meta(ids, **extra).logits, eager(ids, **extra).logits, rtol=0, atol=0)
+
+
+def test_local_attention_mask_is_banded():
+    """GPT-Neo's local layer keeps window_size positions per row (the recipe's band, checked on its own)."""
+    config = OTHER_BUFFERS["gpt_neo-local"]()
+    with torch.device("meta"):
+        meta = transformers.AutoModelForCausalLM.from_config(config)
+    tinit.materialise_(meta, "cpu")
+    local = meta.transformer.h[1].attn.attention.bias[0, 0]
+    assert local.sum(dim=1).tolist() == [min(i + 1, config.window_size) for i in range(config.max_position_embeddings)]
+
+
+@pytest.mark.parametrize("family", sorted(hf_families.FAMILIES))
+def test_every_family_s_buffers_match_eager(family):
+    """Every family of tinit.hf_families, built on the meta device and materialised on the CPU, holds the
+    buffers an eager CPU build holds, bit for bit and dtype for dtype."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        meta = hf_families.build(family)
+        tinit.materialise_(meta, "cpu")
+        eager = hf_families.build(family, device="cpu")
+    got, want = dict(meta.named_buffers()), dict(eager.named_buffers())
+    assert list(got) == list(want)
+    for name, value in want.items():
+        assert got[name].dtype == value.dtype, name
+        torch.testing.assert_close(got[name], value, rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")
+
+
+class _Custom(nn.Module):
+    """Buffers named as transformers' are not claimed outside transformers: their values need not match."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("final_logits_bias", torch.ones(1, 8))
+        self.register_buffer("bias", torch.ones(8, 8, dtype=torch.bool))
+
+
+def test_transformers_names_outside_transformers_are_refused():
+    with torch.device("meta"):
+        model = _Custom()
+    with pytest.raises(buffers.UninitialisedBufferError) as info:
+        buffers.plan(model)
+    assert info.value.names == ["final_logits_bias", "bias"]
+
+
+def _torchtitan_config(family: str):
+    """torchtitan's own debug configs (flex attention; MoE layers with the standard all-to-all)."""
+    pytest.importorskip("torchtitan", reason="torchtitan is not installed (pip install --no-deps torchtitan)")
+    import importlib
+
+    module = importlib.import_module(f"torchtitan.models.{family}")
+    registry = next(v for k, v in vars(module).items() if k.endswith("_configs") and isinstance(v, dict))
+    build = registry["debugmodel"]
+    return build("flex", "standard") if family == "deepseek_v3" else build("flex")
+
+
+@pytest.mark.parametrize("family", ["llama3", "deepseek_v3"])
+def test_torchtitan_buffers_match_eager_bit_for_bit(family):
+    """torchtitan's RoPE cache (complex64) and MoE counters, recomputed by each module's _init_self_buffers,
+    equal the eager CPU build's."""
+    config = _torchtitan_config(family)
+    with torch.device("meta"):
+        meta = config.build()
+    tinit.materialise_(meta, "cpu")
+    eager = config.build()
+    got, want = dict(meta.named_buffers()), dict(eager.named_buffers())
+    assert list(got) == list(want) and want
+    for name, value in want.items():
+        assert got[name].dtype == value.dtype, name
+        torch.testing.assert_close(got[name], value, rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")

@@ -23,11 +23,20 @@ Recipes (``RECIPES``, the first that claims a buffer wins):
     hf_embed_scale  ``embed_scale`` of Gemma-style scaled word embeddings
     hf_input_ids    ``position_ids`` (arange) and ``token_type_ids`` (zeros) of
                     transformers' embedding modules (BERT and its relatives)
+    hf_sinusoidal   ``embed_positions``, the sin/cos table of GPT-J's and CodeGen's
+                    rotary modules
+    hf_causal_mask  the boolean lower-triangular ``bias`` of GPT-BigCode, GPT-Neo
+                    (its local layers banded), ImageGPT and their kind
+    hf_zeros        ``final_logits_bias`` (BART and its relatives) and
+                    ``e_score_correction_bias`` (DeepSeek-V3-style routers): zeros
+    torchtitan      the buffers of torchtitan modules that compute their own
+                    (``_init_self_buffers``: the RoPE cache, MoE token counters)
     batch_norm      running statistics of torch's BatchNorm/InstanceNorm
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -245,7 +254,152 @@ class BatchNormStats(BufferRecipe):
         }
 
 
-RECIPES: list[BufferRecipe] = [HFRotaryEmbedding(), HFScaledWordEmbedding(), HFInputIds(), BatchNormStats()]
+class HFSinusoidalPositions(BufferRecipe):
+    """``embed_positions`` of GPT-J's and CodeGen's rotary modules: a (max_positions, dim) sin/cos table.
+
+    Mirrors ``GPTJRotaryEmbedding.__init__`` (and ``CodeGenRotaryEmbedding``):
+    ``create_sinusoidal_positions(max_positions, pos_embd_dim)``, the function of
+    the module's own ``transformers`` module (inverse frequencies
+    ``10000 ** (-arange(0, dim, 2) / dim)``, then ``cat(sin, cos)`` of positions
+    times frequencies), which ``GPTJPreTrainedModel._init_weights`` copies in
+    too. The function is called, not re-derived, so a model's copy of it is
+    followed exactly.
+    """
+
+    name = "hf_sinusoidal"
+
+    @staticmethod
+    def _function(module):
+        source = sys.modules.get(type(module).__module__)
+        return getattr(source, "create_sinusoidal_positions", None)
+
+    def claims(self, module):
+        buffer = module._buffers.get("embed_positions")
+        ok = (
+            buffer is not None
+            and buffer.dim() == 2
+            and _from_transformers(module)
+            and isinstance(getattr(module, "max_positions", None), int)
+            and isinstance(getattr(module, "pos_embd_dim", None), int)
+            and callable(self._function(module))
+        )
+        return ("embed_positions",) if ok else ()
+
+    def values(self, module):
+        return {"embed_positions": self._function(module)(module.max_positions, module.pos_embd_dim)}
+
+
+class HFCausalMask(BufferRecipe):
+    """The boolean causal mask ``bias`` of transformers' GPT-2-era attention: ``tril(ones(n, n))``.
+
+    Mirrors ``GPTBigCodeModel.__init__`` (``torch.tril(torch.ones((n, n),
+    dtype=torch.bool))``, n = ``max_position_embeddings``) and
+    ``GPTNeoSelfAttention.__init__`` / ``GPTNeoPreTrainedModel._init_weights``
+    (the same viewed as (1, 1, n, n); a layer with ``attention_type ==
+    "local"`` keeps only the last ``config.window_size`` positions:
+    ``bitwise_xor(bias, tril(bias, -window_size))``); ImageGPT, CLVP and Bark
+    register the (1, 1, n, n) form. Only square boolean buffers with leading
+    dims of 1, in modules defined in transformers, are claimed.
+    """
+
+    name = "hf_causal_mask"
+
+    def claims(self, module):
+        buffer = module._buffers.get("bias")
+        if buffer is None or buffer.dtype != torch.bool or buffer.dim() < 2 or not _from_transformers(module):
+            return ()
+        if buffer.shape[-1] != buffer.shape[-2] or any(size != 1 for size in buffer.shape[:-2]):
+            return ()
+        attention_type = getattr(module, "attention_type", None)
+        if attention_type == "local" and not isinstance(
+            getattr(getattr(module, "config", None), "window_size", None), int
+        ):
+            return ()
+        return ("bias",)
+
+    def values(self, module):
+        shape = module._buffers["bias"].shape
+        mask = torch.tril(torch.ones((shape[-1], shape[-1]), dtype=torch.bool)).view(shape)
+        if getattr(module, "attention_type", None) == "local":
+            mask = torch.bitwise_xor(mask, torch.tril(mask, -module.config.window_size))
+        return {"bias": mask}
+
+
+class HFZeroBuffers(BufferRecipe):
+    """Buffers transformers' models create and initialise as zeros.
+
+    ``final_logits_bias``: ``BartForConditionalGeneration.__init__``
+    (``torch.zeros((1, vocab))``) and ``BartPreTrainedModel._init_weights``
+    (``init.zeros_``), and the same in mBART, Marian, Pegasus, Blenderbot, LED.
+    ``e_score_correction_bias``: ``DeepseekV3TopkRouter.__init__``
+    (``torch.zeros(n_routed_experts, dtype=torch.float32)``) and
+    ``DeepseekV3PreTrainedModel._init_weights`` (``init.zeros_``), and the
+    routers that copy it (GLM-4-MoE, dots1, ...). Modules outside
+    transformers are not claimed: a buffer of that name need not be zero there.
+    """
+
+    name = "hf_zeros"
+    NAMES = ("final_logits_bias", "e_score_correction_bias")
+
+    def claims(self, module):
+        if not _from_transformers(module):
+            return ()
+        return tuple(name for name in self.NAMES if module._buffers.get(name) is not None)
+
+    def values(self, module):
+        return {name: torch.zeros(module._buffers[name].shape) for name in self.claims(module)}
+
+
+class TorchtitanBuffers(BufferRecipe):
+    """Buffers of torchtitan modules, by the module's own ``_init_self_buffers``.
+
+    torchtitan's ``Module.init_states`` (``torchtitan.protocols.module``) calls each module's
+    ``_init_self_buffers(buffer_device=...)`` after its parameters; ``RoPE`` recomputes its
+    ``cache`` (``_precompute_cache``), the MoE layer its ``tokens_per_expert_E`` and
+    ``expert_bias_E`` counters (zeros). A module is claimed only when its class overrides the
+    protocol's no-op default, and then for every buffer it holds. ``values`` runs the method on the
+    materialised module (which assigns new tensors), takes what it assigned and puts the module's
+    own tensors back, so ``recompute_`` copies the values in as for every other recipe.
+    """
+
+    name = "torchtitan"
+
+    @staticmethod
+    def _own(module) -> bool:
+        if not type(module).__module__.startswith("torchtitan."):
+            return False
+        method = getattr(type(module), "_init_self_buffers", None)
+        try:
+            from torchtitan.protocols.module import Module
+        except ImportError:
+            return False
+        return callable(method) and method is not getattr(Module, "_init_self_buffers", None)
+
+    def claims(self, module):
+        if not self._own(module):
+            return ()
+        return tuple(leaf for leaf, buffer in module._buffers.items() if buffer is not None)
+
+    def values(self, module):
+        before = dict(module._buffers)
+        try:
+            module._init_self_buffers()
+            found = {leaf: module._buffers[leaf] for leaf in self.claims(module)}
+        finally:
+            module._buffers.update(before)
+        return found
+
+
+RECIPES: list[BufferRecipe] = [
+    HFRotaryEmbedding(),
+    HFScaledWordEmbedding(),
+    HFInputIds(),
+    HFSinusoidalPositions(),
+    HFCausalMask(),
+    HFZeroBuffers(),
+    TorchtitanBuffers(),
+    BatchNormStats(),
+]
 
 
 def register(recipe: BufferRecipe, *, first: bool = True) -> BufferRecipe:

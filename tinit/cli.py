@@ -3,6 +3,8 @@
     tinit init                              # tinit's GPT-2 small, scheme gpt2
     tinit init --model hf-gpt2 --compare    # transformers.GPT2LMHeadModel(GPT2Config())
     tinit init --hf llama --scheme modern   # a reduced LlamaForCausalLM, no download
+    tinit init --hf llama --set num_hidden_layers=80 --set hidden_size=8192   # any config field
+    tinit init --config path/to/config.json --save out/   # the architecture you train, written out
     python -m tinit init --layers 2 --d-model 64 --scheme deepnorm
     tinit init --device cuda --backend triton   # on a GPU
 
@@ -10,7 +12,8 @@ The model is built on the meta device (no memory, no init), materialised on
 ``--device`` (the CPU by default) with ``to_empty`` (ties restored), then
 every parameter is written once by ``tinit.init_model_``. The report gives
 the parameter count, wall time, G elements/s and, per role, the intended and
-the measured std.
+the measured std. Every argument (configs, fields, ``--save``'s directory) is
+checked before anything is allocated.
 """
 
 from __future__ import annotations
@@ -25,14 +28,23 @@ import torch
 from tqdm import tqdm
 
 import tinit
-from tinit import dispatch, schemes
+from tinit import dispatch, hf_families, schemes
+from tinit.cli_models import (
+    MODELS,
+    Built,
+    _build_model,
+    _jsonable,
+    build_hf,
+    check_save_dir,
+    load_config,
+    parse_set,
+    save,
+)
 from tinit.grouped import GPU_TABLE_MAX_NUMEL
 from tinit.model_init import materialise_, tied_groups
-from tinit.models import GPT, GPTConfig
 from tinit.params import STREAM_VERSION
 from tinit.report import add_parser as _add_report_parser
 
-MODELS = ("gpt2-small", "hf-gpt2")
 DEVICES = ("cpu", "cuda")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 _CHUNK = 1 << 22  # elements per fp64 chunk when measuring moments
@@ -68,160 +80,6 @@ def truncated_std(std: float, alpha: float, beta: float) -> float:
     mass = cdf(beta) - cdf(alpha)
     shift = (pdf(alpha) - pdf(beta)) / mass
     return std * math.sqrt(1.0 + (x_pdf(alpha) - x_pdf(beta)) / mass - shift * shift)
-
-
-def _default_heads(d_model: int) -> int:
-    """Heads of width 64 as in GPT-2 (768 -> 12); the largest divisor of d_model at most d_model // 64."""
-    heads = max(1, d_model // 64)
-    while d_model % heads:
-        heads -= 1
-    return heads
-
-
-def build_model(
-    name: str, *, layers: int | None = None, d_model: int | None = None, heads: int | None = None
-) -> tuple[torch.nn.Module, int, str]:
-    """Build ``name`` on the meta device (no memory is allocated, nothing is initialised).
-
-    Args:
-        name: "gpt2-small" (``tinit.models.GPT``) or "hf-gpt2"
-            (``transformers.GPT2LMHeadModel(GPT2Config(...))``, no download).
-        layers, d_model, heads: override GPT-2 small's 12 / 768 / 12; ``heads``
-            defaults to d_model // 64 (rounded down to a divisor of d_model).
-
-    Returns:
-        (model on the meta device, number of blocks L, one-line description).
-
-    Raises:
-        ImportError: "hf-gpt2" without transformers installed.
-        ValueError: unknown model name or an invalid shape.
-    """
-    sizes = {}
-    if layers is not None:
-        sizes["n_layers"] = layers
-    if d_model is not None:
-        sizes["d_model"] = d_model
-        sizes["n_heads"] = _default_heads(d_model)
-    if heads is not None:
-        sizes["n_heads"] = heads
-    if name == "gpt2-small":
-        config = GPTConfig(**sizes)
-        with torch.device("meta"):
-            model = GPT(config)
-        return (
-            model,
-            config.n_layers,
-            (
-                f"gpt2-small (tinit.models.GPT): {config.n_layers} layers, d_model {config.d_model}, "
-                f"{config.n_heads} heads, vocab {config.vocab}, n_ctx {config.n_ctx}"
-            ),
-        )
-    if name == "hf-gpt2":
-        try:
-            import transformers
-        except ImportError as err:
-            raise ImportError(f"--model hf-gpt2 needs transformers (pip install transformers): {err}") from err
-        renames = {"n_layers": "n_layer", "d_model": "n_embd", "n_heads": "n_head"}
-        config = transformers.GPT2Config(**{renames[k]: v for k, v in sizes.items()})
-        with torch.device("meta"):
-            model = transformers.GPT2LMHeadModel(config)
-        return (
-            model,
-            config.n_layer,
-            (
-                f"hf-gpt2 (transformers {transformers.__version__} GPT2LMHeadModel): {config.n_layer} layers, "
-                f"d_model {config.n_embd}, {config.n_head} heads, vocab {config.vocab_size}, n_ctx {config.n_positions}"
-            ),
-        )
-    raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
-
-
-# The config keys of the GQA families (layers, d_model, heads, kv heads, ffn width, vocab).
-_GQA_FIELDS = (
-    "num_hidden_layers",
-    "hidden_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "intermediate_size",
-    "vocab_size",
-)
-# model_type -> (config class, model class, config keys for layers, d_model, heads, kv heads, ffn width, vocab)
-HF_FAMILIES = {
-    "gpt2": ("GPT2Config", "GPT2LMHeadModel", ("n_layer", "n_embd", "n_head", None, "n_inner", "vocab_size")),
-    "llama": ("LlamaConfig", "LlamaForCausalLM", _GQA_FIELDS),
-    "mistral": ("MistralConfig", "MistralForCausalLM", _GQA_FIELDS),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", _GQA_FIELDS),
-    "t5": (
-        "T5Config",
-        "T5ForConditionalGeneration",
-        ("num_layers", "d_model", "num_heads", None, "d_ff", "vocab_size"),
-    ),
-    "bert": (
-        "BertConfig",
-        "BertForMaskedLM",
-        ("num_hidden_layers", "hidden_size", "num_attention_heads", None, "intermediate_size", "vocab_size"),
-    ),
-}
-HF_REDUCED = {"layers": 4, "d_model": 256, "heads": 4, "vocab": 8192}
-
-
-def build_hf(
-    model_type: str, *, layers: int | None = None, d_model: int | None = None, heads: int | None = None
-) -> tuple[torch.nn.Module, int, str]:
-    """A Hugging Face model of ``model_type`` on the meta device, from a reduced default config.
-
-    The family's default config with ``HF_REDUCED`` sizes (4 layers, d_model
-    256, 4 heads, vocab 8192; MLP width 4 d_model; half as many key/value
-    heads for the GQA families), each overridable; nothing is downloaded.
-    T5 gets the same depth for its encoder and decoder.
-
-    Args:
-        model_type: one of ``HF_FAMILIES`` (gpt2, llama, mistral, qwen2, t5, bert).
-        layers, d_model, heads: override the reduced sizes; heads defaults
-            to d_model // 64 when only d_model is given.
-
-    Returns:
-        (model on the meta device, number of blocks L, one-line description).
-
-    Raises:
-        ImportError: transformers is not installed.
-        ValueError: unknown model type or an invalid shape.
-    """
-    if model_type not in HF_FAMILIES:
-        raise ValueError(f"unknown --hf model type {model_type!r}; choose from {sorted(HF_FAMILIES)}")
-    try:
-        import transformers
-    except ImportError as err:
-        raise ImportError(f"--hf needs transformers (pip install transformers): {err}") from err
-    config_name, model_name, keys = HF_FAMILIES[model_type]
-    layers = HF_REDUCED["layers"] if layers is None else layers
-    width = HF_REDUCED["d_model"] if d_model is None else d_model
-    heads = heads if heads is not None else (HF_REDUCED["heads"] if d_model is None else _default_heads(width))
-    if layers < 1 or width < 1 or heads < 1 or width % heads:
-        raise ValueError(
-            f"--hf {model_type}: need layers >= 1 and heads dividing d_model, got "
-            f"{layers} layers, d_model {width}, {heads} heads"
-        )
-    values = (layers, width, heads, max(1, heads // 2) if heads % 2 == 0 else heads, 4 * width, HF_REDUCED["vocab"])
-    kwargs = {key: value for key, value in zip(keys, values, strict=True) if key is not None}
-    defaults = getattr(transformers, config_name)()
-    for attr in ("bos_token_id", "eos_token_id", "pad_token_id"):  # keep special ids inside the reduced vocab
-        value = getattr(defaults, attr, None)
-        if isinstance(value, int) and value >= HF_REDUCED["vocab"]:
-            kwargs[attr] = HF_REDUCED["vocab"] - 1
-    if model_type == "t5":
-        kwargs.update(num_decoder_layers=layers, d_kv=width // heads)
-    config = getattr(transformers, config_name)(**kwargs)
-    with torch.device("meta"):
-        model = getattr(transformers, model_name)(config)
-    return (
-        model,
-        layers,
-        (
-            f"hf {model_type} (transformers {transformers.__version__} {model_name}, reduced config): "
-            f"{layers} layers, d_model {width}, {heads} heads, vocab {HF_REDUCED['vocab']}"
-        ),
-    )
 
 
 @dataclass
@@ -423,13 +281,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="gpt2-small: tinit's own GPT-2-small-shaped model (default); "
         "hf-gpt2: transformers.GPT2LMHeadModel(GPT2Config()), needs transformers",
     )
-    init.add_argument(
+    source = init.add_mutually_exclusive_group()
+    source.add_argument(
         "--hf",
-        metavar="MODEL_TYPE",
-        choices=sorted(HF_FAMILIES),
-        help="a Hugging Face model of this type from a reduced default config (4 layers, "
-        f"d_model 256, vocab 8192; no download): {', '.join(sorted(HF_FAMILIES))}; "
+        metavar="FAMILY",
+        choices=sorted(hf_families.FAMILIES),
+        help="a Hugging Face model of this family from a reduced default config (4 layers, "
+        f"d_model 256, vocab 1024; no download; tinit.hf_families): {', '.join(sorted(hf_families.FAMILIES))}; "
         "overrides --model",
+    )
+    source.add_argument(
+        "--config",
+        metavar="PATH_OR_JSON",
+        help="a Hugging Face config: a config.json path or an inline JSON object with a model_type "
+        "(built with its architectures' class or the family's Auto class; no weights downloaded, nothing "
+        "from the network); fields its config class does not have are kept, with a warning; overrides --model",
+    )
+    init.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        help="set a config field (repeatable; after --layers/--d-model/--heads): VALUE is JSON, or a plain "
+        "string when it does not start with {, [ or a double quote; a dotted KEY sets a held config's field "
+        "(text_config.num_hidden_layers=8). A field the config does not have is refused. "
+        'E.g. --set num_hidden_layers=80 --set rope_scaling=\'{"type":"linear","factor":2}\'',
+    )
+    init.add_argument(
+        "--save",
+        metavar="DIR",
+        help="write the initialised model to DIR: a transformers model by save_pretrained (model.safetensors, "
+        "config.json), tinit's own by safetensors (one tensor per tie) and config.json; both with "
+        "tinit_init.json (scheme, seed, options, tinit and stream versions, per-role specs)",
     )
     init.add_argument(
         "--scheme",
@@ -438,9 +320,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="initialisation recipe (tinit.schemes; default gpt2)",
     )
     init.add_argument("--seed", type=int, default=0, help="Philox key (default 0)")
-    init.add_argument("--layers", type=int, help="number of blocks (default 12; --hf: 4)")
-    init.add_argument("--d-model", type=int, help="model width (default 768; --hf: 256)")
-    init.add_argument("--heads", type=int, help="attention heads (default d_model // 64)")
+    init.add_argument(
+        "--layers", type=int, help="number of blocks (default 12; --hf: 4); every depth field of an HF config"
+    )
+    init.add_argument(
+        "--d-model", type=int, help="model width (default 768; --hf: 256); an HF config's MLP width becomes 4x"
+    )
+    init.add_argument("--heads", type=int, help="attention heads (default d_model // 64); key/value heads halve")
     init.add_argument(
         "--trunc", type=float, help="truncation in units of std (default: the scheme's, +-2 unless the recipe fixes it)"
     )
@@ -479,6 +365,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_report_parser(sub)
     return parser
+
+
+def init_record(args, summary, built: Built, count: int) -> dict:
+    """What ``--save`` writes to ``tinit_init.json``: how the weights were made, enough to make them again.
+
+    Args:
+        args: the parsed ``tinit init`` arguments.
+        summary: ``init_model_``'s list of ``ParamInit``.
+        built: the model's ``Built`` record.
+        count: parameters (tied counted once).
+
+    Returns:
+        A JSON-able dict: scheme, seed, options, dtype, versions (tinit, stream, torch, transformers),
+        the model line, and one entry per (role, spec) with its tensors and elements.
+    """
+    labels = _labels(summary)
+    roles: dict = {}
+    for entry in summary:
+        key = (entry.role, entry.spec)
+        row = roles.setdefault(key, {"role": labels[key], "tensors": 0, "elements": 0, "spec": _jsonable(entry.spec)})
+        row["tensors"] += 1
+        row["elements"] += entry.numel
+    options = {"variance_preserving": bool(args.variance_preserving)}
+    if args.trunc is not None:
+        options["trunc"] = args.trunc
+    record = {
+        "scheme": args.scheme,
+        "seed": args.seed,
+        "options": options,
+        "dtype": args.dtype,
+        "tinit_version": tinit.__version__,
+        "stream_version": STREAM_VERSION,
+        "torch_version": torch.__version__,
+        "model": built.description,
+        "parameters": count,
+        "tensors_written": len(summary),
+        "roles": list(roles.values()),
+    }
+    if built.hf:
+        import transformers
+
+        record["transformers_version"] = transformers.__version__
+    return _jsonable(record)
 
 
 def _sync(device: str) -> None:
@@ -530,7 +459,8 @@ def _device_error(args) -> str | None:
     return None
 
 
-def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
+def _init(args, built: Built) -> int:
+    model, n_layers, description = built.model, built.n_layers, built.description
     dtype, device = DTYPES[args.dtype], args.device
     model.to(dtype=dtype)
     start = time.perf_counter()
@@ -571,6 +501,9 @@ def _init(args, model: torch.nn.Module, n_layers: int, description: str) -> int:
         return measure(summary, params, progress=lambda items: _bar(args, desc, items=items))
 
     tinit_moments = moments("measuring stds")
+    if args.save is not None:  # before --compare, which overwrites the weights with torch's draws
+        files = save(built, args.save, init_record(args, summary, built, count), progress=not args.no_progress)
+        print(f"saved to {args.save}: {', '.join(files)}")
     torch_moments = None
     if args.compare:
         label = _torch_label(summary)
@@ -630,7 +563,10 @@ def main(argv: list[str] | None = None) -> int:
         Exit status: 0 on success, 1 when a tied tensor was written more than
         once, the element counts disagree or (``--compare``) the second tinit
         pass with the same seed wrote different values, 2 on bad usage (argparse's
-        convention, also for ``--model hf-gpt2``/``--hf`` without transformers
+        convention, also for ``--model hf-gpt2``/``--hf``/``--config`` without transformers;
+        a ``--config`` that is not valid JSON, not readable or has no model_type; a
+        ``--set`` field the config does not have, or a value that is not JSON; a
+        ``--save`` directory that cannot be written; a config its model class refuses;
         for a scheme that cannot initialise the model, e.g. ``rezero``
         without residual gates, and for ``--device``/``--backend`` that this
         machine cannot run: no GPU for ``--device cuda``, ``--backend
@@ -641,14 +577,29 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "report":
         return args.func(args)
+    sizes = {"layers": args.layers, "d_model": args.d_model, "heads": args.heads}
+    # Everything a user can get wrong is checked here, before the model is materialised (allocated).
     try:
-        if args.hf is not None:
-            built = build_hf(args.hf, layers=args.layers, d_model=args.d_model, heads=args.heads)
+        problem = None if args.save is None else check_save_dir(args.save)
+        if problem is not None:
+            raise ValueError(problem)
+        fields = parse_set(args.set)
+        if args.config is not None:
+            built = build_hf(config=load_config(args.config), fields=fields, **sizes)
+        elif args.hf is not None:
+            built = build_hf(args.hf, fields=fields, **sizes)
         else:
-            built = build_model(args.model, layers=args.layers, d_model=args.d_model, heads=args.heads)
-    except (ImportError, ValueError) as err:
+            built = _build_model(args.model, fields=fields, **sizes)
+        if args.save is not None and not built.hf:  # the writer of tinit's own models, needed after the fill
+            try:
+                import safetensors  # noqa: F401
+            except ImportError as err:
+                raise ImportError(f"--save needs safetensors (pip install safetensors): {err}") from err
+    except (ImportError, TypeError, ValueError) as err:
         parser.exit(2, f"tinit {args.command}: error: {err}\n")
     problem = _device_error(args)
     if problem is not None:  # one line, no usage: the arguments are well formed, the machine lacks something
         parser.exit(2, f"tinit {args.command}: error: {problem}\n")
-    return _init(args, *built)
+    for note in built.notes:
+        print(f"tinit {args.command}: warning: {note}", file=sys.stderr)
+    return _init(args, built)
