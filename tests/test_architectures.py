@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import tinit
-from tinit import buffers, hf_families
+from tinit import hf_families
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 
@@ -35,14 +35,8 @@ HF_CONSTANT_GAPS = {"gpt_oss": "attention sinks: HF draws N(0, initializer_range
 
 
 def _initialise(model, scheme: str, **kwargs) -> list[tinit.ParamInit]:
-    """``init_model_`` on the CPU; a family whose buffers tinit cannot recompute yet (GPT-J's
-    ``embed_positions``, GPT-BigCode's ``bias``, BART's ``final_logits_bias``, DeepSeek-V3's
-    ``e_score_correction_bias``) is materialised without its buffers: this file checks parameters."""
-    try:
-        return tinit.init_model_(model, scheme, device="cpu", **kwargs)
-    except buffers.UninitialisedBufferError:
-        tinit.materialise_(model, "cpu", recompute_buffers=False)
-        return tinit.init_model_(model, scheme, **kwargs)
+    """``init_model_`` on the CPU (materialising the meta-built model, buffers recomputed)."""
+    return tinit.init_model_(model, scheme, device="cpu", **kwargs)
 
 
 def _params(family: str, scheme: str):

@@ -626,3 +626,21 @@ def test_save_without_safetensors_exits_2_before_allocating(tmp_path, monkeypatc
     line = _refused(monkeypatch, capsys, *SMALL, "--save", str(tmp_path / "out"))
     assert "--save needs safetensors (pip install safetensors)" in line
     assert not (tmp_path / "out").exists()
+
+
+def test_unclassified_reaches_init_model(monkeypatch, capsys):
+    """--unclassified is passed to init_model_ as is; a value that is neither 'error' nor a role exits 2."""
+    seen = {}
+    real = tinit.init_model_
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tinit, "init_model_", spy)
+    _run(capsys, "--layers", "1", "--d-model", "64", "--unclassified", "linear", *QUIET)
+    assert seen["unclassified"] == "linear"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["init", "--unclassified", "skip", *QUIET])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'skip'" in capsys.readouterr().err

@@ -336,6 +336,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="scale each std so the realised (truncated) std equals the recipe's",
     )
     init.add_argument(
+        "--unclassified",
+        default="error",
+        choices=["error", *schemes.ROLES],
+        metavar="{error,ROLE}",
+        help="a parameter no name rule or module type classifies: error (default) refuses it, naming it; "
+        "a role name treats it as that role (the models here are built on the meta device, so there is "
+        "no own init to leave in place: init_model_'s unclassified='skip' does not apply)",
+    )
+    init.add_argument(
         "--device",
         choices=DEVICES,
         default="cpu",
@@ -431,7 +440,14 @@ def _timed_init(model, args, n_layers: int, desc: str) -> tuple[list, float]:
     with _bar(args, desc, total=len(list(model.parameters()))) as bar:
         start = time.perf_counter()
         summary = tinit.init_model_(
-            model, args.scheme, seed=args.seed, n_layers=n_layers, d_model=args.d_model, backend=args.backend, **options
+            model,
+            args.scheme,
+            seed=args.seed,
+            n_layers=n_layers,
+            d_model=args.d_model,
+            backend=args.backend,
+            unclassified=args.unclassified,
+            **options,
         )
         _sync(args.device)
         seconds = time.perf_counter() - start
