@@ -182,10 +182,6 @@ def torchscale():
     return types.SimpleNamespace(config=config, decoder=decoder, encoder_decoder=encoder_decoder)
 
 
-# tinit's name rules do not know torchscale's untied head name (fairseq's ``output_projection``).
-TORCHSCALE_OVERRIDES = {r"output_projection\.weight$": "head"}
-
-
 def _by_role(summary):
     groups = defaultdict(list)
     for entry in summary:
@@ -206,7 +202,7 @@ def test_deepnorm_torchscale_decoder(torchscale):
     torch.manual_seed(0)
     reference = torchscale.decoder.Decoder(cfg)
     ours = copy.deepcopy(reference)
-    summary = tinit.init_model_(ours, "deepnorm", variant="torchscale", seed=5, overrides=TORCHSCALE_OVERRIDES)
+    summary = tinit.init_model_(ours, "deepnorm", variant="torchscale", seed=5)
     groups = _by_role(summary)
     weights = {k: v for k, v in groups.items() if k[1] not in ("bias", "head")}
     assert {role for _, role in weights} == {"attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "norm"}
@@ -236,7 +232,7 @@ def test_deepnorm_torchscale_encoder_decoder(torchscale):
     torch.manual_seed(0)
     reference = torchscale.encoder_decoder.EncoderDecoder(cfg)
     ours = copy.deepcopy(reference)
-    summary = tinit.init_model_(ours, "deepnorm", variant="torchscale", seed=6, overrides=TORCHSCALE_OVERRIDES)
+    summary = tinit.init_model_(ours, "deepnorm", variant="torchscale", seed=6)
     groups = _by_role(summary)
     weights = {k: [n for n in v if n.endswith("weight")] for k, v in groups.items() if k[1] not in ("bias", "head")}
     assert ("encoder", "attn_v") in weights and ("decoder", "mlp_out") in weights

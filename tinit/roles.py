@@ -73,7 +73,9 @@ _LAYER = re.compile(r"(?:^|\.)(?:h|layers?|blocks?)\.(\d+)(?:\.|$)")
 _DIM_TAG = re.compile(r"_[A-Z]{2,4}$")
 _WEIGHT_N = re.compile(r"^weight\d+$")  # Megatron-Core TE grouped experts: one weight<e> per expert
 
-HEAD_NAMES = frozenset({"lm_head", "output", "output_layer", "score", "classifier", "embed_out", "qa_outputs", "head"})
+HEAD_NAMES = frozenset(
+    {"lm_head", "output", "output_layer", "score", "classifier", "embed_out", "qa_outputs", "head", "output_projection"}
+)
 EMBEDDING_NAMES = frozenset(
     {
         "wte",
