@@ -26,6 +26,7 @@ GPT2_ROLES = {
     "transformer.ln_f.weight": "norm",
     "transformer.ln_f.bias": "bias",
     "lm_head.weight": "head",
+    "decoder.output_projection.weight": "head",  # fairseq, torchscale
 }
 N_LAYERS = 3
 
