@@ -26,7 +26,6 @@ GPT2_ROLES = {
     "transformer.ln_f.weight": "norm",
     "transformer.ln_f.bias": "bias",
     "lm_head.weight": "head",
-    "decoder.output_projection.weight": "head",  # fairseq, torchscale
 }
 N_LAYERS = 3
 
@@ -76,6 +75,7 @@ NAMES = [
     ("model.layers.7.self_attn.q_norm.weight", "norm", 7),
     ("model.norm.weight", "norm", None),
     ("lm_head.weight", "head", None),
+    ("decoder.output_projection.weight", "head", None),  # fairseq, torchscale
     # T5
     ("shared.weight", "embedding", None),
     ("encoder.block.3.layer.0.SelfAttention.q.weight", "attn_q", 3),
