@@ -37,11 +37,13 @@ PIP=("$PY" -m pip --disable-pip-version-check)
 # (tests/test_recipes_reference.py), pinned and without their dependencies, so
 # that none of them moves torch or pulls in its training stack: torchtitan
 # (depth_init) with the few pure-Python modules its model code imports
-# (spmd_types, tyro and tyro's own), and OLMo-core (olmo_*) with the two its
-# config code imports (its remote-I/O imports are stood in for by the test).
+# (spmd_types, tyro and tyro's own), OLMo-core (olmo_*) with the two its
+# config code imports (its remote-I/O imports are stood in for by the test),
+# and Megatron-Core (megatron; 0.16.1 is its newest wheel for Python 3.11).
 "${PIP[@]}" install --no-deps "torchtitan==0.3.0" "spmd_types==0.2.3" "tyro==1.0.16" \
   "docstring-parser==0.18.0" "shtab==1.13.0" "typeguard==4.6.0" \
-  "ai2-olmo-core==3.0.0" "dataclass-extensions==0.5.0" "bettermap==1.3.1"
+  "ai2-olmo-core==3.0.0" "dataclass-extensions==0.5.0" "bettermap==1.3.1" \
+  "megatron-core==0.16.1"
 
 installed="$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')"
 if [[ "$installed" != "$TORCH_VERSION" ]]; then

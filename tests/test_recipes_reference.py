@@ -3,6 +3,7 @@
 Every test builds the reference's model twice: one copy initialised by the
 reference's own code (Hugging Face ``_init_weights`` on construction,
 torchtitan's ``init_states``, OLMo-core's ``Transformer.init_weights``,
+Megatron-Core's ``GPTModel`` (its layers' ``init_method``),
 ``torch.nn.init``) under ``torch.manual_seed``, the other by
 ``tinit.init_model_`` with the recipe's defaults. Compared, per role (tinit's
 classification of the parameter):
@@ -19,7 +20,7 @@ classification of the parameter):
 - which tensors are constant, and their value (exactly zero, exactly one, ...).
 
 Reference versions: transformers 5.24, torchtitan 0.3.0, ai2-olmo-core 3.0.0,
-torch 2.13 (``scripts/setup.sh`` installs them). A reference that does not
+megatron-core 0.16.1, torch 2.13 (``scripts/setup.sh`` installs them). A reference that does not
 import is skipped with its reason.
 """
 
@@ -168,6 +169,52 @@ def test_fan_schemes_against_torch_nn_init(scheme, reference):
     options = {"mode": "fan_out"} if scheme.endswith("fan_out") else {}
     summary = tinit.init_model_(ours, scheme.removesuffix("_fan_out"), seed=SEED, **options)
     compare(ref, ours, summary, min_pooled=10**6)
+
+
+# --------------------------------------------------------------------------------------------
+# Megatron-Core
+
+
+@pytest.fixture
+def megatron_parallel_state(tmp_path):
+    """Megatron-Core's model-parallel state on one CPU process (gloo, world size 1), torn down after."""
+    pytest.importorskip("megatron.core", reason="megatron-core (scripts/setup.sh installs it)")
+    import torch.distributed as dist
+
+    parallel_state = pytest.importorskip("megatron.core.parallel_state", exc_type=ImportError)
+    if dist.is_initialized():
+        pytest.skip("a torch.distributed process group is already initialised in this process")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        parallel_state.initialize_model_parallel(1, 1)
+        yield
+    finally:
+        parallel_state.destroy_model_parallel()
+        dist.destroy_process_group()
+
+
+def test_megatron_against_megatron_core(megatron_parallel_state):
+    """``megatron`` = Megatron-Core 0.16.1 ``GPTModel`` (local layer spec, CPU initialisation):
+    ``init_method_normal(0.02)`` and ``scaled_init_method_normal(0.02, L)`` for the output projections."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    config = TransformerConfig(
+        num_layers=4, hidden_size=512, num_attention_heads=8, use_cpu_initialization=True, init_method_std=0.02
+    )
+
+    def build():
+        return GPTModel(
+            config=config, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=4096, max_sequence_length=1024
+        )
+
+    torch.manual_seed(SEED)
+    reference = build()
+    ours = build()
+    summary = tinit.init_model_(ours, "megatron", seed=SEED)
+    ratios = compare(reference, ours, summary)
+    assert {"attn_qkv", "attn_out", "mlp_in", "mlp_out", "embedding", "head"} <= ratios.keys()
 
 
 # --------------------------------------------------------------------------------------------
