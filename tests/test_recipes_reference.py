@@ -137,6 +137,45 @@ def test_t5_against_hf_t5():
     assert {"attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "embedding"} <= ratios.keys()
 
 
+@pytest.mark.parametrize("scheme", ["small_init", "wang_init"])
+def test_small_and_wang_init_against_gpt_neox(scheme):
+    """``small_init`` / ``wang_init`` = GPT-NeoX's ``small_init_init_method`` (every matrix) and
+    ``wang_init_method`` (as ``output_layer_init_method``: attention ``dense`` and MLP
+    ``dense_4h_to_h``, per GPT-NeoX's ``ParallelSelfAttention`` / ``ParallelMLP``), vendored in
+    ``tests/reference`` (GPT-NeoX is not on the package index), on HF's GPT-NeoX module tree."""
+    transformers = pytest.importorskip("transformers")
+    from reference.gpt_neox_init_functions import small_init_init_method, wang_init_method
+
+    config = transformers.GPTNeoXConfig(
+        hidden_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        intermediate_size=2048,
+        vocab_size=2048,
+        tie_word_embeddings=False,
+    )
+    d, n_layers = config.hidden_size, config.num_hidden_layers
+    init_method = small_init_init_method(d)
+    output_layer_init_method = wang_init_method(n_layers, d) if scheme == "wang_init" else init_method
+    torch.manual_seed(SEED)
+    reference = transformers.GPTNeoXForCausalLM(config)
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            if name.endswith("bias"):
+                p.zero_()
+            elif "layernorm" in name or "layer_norm" in name:
+                p.fill_(1.0)
+            elif re.search(r"attention\.dense\.|dense_4h_to_h\.", name):
+                output_layer_init_method(p)
+            else:
+                init_method(p)
+    with torch.device("meta"):
+        ours = transformers.GPTNeoXForCausalLM(config)
+    summary = tinit.init_model_(ours, scheme, seed=SEED, device="cpu")
+    ratios = compare(reference, ours, summary)
+    assert {"attn_qkv", "attn_out", "mlp_in", "mlp_out", "embedding", "head"} <= ratios.keys()
+
+
 # --------------------------------------------------------------------------------------------
 # torch.nn.init
 
