@@ -64,7 +64,7 @@ from tinit.schemes.fan import KaimingNormal, KaimingUniform, LecunNormal, Xavier
 from tinit.schemes.mup import MuP
 from tinit.schemes.nanogpt import ModdedNanoGPT
 from tinit.schemes.normal import GPT2, DepthInit, Megatron, Normal
-from tinit.schemes.olmo import OlmoFanIn, OlmoLlama, OlmoLlamaDepth, OlmoNormalized
+from tinit.schemes.olmo import OlmoFanIn, OlmoFullMegatron, OlmoLlama, OlmoLlamaDepth, OlmoNormalized
 from tinit.schemes.residual import Fixup, ReZero
 from tinit.schemes.small import Mitchell, Modern, SmallInit, WangInit
 from tinit.schemes.t5 import T5
@@ -93,6 +93,7 @@ SCHEMES = {
         OlmoLlamaDepth(),
         OlmoFanIn(),
         OlmoNormalized(),
+        OlmoFullMegatron(),
         T5(),
         ModdedNanoGPT(),
     )
@@ -145,6 +146,7 @@ __all__ = [
     "MuP",
     "Normal",
     "OlmoFanIn",
+    "OlmoFullMegatron",
     "OlmoLlama",
     "OlmoLlamaDepth",
     "OlmoNormalized",

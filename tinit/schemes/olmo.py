@@ -161,3 +161,42 @@ class OlmoNormalized(_OlmoCore):
         if ctx.base in OUTPUT_ROLES or ctx.role == "attn_sink":
             return base / math.sqrt(2.0 * ctx.need("n_layers"))
         return base
+
+
+class OlmoFullMegatron(_OlmoCore):
+    """``olmo_full_megatron``: OLMo's ``InitFnType.full_megatron`` (the OLMo 1 codebase).
+
+        embedding (wte, wpe)                  std (emb_init_std when given), +-3 std
+        q, k, v (fused att_proj), mlp_in      std
+        attn_out, mlp_out                     std / sqrt(2 L)
+        head (ff_out)                         d^-1/2
+        every weight at +-3 std without rescaling; norms 1, biases 0
+
+    ai2-olmo 0.6.0, ``olmo/model.py``: ``OLMo.reset_parameters`` (wte, wpe,
+    ``ff_out``), ``OLMoBlock.reset_parameters`` (``attn_out``, ``ff_out``),
+    ``OLMoSequentialBlock`` / ``OLMoLlamaBlock.reset_parameters`` (``att_proj``,
+    ``ff_proj``, q/k/v), each through ``olmo/initialization.py``
+    ``init_normal`` (``trunc_normal_`` at +-3 std, ``init_cutoff_factor``
+    defaulting to 3). std = ``init_std`` (0.02). OLMo's ``scale_emb_init``
+    (embedding std times sqrt(d)) is ``embedding_std=std * sqrt(d)``.
+
+    Options:
+        std: float > 0, default 0.02.
+        embedding_std: float > 0 or None (``emb_init_std``; default ``std``).
+    """
+
+    name = "olmo_full_megatron"
+
+    def reference_trunc(self, ctx: Context, spec: InitSpec) -> float:
+        """Every weight +-3 std, embeddings included (``init_normal`` with a cutoff)."""
+        return 3.0
+
+    def _std(self, ctx: Context, std: float = 0.02, embedding_std: float | None = None) -> float:
+        std = _positive(self.name, "std", std)
+        if ctx.base == "embedding":
+            return std if embedding_std is None else _positive(self.name, "embedding_std", embedding_std)
+        if ctx.base == "head":
+            return ctx.need("d_model") ** -0.5
+        if ctx.base in OUTPUT_ROLES:
+            return std / math.sqrt(2.0 * ctx.need("n_layers"))
+        return std
