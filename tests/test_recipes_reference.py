@@ -218,6 +218,75 @@ def test_fan_schemes_against_torch_nn_init(scheme, reference):
 
 
 # --------------------------------------------------------------------------------------------
+# modded-nanogpt (vendored init statements)
+
+
+class _NanoGPT(torch.nn.Module):
+    """The speedrun GPT's matrices as separate ``nn.Linear`` weights under names tinit classifies."""
+
+    def __init__(self, d=512, n_layers=4, vocab=2048):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(n_layers):
+            block = torch.nn.Module()
+            block.attn = torch.nn.Module()
+            for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+                setattr(block.attn, name, torch.nn.Linear(d, d, bias=False))
+            block.mlp = torch.nn.Module()
+            block.mlp.c_fc = torch.nn.Linear(d, 4 * d, bias=False)
+            block.mlp.c_proj = torch.nn.Linear(4 * d, d, bias=False)
+            self.blocks.append(block)
+        self.lm_head = torch.nn.Linear(d, vocab, bias=False)
+
+
+def _nanogpt_reference(variant: str) -> _NanoGPT:
+    """A ``_NanoGPT`` whose weights are slices of the tensors modded-nanogpt's own statements fill."""
+    from reference import modded_nanogpt_init as ref
+
+    model = _NanoGPT()
+    d, n_layers, blocks = 512, len(model.blocks), model.blocks
+    with torch.no_grad():
+        if variant == "2026-08":
+            qk, vo = torch.empty(2 * n_layers, d, d), torch.empty(2 * n_layers, d, d)
+            mlp = torch.empty(n_layers, 2, 4 * d, d)
+            head = torch.empty(d, model.lm_head.out_features)  # CastedLinearT: (in, out)
+            ref.gpt_2026_08(d, qk, vo, mlp, head, model.embed.weight, 2 * n_layers, 2 * n_layers)
+            model.lm_head.weight.copy_(head.T)
+            for i, block in enumerate(blocks):
+                block.attn.q_proj.weight.copy_(qk[2 * i])
+                block.attn.k_proj.weight.copy_(qk[2 * i + 1])
+                block.attn.v_proj.weight.copy_(vo[2 * i])
+                block.attn.o_proj.weight.copy_(vo[2 * i + 1])
+                block.mlp.c_fc.weight.copy_(mlp[i, 0])
+                block.mlp.c_proj.weight.copy_(mlp[i, 1].T)
+        else:
+            ref.gpt_2025_08(model.embed, model.lm_head)
+            for block in blocks:
+                qkvo, c_fc, c_proj = torch.empty(4, d, d), torch.empty(d, 4 * d), torch.empty(d, 4 * d)
+                ref.attention_2025_08(d, qkvo)
+                ref.mlp_2025_08(d, c_fc, c_proj)
+                for j, name in enumerate(("q_proj", "k_proj", "v_proj", "o_proj")):
+                    getattr(block.attn, name).weight.copy_(qkvo[j])
+                block.mlp.c_fc.weight.copy_(c_fc.T)
+                block.mlp.c_proj.weight.copy_(c_proj)
+    return model
+
+
+@pytest.mark.parametrize("variant", ["2026-08", "2025-08"])
+def test_modded_nanogpt_against_its_init_statements(variant):
+    """``modded_nanogpt`` = the init statements of modded-nanogpt's ``train_gpt.py`` (vendored in
+    ``tests/reference``): uniform q/k/v (and o in 2026-08), zero MLP output (and attention output
+    and head in 2025-08), the head N(0, 0.005^2) with the embedding its copy (2026-08)."""
+    torch.manual_seed(SEED)
+    reference = _nanogpt_reference(variant)
+    ours = _NanoGPT()
+    summary = tinit.init_model_(ours, "modded_nanogpt", seed=SEED, variant=variant)
+    ratios = compare(reference, ours, summary)
+    assert {"attn_q", "mlp_in", "embedding"} <= ratios.keys()
+
+
+# --------------------------------------------------------------------------------------------
 # Megatron-Core
 
 
