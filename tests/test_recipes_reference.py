@@ -308,6 +308,7 @@ def megatron_parallel_state(tmp_path):
         dist.destroy_process_group()
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")  # Megatron's own, at build
 def test_megatron_against_megatron_core(megatron_parallel_state):
     """``megatron`` = Megatron-Core 0.16.1 ``GPTModel`` (local layer spec, CPU initialisation):
     ``init_method_normal(0.02)`` and ``scaled_init_method_normal(0.02, L)`` for the output projections."""
