@@ -362,6 +362,30 @@ def test_realised_std(scheme, role, trunc, variance_preserving):
     assert float(values.abs().max()) <= t * spec.std * (1 + 1e-6)
 
 
+@pytest.mark.parametrize(
+    "scheme,role,trunc,preserved",
+    [
+        ("gpt2", "attn_out", 2.0, True),  # HF's normal_, truncated by the caller: rescaled
+        ("xavier_normal", "mlp_in", 3.0, True),
+        ("depth_init", "mlp_up", 2.5, True),  # torchtitan's +-2 absolute is +-100 std: untruncated in effect
+        ("mitchell", "mlp_out", 2.0, False),  # OLMo's own +-3 std is not rescaled: neither is the caller's
+        ("lecun_normal", "attn_q", None, True),  # JAX's rescaled +-2
+        ("lecun_normal", "attn_q", 3.0, True),
+    ],
+    ids=lambda v: str(v),
+)
+def test_default_variance_preservation(scheme, role, trunc, preserved):
+    """variance_preserving=None: 10^6 samples realise the recipe's std (within 1 %) exactly when the
+    reference rescales or the caller truncates an untruncated reference; else the truncated normal's."""
+    options = {} if trunc is None else {"trunc": trunc}
+    spec = _spec(scheme, role, **options)
+    target = _spec(scheme, role, trunc=math.inf, variance_preserving=False).std  # the recipe's std
+    expected = target if preserved else target * scipy.stats.truncnorm.std(-spec.trunc, spec.trunc)
+    values = write_spec_(torch.empty(10**6), spec, seed=13, stream=hash((scheme, role)) & 0xFFFF).double()
+    assert abs(float(values.std()) / expected - 1) < 0.01, (float(values.std()), expected)
+    assert float(values.abs().max()) <= spec.trunc * spec.std * (1 + 1e-6)
+
+
 @pytest.mark.parametrize("scheme", ["xavier_uniform", "kaiming_uniform"])
 def test_realised_std_uniform(scheme):
     spec = _spec(scheme, "mlp_in", variance_preserving=True)  # no effect on a uniform

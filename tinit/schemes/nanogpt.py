@@ -28,7 +28,9 @@ class ModdedNanoGPT(Scheme):
     output), the MLP ``c_proj`` and ``lm_head`` zeroed, embeddings
     ``nn.Embedding``'s default N(0, 1). d is the model width (``model_dim``;
     the code writes ``dim ** -0.5`` for every bank). The normals are
-    untruncated, as torch draws them.
+    untruncated, as torch draws them. Not covered by roles: the 2026-08 value
+    embeddings (``0.01 * torch.randn``), the zero-initialised gates and the
+    scalar lambdas; classify or leave them with an override.
 
     Options:
         variant: "2026-08" (default) or "2025-08".

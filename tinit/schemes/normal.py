@@ -112,7 +112,11 @@ class DepthInit(Normal):
     OLMo-core's ``InitMethod.llama_depth`` is the same idea with other
     details (``olmo_llama_depth``). An explicit ``trunc=`` applies to every
     matrix (variance-preserving by default where torchtitan's draw is
-    untruncated in effect, i.e. all but the head).
+    untruncated in effect, i.e. all but the head). torchtitan's tied flavours
+    (Llama 3.2 1B/3B: ``enable_weight_tying``) skip the embedding and give the
+    shared tensor the head's init; ``init_model_`` writes a tied tensor once by
+    its first name's role (the embedding): pass an override making
+    ``tok_embeddings`` role head for those.
 
     Options:
         std: float > 0, default 0.02.
