@@ -128,8 +128,10 @@ def test_gpt2_against_hf_gpt2():
     assert {"attn_qkv", "attn_out", "mlp_in", "mlp_out", "embedding"} <= ratios.keys()
 
 
-def test_t5_against_hf_t5():
-    """``t5`` = transformers' ``T5PreTrainedModel._init_weights`` (per-matrix stds; transformers 5 always ties lm_head)."""
+@pytest.mark.parametrize("feed_forward", ["relu", "gated-gelu"])
+def test_t5_against_hf_t5(feed_forward):
+    """``t5`` = transformers' ``T5PreTrainedModel._init_weights`` (per-matrix stds; transformers 5
+    always ties lm_head), with T5's ReLU MLP (wi, wo) and T5 v1.1's gated one (wi_0, wi_1, wo)."""
     transformers = pytest.importorskip("transformers")
     config = transformers.T5Config(
         d_model=512,
@@ -139,9 +141,34 @@ def test_t5_against_hf_t5():
         num_layers=2,
         num_decoder_layers=2,
         vocab_size=2048,
+        feed_forward_proj=feed_forward,
     )
     ratios = compare(*_hf(transformers.T5ForConditionalGeneration, config, "t5", d_kv=config.d_kv))
     assert {"attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "embedding"} <= ratios.keys()
+
+
+@pytest.mark.parametrize("family", ["Llama", "Bert"])
+def test_normal_against_hf_default_init(family):
+    """``normal`` = transformers' ``PreTrainedModel._init_weights`` (``normal_(std=initializer_range)``
+    for every Linear and Embedding, norms 1, biases 0, the padding row 0) on Llama and BERT."""
+    transformers = pytest.importorskip("transformers")
+    if family == "Llama":
+        config = transformers.LlamaConfig(
+            hidden_size=512,
+            intermediate_size=2048,
+            num_hidden_layers=4,
+            num_attention_heads=8,
+            num_key_value_heads=8,
+            vocab_size=2048,
+        )
+        model_class = transformers.LlamaForCausalLM
+    else:
+        config = transformers.BertConfig(
+            hidden_size=512, intermediate_size=2048, num_hidden_layers=4, num_attention_heads=8, vocab_size=2048
+        )
+        model_class = transformers.BertForMaskedLM
+    ratios = compare(*_hf(model_class, config, "normal"))
+    assert {"embedding", "mlp_in", "mlp_out", "attn_out"} <= ratios.keys()
 
 
 @pytest.mark.parametrize("scheme", ["small_init", "wang_init"])
