@@ -83,6 +83,8 @@ CASES = [
     ("wang_init", {}, "mlp_out", 2 / (L * math.sqrt(D)), INF),
     ("lecun_normal", {"variance_preserving": False}, "attn_q", 1 / math.sqrt(D), 2),
     ("lecun_normal", {"trunc": INF}, "attn_q", 1 / math.sqrt(D), INF),
+    ("lecun_normal", {"d_head": 64}, "attn_q", 1 / math.sqrt(D * 64) / TRUNC2, 2),  # T5X's query_init
+    ("lecun_normal", {"d_head": 64}, "attn_k", 1 / math.sqrt(D) / TRUNC2, 2),
     ("normal", {"trunc": 2.0}, "attn_q", 0.02 / TRUNC2, 2),  # truncating an untruncated reference keeps its std
     ("normal", {"trunc": 2.0, "variance_preserving": False}, "attn_q", 0.02, 2),
     ("gpt2", {"trunc": 3.0}, "attn_out", 0.02 / math.sqrt(2 * L) / scipy.stats.truncnorm.std(-3, 3), 3),
@@ -233,6 +235,14 @@ def test_layout_conv1d():
     assert lecun.spec(role="mlp_in", shape=(D, F), layout="in_out").realised_std == pytest.approx(1 / math.sqrt(D))
     assert lecun.spec(role="mlp_in", shape=(D, F)).realised_std == pytest.approx(1 / math.sqrt(F))
     assert lecun.spec(role="mlp_in", shape=(D, F), fan_in=4096, fan_out=D).realised_std == pytest.approx(1 / 64)
+
+
+def test_lecun_normal_query_scaling_on_a_fused_qkv():
+    """T5X's query_init on a fused q/k/v: only the q rows take 1/sqrt(d_head)."""
+    spec = _spec("lecun_normal", "attn_qkv", d_head=64)
+    assert [p.std for p in spec.parts] == pytest.approx([x / math.sqrt(D) / TRUNC2 for x in (1 / 8, 1, 1)])
+    with pytest.raises(ValueError, match="d_head"):
+        _spec("lecun_normal", "attn_q", d_head=0)
 
 
 def test_deepnorm_fused_qkv_parts():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 from tinit.schemes._core import (
     Context,
@@ -132,10 +133,32 @@ class LecunNormal(_FanScheme):
     suggests the untruncated ``kaiming_normal_(nonlinearity="linear")``:
     ``trunc=math.inf``). tinit follows JAX: trunc 2, variance-preserving by
     default; ``variance_preserving=False`` gives the unrescaled draw.
+
+    ``d_head`` adds T5X's query scaling: Flaxformer's
+    ``MultiHeadDotProductAttention`` (and MaxText's ``query_projection``
+    before it moved the factor to the activations) draws the query kernel
+    with ``query_init = kernel_init(...) / sqrt(head_dim)``, T5's 1/sqrt(d_head)
+    logit scale folded into the weights, on T5X's default kernel init
+    ``variance_scaling(1.0, "fan_in", "truncated_normal")``, i.e. this
+    recipe. The query (attn_q, or the q rows of a fused attn_qkv) then has
+    realised std 1 / sqrt(fan_in * d_head).
+
+    Options:
+        d_head: int >= 1 or None (default): the head width the query is scaled by.
     """
 
     name = "lecun_normal"
     reference_variance_preserving = True
 
-    def weight(self, ctx: Context, fan_in: int, fan_out: int) -> InitSpec:
-        return _normal(1.0 / math.sqrt(fan_in))
+    def weight(self, ctx: Context, fan_in: int, fan_out: int, d_head: int | None = None) -> InitSpec:
+        std = 1.0 / math.sqrt(fan_in)
+        if d_head is None:
+            return _normal(std)
+        if isinstance(d_head, bool) or not hasattr(type(d_head), "__index__") or operator.index(d_head) < 1:
+            raise ValueError(f"scheme 'lecun_normal': d_head must be an int >= 1 or None, got {d_head!r}")
+        query = _normal(std / math.sqrt(operator.index(d_head)))
+        if ctx.base == "attn_q":
+            return query
+        if ctx.base == "attn_qkv":
+            return ctx.qkv_parts(query, _normal(std), _normal(std))
+        return _normal(std)
