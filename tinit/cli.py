@@ -441,9 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--layers", type=int, help="number of blocks (default 12; --hf: 4)")
     init.add_argument("--d-model", type=int, help="model width (default 768; --hf: 256)")
     init.add_argument("--heads", type=int, help="attention heads (default d_model // 64)")
-    init.add_argument(
-        "--trunc", type=float, help="truncation in units of std (default: the scheme's, +-2 unless the recipe fixes it)"
-    )
+    init.add_argument("--trunc", type=float, help="truncation in units of std (default: the recipe reference's)")
     init.add_argument(
         "--variance-preserving",
         action="store_true",
