@@ -357,7 +357,8 @@ class Scheme:
             UnknownNameError: unknown role (a KeyError and a ValueError).
             ValueError: a needed value (role, n_layers, d_model, layer_idx) is
                 missing, or an option is out of range.
-            TypeError: an option this scheme does not take.
+            TypeError: an option this scheme does not take, or a
+                ``variance_preserving`` that is not a bool or None.
         """
         if role is not None and role not in ROLES:
             raise UnknownNameError(f"unknown role {role!r}; known: {list(ROLES)}")
@@ -377,8 +378,11 @@ class Scheme:
                     f"scheme {self.name!r}: trunc (bounds in units of std) must be a number > 0 "
                     f"(math.inf for none), got {given!r}"
                 )
-        if variance_preserving is not None:
-            variance_preserving = bool(variance_preserving)
+        if variance_preserving is not None and not isinstance(variance_preserving, bool):
+            raise TypeError(
+                f"scheme {self.name!r}: variance_preserving must be True, False or None, "
+                f"got {type(variance_preserving).__name__} {variance_preserving!r}"
+            )
         shape = tuple(_count("shape", size, 0) for size in shape)
         ctx = Context(
             self.name,
