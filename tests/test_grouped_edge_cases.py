@@ -265,7 +265,8 @@ def test_overrides_layer_role_and_options_reach_the_values():
         r"h\.2\.mlp\.c_proj": {"role": "attn_out", "layer": 0, "options": {"std": 0.5}},
         r"^wte": {"role": "head", "options": {"trunc": 3.0}},
     }
-    summary = tinit.init_model_(model, "depth_init", seed=SEED, overrides=overrides)
+    # d_model for the head's d^-1/2 (the overridden wte leaves no embedding to read it from)
+    summary = tinit.init_model_(model, "depth_init", seed=SEED, overrides=overrides, d_model=12)
     by_name = {e.name: e for e in summary}
     entry = by_name["h.2.mlp.c_proj.weight"]
     assert (entry.role, entry.layer) == ("attn_out", 0)

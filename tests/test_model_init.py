@@ -138,7 +138,9 @@ def test_hf_gpt2_gpt2_scheme():
 def test_hf_gpt2_conv1d_fans():
     """GPT-2's Conv1D weights are (in, out): fan_in is dim 0 (lecun_normal: 1/sqrt(fan_in))."""
     model = _hf_gpt2()
-    summary = tinit.init_model_(model, "lecun_normal", seed=4)
+    summary = tinit.init_model_(
+        model, "lecun_normal", seed=4, variance_preserving=False
+    )  # the parent std: 1/sqrt(fan_in)
     _check_written(
         model,
         summary,
@@ -181,22 +183,22 @@ def test_hf_llama_deepnorm(family):
 
 def test_torchtitan_llama_depth_init():
     model = TitanLlama()
-    summary = tinit.init_model_(model, "depth_init", seed=6)
+    summary = tinit.init_model_(model, "depth_init", seed=6, overrides={r"feed_forward\.w3\.": "mlp_up"})
     expected = {}
     for layer in range(3):
         std = 0.02 / math.sqrt(2 * (layer + 1))
         expected[rf"layers\.{layer}\.attention\.wo"] = ("attn_out", std)
         expected[rf"layers\.{layer}\.feed_forward\.w2"] = ("mlp_out", std)
+        expected[rf"layers\.{layer}\.feed_forward\.w3"] = ("mlp_up", std)  # torchtitan scales w3 too
     expected.update(
         {
-            r"tok_embeddings": ("embedding", 0.02),
-            r"^output": ("head", 0.02),
+            r"tok_embeddings": ("embedding", 1.0),  # torchtitan: nn.init.normal_(std=1.0)
+            r"^output": ("head", 64**-0.5),  # dim ** -0.5
             r"norm": ("norm", "=1"),
             r"wq": ("attn_q", 0.02),
             r"wk": ("attn_k", 0.02),
             r"wv": ("attn_v", 0.02),
             r"w1": ("mlp_in", 0.02),
-            r"w3": ("mlp_up", 0.02),
         }
     )
     _check_written(model, summary, expected, seed=6)

@@ -30,45 +30,65 @@ SHAPES = {  # nn.Linear layout (out, in); GQA key/value of width 256
     "norm": (D,),
     "bias": (D,),
     "residual_gate": (1,),
+    "mlp_up": (F, D),
+    "router": (8, D),
 }
 BETA = (8 * L) ** -0.25  # DeepNorm, decoder-only, L = 12
 SMALL = math.sqrt(2 / (5 * D))
+INF = math.inf
+TRUNC2 = scipy.stats.truncnorm.std(-2, 2)  # JAX's .87962566103423978: lecun_normal divides by it
+DEPTH = 0.02 / math.sqrt(2 * (LAYER + 1))  # torchtitan depth_scaled_std(0.02, layer_id)
 
 # (scheme, options, role, expected parent std, expected trunc); a None trunc means "constant std" value.
 CASES = [
-    ("normal", {}, "embedding", 0.02, 2),
-    ("normal", {}, "attn_out", 0.02, 2),
-    ("normal", {"std": 0.01}, "head", 0.01, 2),
-    ("gpt2", {}, "attn_qkv", 0.02, 2),
-    ("gpt2", {}, "mlp_in", 0.02, 2),
-    ("gpt2", {}, "embedding", 0.02, 2),
-    ("gpt2", {}, "attn_out", 0.02 / math.sqrt(2 * L), 2),
-    ("gpt2", {}, "mlp_out", 0.02 / math.sqrt(2 * L), 2),
-    ("megatron", {}, "mlp_out", 0.02 / math.sqrt(2 * L), 2),
-    ("megatron", {"multiplier": 1.0}, "attn_out", 0.02 / math.sqrt(L), 2),
-    ("depth_init", {}, "attn_q", 0.02, 2),
-    ("depth_init", {}, "mlp_in", 0.02, 2),
-    ("depth_init", {}, "attn_out", 0.02 / math.sqrt(2 * (LAYER + 1)), 2),
-    ("depth_init", {}, "mlp_out", 0.02 / math.sqrt(2 * (LAYER + 1)), 2),
-    ("depth_init", {"embedding_std": 1.0, "head_std": D**-0.5}, "embedding", 1.0, 2),
-    ("depth_init", {"embedding_std": 1.0, "head_std": D**-0.5}, "head", D**-0.5, 2),
-    ("xavier_normal", {}, "attn_q", math.sqrt(2 / (D + D)), 2),
-    ("xavier_normal", {}, "attn_k", math.sqrt(2 / (D + KV)), 2),
-    ("xavier_normal", {}, "attn_qkv", math.sqrt(2 / (D + D)), 2),  # fan_out of one of q, k, v
-    ("xavier_normal", {}, "mlp_out", math.sqrt(2 / (F + D)), 2),
-    ("xavier_normal", {"gain": 2.0}, "embedding", 2 * math.sqrt(2 / (V + D)), 2),
-    ("kaiming_normal", {}, "attn_q", math.sqrt(2) / math.sqrt(D), 2),
-    ("kaiming_normal", {}, "mlp_out", math.sqrt(2) / math.sqrt(F), 2),
-    ("kaiming_normal", {"mode": "fan_out"}, "mlp_in", math.sqrt(2) / math.sqrt(F), 2),
-    ("kaiming_normal", {"mode": "fan_out"}, "attn_k", math.sqrt(2) / math.sqrt(KV), 2),
-    ("lecun_normal", {}, "attn_v", 1 / math.sqrt(D), 2),
-    ("lecun_normal", {}, "mlp_out", 1 / math.sqrt(F), 2),
-    ("small_init", {}, "attn_q", SMALL, 2),
-    ("small_init", {}, "mlp_out", SMALL, 2),
-    ("small_init", {}, "embedding", SMALL, 2),
-    ("wang_init", {}, "mlp_in", SMALL, 2),
-    ("wang_init", {}, "attn_out", 2 / (L * math.sqrt(D)), 2),
-    ("wang_init", {}, "mlp_out", 2 / (L * math.sqrt(D)), 2),
+    ("normal", {}, "embedding", 0.02, INF),
+    ("normal", {}, "attn_out", 0.02, INF),
+    ("normal", {"std": 0.01}, "head", 0.01, INF),
+    ("gpt2", {}, "attn_qkv", 0.02, INF),
+    ("gpt2", {}, "mlp_in", 0.02, INF),
+    ("gpt2", {}, "embedding", 0.02, INF),
+    ("gpt2", {}, "attn_out", 0.02 / math.sqrt(2 * L), INF),
+    ("gpt2", {}, "mlp_out", 0.02 / math.sqrt(2 * L), INF),
+    ("megatron", {}, "mlp_out", 0.02 / math.sqrt(2 * L), INF),
+    ("megatron", {"multiplier": 1.0}, "attn_out", 0.02 / math.sqrt(L), INF),
+    ("depth_init", {}, "attn_q", 0.02, 2 / 0.02),  # torchtitan trunc_normal_'s absolute +-2
+    ("depth_init", {}, "attn_qkv", 0.02, 2 / 0.02),
+    ("depth_init", {}, "mlp_in", 0.02, 2 / 0.02),
+    ("depth_init", {}, "attn_out", DEPTH, 2 / DEPTH),
+    ("depth_init", {}, "mlp_out", DEPTH, 2 / DEPTH),
+    ("depth_init", {}, "mlp_up", DEPTH, 2 / DEPTH),  # torchtitan's w3
+    ("depth_init", {}, "router", DEPTH, 2 / DEPTH),  # DeepSeek-V3 gate_param_init=depth_init(layer_id)
+    ("depth_init", {}, "embedding", 1.0, INF),  # nn.init.normal_(std=1.0)
+    ("depth_init", {}, "head", D**-0.5, 3),  # +-3 s
+    ("depth_init", {"embedding_std": 0.5, "head_std": 0.1}, "embedding", 0.5, INF),
+    ("depth_init", {"embedding_std": 0.5, "head_std": 0.1}, "head", 0.1, 3),
+    ("depth_init", {"trunc": 3.0, "variance_preserving": False}, "attn_out", DEPTH, 3),
+    ("depth_init", {"trunc": 3.0}, "attn_out", DEPTH / scipy.stats.truncnorm.std(-3, 3), 3),
+    ("xavier_normal", {}, "attn_q", math.sqrt(2 / (D + D)), INF),
+    ("xavier_normal", {}, "attn_k", math.sqrt(2 / (D + KV)), INF),
+    ("xavier_normal", {}, "attn_qkv", math.sqrt(2 / (D + D)), INF),  # fan_out of one of q, k, v
+    ("xavier_normal", {}, "mlp_out", math.sqrt(2 / (F + D)), INF),
+    ("xavier_normal", {"gain": 2.0}, "embedding", 2 * math.sqrt(2 / (V + D)), INF),
+    ("kaiming_normal", {}, "attn_q", math.sqrt(2) / math.sqrt(D), INF),
+    ("kaiming_normal", {}, "mlp_out", math.sqrt(2) / math.sqrt(F), INF),
+    ("kaiming_normal", {"mode": "fan_out"}, "mlp_in", math.sqrt(2) / math.sqrt(F), INF),
+    ("kaiming_normal", {"mode": "fan_out"}, "attn_k", math.sqrt(2) / math.sqrt(KV), INF),
+    ("lecun_normal", {}, "attn_v", 1 / math.sqrt(D) / TRUNC2, 2),
+    ("lecun_normal", {}, "mlp_out", 1 / math.sqrt(F) / TRUNC2, 2),
+    ("small_init", {}, "attn_q", SMALL, INF),
+    ("small_init", {}, "mlp_out", SMALL, INF),
+    ("small_init", {}, "embedding", SMALL, INF),
+    ("wang_init", {}, "mlp_in", SMALL, INF),
+    ("wang_init", {}, "attn_out", 2 / (L * math.sqrt(D)), INF),
+    ("wang_init", {}, "mlp_out", 2 / (L * math.sqrt(D)), INF),
+    ("lecun_normal", {"variance_preserving": False}, "attn_q", 1 / math.sqrt(D), 2),
+    ("lecun_normal", {"trunc": INF}, "attn_q", 1 / math.sqrt(D), INF),
+    ("lecun_normal", {"d_head": 64}, "attn_q", 1 / math.sqrt(D * 64) / TRUNC2, 2),  # T5X's query_init
+    ("lecun_normal", {"d_head": 64}, "attn_k", 1 / math.sqrt(D) / TRUNC2, 2),
+    ("normal", {"trunc": 2.0}, "attn_q", 0.02 / TRUNC2, 2),  # truncating an untruncated reference keeps its std
+    ("normal", {"trunc": 2.0, "variance_preserving": False}, "attn_q", 0.02, 2),
+    ("gpt2", {"trunc": 3.0}, "attn_out", 0.02 / math.sqrt(2 * L) / scipy.stats.truncnorm.std(-3, 3), 3),
+    ("mitchell", {"trunc": 2.0}, "attn_q", 1 / math.sqrt(D), 2),  # a truncated reference: not rescaled
     ("mitchell", {}, "embedding", 1 / math.sqrt(D), 3),
     ("mitchell", {}, "attn_qkv", 1 / math.sqrt(D), 3),
     ("mitchell", {}, "mlp_in", 1 / math.sqrt(D), 3),
@@ -84,6 +104,48 @@ CASES = [
     ("modern", {"base": "inv_sqrt_d"}, "attn_k", 1 / math.sqrt(D), 3),
     ("modern", {"base": "inv_sqrt_d"}, "mlp_out", 1 / math.sqrt(D) / math.sqrt(2 * L), 3),
     ("modern", {"trunc": 2.0}, "attn_q", SMALL, 2),
+    ("olmo_llama", {}, "attn_q", 0.02, 3),
+    ("olmo_llama", {}, "attn_qkv", 0.02, 3),
+    ("olmo_llama", {}, "mlp_in", 0.02, 3),
+    ("olmo_llama", {}, "mlp_up", 0.02 / math.sqrt(2 * L), 3),
+    ("olmo_llama", {}, "mlp_out", 0.02 / math.sqrt(2 * L), 3),
+    ("olmo_llama", {}, "attn_out", 0.02 / math.sqrt(2 * L), 3),
+    ("olmo_llama", {}, "router", 0.02 / math.sqrt(2 * L), 3),
+    ("olmo_llama", {}, "embedding", 1.0, INF),
+    ("olmo_llama", {}, "head", D**-0.5, 3),
+    ("olmo_llama_depth", {}, "attn_k", 0.02, 3),
+    ("olmo_llama_depth", {}, "mlp_up", DEPTH, 3),
+    ("olmo_llama_depth", {}, "mlp_out", DEPTH, 3),
+    ("olmo_llama_depth", {}, "attn_out", DEPTH, 3),
+    ("olmo_fan_in", {}, "attn_q", D**-0.5, 3),
+    ("olmo_fan_in", {}, "mlp_out", F**-0.5, 3),
+    ("olmo_fan_in", {}, "mlp_up", D**-0.5, 3),
+    ("olmo_fan_in", {}, "embedding", 1.0, INF),
+    ("olmo_fan_in", {"embed_scale": 4.0}, "embedding", 0.25, INF),
+    ("olmo_fan_in", {}, "head", D**-0.5, 3),
+    ("olmo_normalized", {}, "embedding", D**-0.5, INF),
+    ("olmo_normalized", {}, "mlp_up", D**-0.5, 3),
+    ("olmo_normalized", {}, "mlp_out", D**-0.5 / math.sqrt(2 * L), 3),
+    ("olmo_normalized", {}, "attn_out", D**-0.5 / math.sqrt(2 * L), 3),
+    ("olmo_full_megatron", {}, "embedding", 0.02, 3),
+    ("olmo_full_megatron", {"embedding_std": 0.5}, "embedding", 0.5, 3),
+    ("olmo_full_megatron", {}, "attn_qkv", 0.02, 3),
+    ("olmo_full_megatron", {}, "mlp_in", 0.02, 3),
+    ("olmo_full_megatron", {}, "attn_out", 0.02 / math.sqrt(2 * L), 3),
+    ("olmo_full_megatron", {}, "mlp_out", 0.02 / math.sqrt(2 * L), 3),
+    ("olmo_full_megatron", {}, "head", D**-0.5, 3),
+    ("t5", {"d_kv": 64}, "attn_q", (D * 64) ** -0.5, INF),
+    ("t5", {}, "attn_k", D**-0.5, INF),
+    ("t5", {}, "attn_v", D**-0.5, INF),
+    ("t5", {}, "attn_out", D**-0.5, INF),  # (h * d_kv)^-1/2, its fan_in
+    ("t5", {}, "mlp_in", D**-0.5, INF),
+    ("t5", {}, "mlp_out", F**-0.5, INF),
+    ("t5", {}, "embedding", 1.0, INF),
+    ("t5", {}, "head", 1.0, INF),
+    ("t5", {"factor": 2.0}, "mlp_out", 2 * F**-0.5, INF),
+    ("modded_nanogpt", {}, "head", 0.005, INF),
+    ("modded_nanogpt", {}, "embedding", 0.005, INF),
+    ("modded_nanogpt", {"variant": "2025-08"}, "embedding", 1.0, INF),
     ("deepnorm", {}, "attn_q", math.sqrt(2 / (D + D)), math.inf),
     ("deepnorm", {}, "attn_k", math.sqrt(2 / (D + KV)), math.inf),
     ("deepnorm", {}, "attn_v", BETA * math.sqrt(2 / (D + KV)), math.inf),
@@ -92,8 +154,8 @@ CASES = [
     ("deepnorm", {}, "mlp_out", BETA * math.sqrt(2 / (F + D)), math.inf),
     ("deepnorm", {}, "embedding", D**-0.5, math.inf),
     ("deepnorm", {}, "head", D**-0.5, math.inf),
-    ("rezero", {}, "attn_q", 0.02, 2),
-    ("rezero", {"base": "xavier_normal"}, "mlp_in", math.sqrt(2 / (D + F)), 2),
+    ("rezero", {}, "attn_q", 0.02, INF),
+    ("rezero", {"base": "xavier_normal"}, "mlp_in", math.sqrt(2 / (D + F)), INF),
     ("rezero", {"base": "modern"}, "attn_out", SMALL / math.sqrt(2 * L), 3),
     ("fixup", {"form": "paper"}, "attn_q", math.sqrt(2 / D) * (2 * L) ** -0.5, math.inf),
     ("fixup", {"form": "paper"}, "mlp_in", math.sqrt(2 / D) * (2 * L) ** -0.5, math.inf),
@@ -119,6 +181,11 @@ CONSTANTS = [
     ("fixup", {}, "head", 0.0),
     ("fixup", {}, "residual_gate", 1.0),
     ("mup", {"base_width": 256}, "head", 0.0),
+    ("t5", {"factor": 2.0}, "norm", 2.0),
+    ("modded_nanogpt", {}, "mlp_out", 0.0),
+    ("modded_nanogpt", {"variant": "2025-08"}, "attn_out", 0.0),
+    ("modded_nanogpt", {"variant": "2025-08"}, "head", 0.0),
+    ("olmo_llama", {}, "norm", 1.0),
 ]
 
 
@@ -133,8 +200,9 @@ def test_std_per_role(scheme, options, role, std, trunc):
     spec = _spec(scheme, role, **options)
     assert spec.constant is None and spec.parts is None and spec.distribution == "trunc_normal"
     assert spec.std == pytest.approx(std, rel=1e-12), f"{scheme} {role}: std {spec.std}, formula {std}"
-    assert spec.trunc == trunc
-    assert spec.bounds == pytest.approx((-trunc * spec.std, trunc * spec.std))
+    assert spec.trunc == pytest.approx(trunc, rel=1e-12)
+    if math.isfinite(trunc):
+        assert spec.bounds == pytest.approx((-trunc * spec.std, trunc * spec.std))
 
 
 @pytest.mark.parametrize("scheme,options,role,value", CONSTANTS, ids=[f"{c[0]}-{c[2]}" for c in CONSTANTS])
@@ -149,6 +217,9 @@ def test_constants(scheme, options, role, value):
         ("xavier_uniform", "mlp_in", {"gain": 0.5}, 0.5 * math.sqrt(6 / (D + F)) / math.sqrt(3)),
         ("kaiming_uniform", "mlp_out", {}, math.sqrt(2) * math.sqrt(3 / F) / math.sqrt(3)),
         ("kaiming_uniform", "mlp_out", {"gain": 3**-0.5}, (1 / math.sqrt(F)) / math.sqrt(3)),  # nn.Linear default
+        ("modded_nanogpt", "attn_q", {}, 0.5 * D**-0.5),  # U(-sqrt(3) s, sqrt(3) s), s = 0.5 d^-1/2
+        ("modded_nanogpt", "attn_out", {}, 0.5 * D**-0.5),
+        ("modded_nanogpt", "mlp_in", {"variant": "2025-08"}, 0.5 * D**-0.5),
     ],
 )
 def test_uniform_schemes(scheme, role, options, std):
@@ -160,10 +231,18 @@ def test_uniform_schemes(scheme, role, options, std):
 
 def test_layout_conv1d():
     """HF Conv1D weights are (in, out): the fans swap with the layout, the shape alone would mislead."""
-    lecun = schemes.get("lecun_normal")
-    assert lecun.spec(role="mlp_in", shape=(D, F), layout="in_out").std == pytest.approx(1 / math.sqrt(D))
-    assert lecun.spec(role="mlp_in", shape=(D, F)).std == pytest.approx(1 / math.sqrt(F))
-    assert lecun.spec(role="mlp_in", shape=(D, F), fan_in=4096, fan_out=D).std == pytest.approx(1 / 64)
+    lecun = schemes.get("lecun_normal")  # realised std: JAX's variance_scaling rescales its +-2 std draw
+    assert lecun.spec(role="mlp_in", shape=(D, F), layout="in_out").realised_std == pytest.approx(1 / math.sqrt(D))
+    assert lecun.spec(role="mlp_in", shape=(D, F)).realised_std == pytest.approx(1 / math.sqrt(F))
+    assert lecun.spec(role="mlp_in", shape=(D, F), fan_in=4096, fan_out=D).realised_std == pytest.approx(1 / 64)
+
+
+def test_lecun_normal_query_scaling_on_a_fused_qkv():
+    """T5X's query_init on a fused q/k/v: only the q rows take 1/sqrt(d_head)."""
+    spec = _spec("lecun_normal", "attn_qkv", d_head=64)
+    assert [p.std for p in spec.parts] == pytest.approx([x / math.sqrt(D) / TRUNC2 for x in (1 / 8, 1, 1)])
+    with pytest.raises(ValueError, match="d_head"):
+        _spec("lecun_normal", "attn_q", d_head=0)
 
 
 def test_deepnorm_fused_qkv_parts():
@@ -291,6 +370,30 @@ def test_realised_std(scheme, role, trunc, variance_preserving):
     assert float(values.abs().max()) <= t * spec.std * (1 + 1e-6)
 
 
+@pytest.mark.parametrize(
+    "scheme,role,trunc,preserved",
+    [
+        ("gpt2", "attn_out", 2.0, True),  # HF's normal_, truncated by the caller: rescaled
+        ("xavier_normal", "mlp_in", 3.0, True),
+        ("depth_init", "mlp_up", 2.5, True),  # torchtitan's +-2 absolute is +-100 std: untruncated in effect
+        ("mitchell", "mlp_out", 2.0, False),  # OLMo's own +-3 std is not rescaled: neither is the caller's
+        ("lecun_normal", "attn_q", None, True),  # JAX's rescaled +-2
+        ("lecun_normal", "attn_q", 3.0, True),
+    ],
+    ids=lambda v: str(v),
+)
+def test_default_variance_preservation(scheme, role, trunc, preserved):
+    """variance_preserving=None: 10^6 samples realise the recipe's std (within 1 %) exactly when the
+    reference rescales or the caller truncates an untruncated reference; else the truncated normal's."""
+    options = {} if trunc is None else {"trunc": trunc}
+    spec = _spec(scheme, role, **options)
+    target = _spec(scheme, role, trunc=math.inf, variance_preserving=False).std  # the recipe's std
+    expected = target if preserved else target * scipy.stats.truncnorm.std(-spec.trunc, spec.trunc)
+    values = write_spec_(torch.empty(10**6), spec, seed=13, stream=hash((scheme, role)) & 0xFFFF).double()
+    assert abs(float(values.std()) / expected - 1) < 0.01, (float(values.std()), expected)
+    assert float(values.abs().max()) <= spec.trunc * spec.std * (1 + 1e-6)
+
+
 @pytest.mark.parametrize("scheme", ["xavier_uniform", "kaiming_uniform"])
 def test_realised_std_uniform(scheme):
     spec = _spec(scheme, "mlp_in", variance_preserving=True)  # no effect on a uniform
@@ -320,8 +423,8 @@ def test_fill_routes_context():
         got = float(w[:, i * D : (i + 1) * D].std())
         assert abs(got / (scale * xavier) - 1) < 0.01, (i, got)
     small = torch.empty(256, 256)
-    tinit.fill_(small, "small_init", d_model=256, seed=2)
-    assert abs(float(small.std()) / (math.sqrt(2 / 1280) * 0.8796256610342398) - 1) < 0.02
+    tinit.fill_(small, "small_init", d_model=256, seed=2)  # GPT-NeoX's normal_: untruncated
+    assert abs(float(small.std()) / math.sqrt(2 / 1280) - 1) < 0.02
 
 
 @pytest.mark.parametrize(
@@ -334,6 +437,11 @@ def test_fill_routes_context():
         (lambda: schemes.get("depth_init").spec(role="mlp_out", shape=(8, 8)), ValueError, "layer_idx"),
         (lambda: schemes.get("normal").spec(role="attn_q", shape=(8, 8), stdd=0.1), TypeError, "stdd"),
         (lambda: schemes.get("normal").spec(role="attn_q", shape=(8, 8), trunc=0.0), ValueError, "trunc"),
+        (
+            lambda: schemes.get("normal").spec(role="attn_q", shape=(8, 8), variance_preserving="yes"),
+            TypeError,
+            "variance_preserving",
+        ),
         (lambda: schemes.get("normal").spec(role="attn_q", shape=(8, 8), std=-1.0), ValueError, "std"),
         (lambda: schemes.get("modern").spec(role="attn_q", shape=(8, 8), d_model=8, base="big"), ValueError, "base"),
         (lambda: schemes.get("mup").spec(role="head", shape=(8, 8), readout="none"), ValueError, "readout"),
@@ -358,6 +466,7 @@ def test_fill_routes_context():
         "layer_idx",
         "unknown-option",
         "trunc",
+        "variance_preserving-type",
         "std",
         "modern-base",
         "mup-readout",
@@ -400,6 +509,8 @@ def test_depth_dependent_flag(scheme):
         if scheme == "mup"
         else [{}, {"base": "modern"}, {"base": "depth_init"}, {"base": "mitchell"}]
         if scheme == "rezero"
+        else [{"d_kv": 64}]
+        if scheme == "t5"
         else [{}]
     )
     for opts in options:

@@ -327,9 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--d-model", type=int, help="model width (default 768; --hf: 256); an HF config's MLP width becomes 4x"
     )
     init.add_argument("--heads", type=int, help="attention heads (default d_model // 64); key/value heads halve")
-    init.add_argument(
-        "--trunc", type=float, help="truncation in units of std (default: the scheme's, +-2 unless the recipe fixes it)"
-    )
+    init.add_argument("--trunc", type=float, help="truncation in units of std (default: the recipe reference's)")
     init.add_argument(
         "--variance-preserving",
         action="store_true",

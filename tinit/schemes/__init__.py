@@ -13,13 +13,19 @@ Conventions shared by every scheme:
              the std of the parent normal unless ``variance_preserving=True``.
     trunc    bounds in units of std around the mean (JAX/TensorFlow
              convention), not absolute bounds (``torch.nn.init.trunc_normal_``).
-             Default +-2 std unless the recipe fixes another value (``modern``
-             and ``mitchell``: +-3); ``trunc=math.inf`` gives the untruncated
-             normal that most papers write.
+             Default: the truncation of the recipe's reference implementation
+             (``Scheme.reference_trunc``): untruncated for ``normal``, ``gpt2``,
+             ``megatron``, ``xavier_normal``, ``kaiming_normal``, ``small_init``,
+             ``wang_init``, ``t5``, ``modded_nanogpt``; +-3 for ``mitchell``,
+             ``modern`` and the ``olmo_*`` linears; +-2 rescaled for
+             ``lecun_normal`` (JAX); torchtitan's absolute +-2 for ``depth_init``.
     variance_preserving
              divide std by the truncated normal's std factor
              (``truncation_factor``), so the realised std equals the target,
              as JAX/Keras ``variance_scaling`` does (0.87962566 at +-2).
+             Default None: as the reference (True for ``lecun_normal``), and
+             True when ``trunc=`` truncates a recipe whose reference is
+             untruncated (the realised std stays the reference's).
     fans     fan_in / fan_out come from the parameter's LOGICAL (unsharded)
              shape and its layout (``LAYOUTS``, ``fans``): ``"out_in"`` for
              ``nn.Linear`` and ``nn.Embedding`` weights (out_features,
@@ -74,9 +80,12 @@ from tinit.schemes._core import (
 from tinit.schemes.deepnorm import DeepNorm, deepnorm_constants
 from tinit.schemes.fan import KaimingNormal, KaimingUniform, LecunNormal, XavierNormal, XavierUniform
 from tinit.schemes.mup import MuP
+from tinit.schemes.nanogpt import ModdedNanoGPT
 from tinit.schemes.normal import GPT2, DepthInit, Megatron, Normal
+from tinit.schemes.olmo import OlmoFanIn, OlmoFullMegatron, OlmoLlama, OlmoLlamaDepth, OlmoNormalized
 from tinit.schemes.residual import Fixup, ReZero
 from tinit.schemes.small import Mitchell, Modern, SmallInit, WangInit
+from tinit.schemes.t5 import T5
 
 SCHEMES = {
     s.name: s
@@ -98,6 +107,13 @@ SCHEMES = {
         ReZero(),
         Fixup(),
         MuP(),
+        OlmoLlama(),
+        OlmoLlamaDepth(),
+        OlmoFanIn(),
+        OlmoNormalized(),
+        OlmoFullMegatron(),
+        T5(),
+        ModdedNanoGPT(),
     )
 }
 
@@ -134,6 +150,7 @@ __all__ = [
     "OUTPUT_ROLES",
     "ROLES",
     "SCHEMES",
+    "T5",
     "Context",
     "DeepNorm",
     "DepthInit",
@@ -144,9 +161,15 @@ __all__ = [
     "LecunNormal",
     "Megatron",
     "Mitchell",
+    "ModdedNanoGPT",
     "Modern",
     "MuP",
     "Normal",
+    "OlmoFanIn",
+    "OlmoFullMegatron",
+    "OlmoLlama",
+    "OlmoLlamaDepth",
+    "OlmoNormalized",
     "ReZero",
     "Scheme",
     "SmallInit",

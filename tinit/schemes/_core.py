@@ -396,11 +396,15 @@ class Scheme:
     """Base of every scheme: argument checks, truncation and variance preservation.
 
     Subclasses set ``name``, ``needs_role`` (whether the role changes the
-    result, so an unclassified parameter must be refused), ``default_trunc``,
-    ``depth_dependent`` (whether the block index ``layer_idx`` changes the
-    result; ``init_model_`` computes one spec per distinct input otherwise;
-    ``depends_on_depth`` answers for given options)
-    and implement ``rule(ctx, **options)``, which returns the target
+    result, so an unclassified parameter must be refused), ``default_trunc``
+    (the truncation of the recipe's reference, in units of std; math.inf for
+    an untruncated one; ``reference_trunc`` refines it per parameter where the
+    reference truncates roles differently), ``reference_variance_preserving``
+    (whether the reference rescales its truncated normal to the target std, as
+    JAX's ``variance_scaling`` does), ``depth_dependent`` (whether the block
+    index ``layer_idx`` changes the result; ``init_model_`` computes one spec
+    per distinct input otherwise; ``depends_on_depth`` answers for given
+    options) and implement ``rule(ctx, **options)``, which returns the target
     distribution (std = the std the recipe asks for).
     """
 
@@ -408,7 +412,14 @@ class Scheme:
     needs_role = True
     depth_dependent = False
     default_trunc = 2.0
+    reference_variance_preserving = False
     required_roles: tuple[str, ...] = ()
+
+    def reference_trunc(self, ctx: Context, spec: InitSpec) -> float:
+        """The truncation (units of std, > 0, may be inf) the recipe's reference applies to the
+        truncated normal ``spec`` of the parameter ``ctx``; ``default_trunc`` unless a scheme
+        says otherwise (absolute bounds, as ``torch.nn.init.trunc_normal_``'s, are ``b / spec.std``)."""
+        return self.default_trunc
 
     def depends_on_depth(self, **options) -> bool:
         """Whether ``layer_idx`` can change ``spec(**options)``'s result (``init_model_`` then
@@ -432,7 +443,7 @@ class Scheme:
         qkv: FusedQKV | None = None,
         experts: int | None = None,
         trunc: float | None = None,
-        variance_preserving: bool = False,
+        variance_preserving: bool | None = None,
         **options,
     ) -> InitSpec:
         """The ``InitSpec`` of one parameter.
@@ -457,8 +468,14 @@ class Scheme:
                 spec for it) and the parts are laid out by ``qkv``; when all
                 three come out equal the result is that one spec.
             experts: the expert count E of a 2-D grouped layout.
-            trunc: bounds in units of std (> 0, may be inf); scheme default when None.
+            trunc: bounds in units of std (> 0, may be inf); when None, the
+                reference's truncation (``reference_trunc``).
             variance_preserving: scale std so the realised std is the target.
+                None (default): as the reference does
+                (``reference_variance_preserving``), and also True when
+                ``trunc`` truncates a recipe whose reference is untruncated,
+                so that truncating keeps the reference's std; True/False
+                are honoured as given.
             **options: the scheme's own options (see its docstring).
 
         Returns:
@@ -469,7 +486,8 @@ class Scheme:
             ValueError: a needed value (role, n_layers, d_model, layer_idx) is
                 missing, an option is out of range, or ``qkv`` does not span
                 the output dim.
-            TypeError: an option this scheme does not take.
+            TypeError: an option this scheme does not take, or a
+                ``variance_preserving`` that is not a bool or None.
         """
         if role is not None and role not in ROLES:
             raise UnknownNameError(f"unknown role {role!r}; known: {list(ROLES)}")
@@ -482,12 +500,17 @@ class Scheme:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if stack not in (None, "encoder", "decoder"):
             raise ValueError(f"stack must be None, 'encoder' or 'decoder', got {stack!r}")
-        given = self.default_trunc if trunc is None else trunc
-        trunc = _float_or_none(given)
-        if trunc is None or not trunc > 0:
-            raise ValueError(
-                f"scheme {self.name!r}: trunc (bounds in units of std) must be a number > 0 "
-                f"(math.inf for none), got {given!r}"
+        if trunc is not None:
+            given, trunc = trunc, _float_or_none(trunc)
+            if trunc is None or not trunc > 0:
+                raise ValueError(
+                    f"scheme {self.name!r}: trunc (bounds in units of std) must be a number > 0 "
+                    f"(math.inf for none), got {given!r}"
+                )
+        if variance_preserving is not None and not isinstance(variance_preserving, bool):
+            raise TypeError(
+                f"scheme {self.name!r}: variance_preserving must be True, False or None, "
+                f"got {type(variance_preserving).__name__} {variance_preserving!r}"
             )
         if qkv is not None and not isinstance(qkv, FusedQKV):
             raise TypeError(f"qkv must be a tinit.architecture.FusedQKV or None, got {type(qkv).__name__}")
@@ -513,7 +536,7 @@ class Scheme:
         try:
             fused = ctx.fused_qkv()
             if fused is not None:
-                return self._fused_spec(ctx, fused, trunc, bool(variance_preserving), options)
+                return self._fused_spec(ctx, fused, trunc, variance_preserving, options)
             spec = self.rule(ctx, **options)
         except _NoFanError:
             # A weight with no elements (nn.Linear(0, d)): nothing is written,
@@ -521,14 +544,16 @@ class Scheme:
             # same, and every one of its (no) elements is 0.
             self.rule(replace(ctx, fan_in=1, fan_out=1), **options)
             return InitSpec(constant=0.0)
-        return _finish(spec, trunc, bool(variance_preserving), ctx)
+        return _finish(spec, trunc, variance_preserving, ctx, self)
 
-    def _fused_spec(self, ctx: Context, fused: FusedQKV, trunc: float, variance_preserving: bool, options) -> InitSpec:
+    def _fused_spec(
+        self, ctx: Context, fused: FusedQKV, trunc: float | None, variance_preserving: bool | None, options
+    ) -> InitSpec:
         """A fused q/k/v projection: each part's spec as a matrix of its own, laid out by ``fused``."""
         parts = []
         for part in range(_QKV_PARTS):
             one = replace(ctx, part=part)
-            parts.append(_finish(self.rule(one, **options), trunc, variance_preserving, one))
+            parts.append(_finish(self.rule(one, **options), trunc, variance_preserving, one, self))
         if parts[0] == parts[1] == parts[2]:
             return parts[0]  # one spec, one native pass (of an (out, in) weight: the values of its three parts)
         segments = None if fused.equal_thirds else fused.segments()
@@ -555,16 +580,28 @@ class Scheme:
         return {}
 
 
-def _finish(spec: InitSpec, trunc: float, variance_preserving: bool, ctx: Context) -> InitSpec:
+def _finish(
+    spec: InitSpec, trunc: float | None, variance_preserving: bool | None, ctx: Context, scheme: Scheme
+) -> InitSpec:
     if spec.constant is not None:
         return spec
     if spec.parts is not None:
         return replace(
-            spec, parts=tuple(_finish(p, trunc, variance_preserving, ctx) for p in spec.parts), split_dim=ctx.out_dim
+            spec,
+            parts=tuple(_finish(p, trunc, variance_preserving, ctx, scheme) for p in spec.parts),
+            split_dim=ctx.out_dim,
         )
     if not (math.isfinite(spec.std) and spec.std > 0):
         raise ValueError(f"scheme {ctx.scheme!r} gave std {spec.std} for role {ctx.role!r}")
     if spec.distribution == "uniform":
         return replace(spec, trunc=math.sqrt(3.0))
+    reference = scheme.reference_trunc(ctx, spec)
+    if variance_preserving is None:
+        # A reference bounded so far out that its std is the parent's (truncation_factor is
+        # 1.0 in float: torchtitan's absolute +-2 on std 0.02 is +-100 std) counts as untruncated.
+        untruncated = truncation_factor(reference) == 1.0
+        variance_preserving = scheme.reference_variance_preserving or (trunc is not None and untruncated)
+    if trunc is None:
+        trunc = reference
     std = spec.std / truncation_factor(trunc) if variance_preserving else spec.std
     return replace(spec, std=std, trunc=trunc)

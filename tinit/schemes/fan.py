@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 from tinit.schemes._core import (
     Context,
@@ -36,13 +37,15 @@ class XavierNormal(_FanScheme):
     feedforward neural networks" (AISTATS 2010), eq. 12 (Var = 2 / (n_in +
     n_out)), in its normal form (``torch.nn.init.xavier_normal_``; the paper
     writes the uniform of ``xavier_uniform``). Applied to every weight with >=
-    2 dims, embeddings and head included; norms 1, biases 0.
+    2 dims, embeddings and head included; norms 1, biases 0. Untruncated, as
+    ``torch.nn.init.xavier_normal_`` draws it (``tensor.normal_(0, std)``).
 
     Options:
         gain: float > 0, default 1.
     """
 
     name = "xavier_normal"
+    default_trunc = math.inf
 
     def weight(self, ctx: Context, fan_in: int, fan_out: int, gain: float = 1.0) -> InitSpec:
         return _normal(_positive(self.name, "gain", gain) * math.sqrt(2.0 / (fan_in + fan_out)))
@@ -77,7 +80,8 @@ class KaimingNormal(_FanScheme):
 
     He et al., "Delving Deep into Rectifiers" (arXiv:1502.01852, 2015), eq. 10:
     Var = 2 / n_l with n_l = fan_in (forward) or eq. 14 with fan_out
-    (backward). ``torch.nn.init.kaiming_normal_`` with nonlinearity "relu".
+    (backward). ``torch.nn.init.kaiming_normal_`` with nonlinearity "relu",
+    untruncated as torch draws it (``tensor.normal_(0, std)``).
 
     Options:
         gain: float > 0, default sqrt(2); sqrt(2 / (1 + a^2)) for leaky ReLU.
@@ -85,6 +89,7 @@ class KaimingNormal(_FanScheme):
     """
 
     name = "kaiming_normal"
+    default_trunc = math.inf
 
     def weight(
         self, ctx: Context, fan_in: int, fan_out: int, gain: float = math.sqrt(2.0), mode: str = "fan_in"
@@ -115,15 +120,45 @@ class KaimingUniform(_FanScheme):
 
 
 class LecunNormal(_FanScheme):
-    """``lecun_normal``: std = 1 / sqrt(fan_in).
+    """``lecun_normal``: realised std = 1 / sqrt(fan_in), truncated at +-2 std and rescaled.
 
-    LeCun, Bottou, Orr & Mueller, "Efficient BackProp" (1998), section 4.6;
-    Klambauer et al., "Self-Normalizing Neural Networks" (2017), as
-    ``jax.nn.initializers.lecun_normal`` (which also truncates at +-2 and
-    preserves the variance: pass ``variance_preserving=True`` for that).
+    LeCun, Bottou, Orr & Mueller, "Efficient BackProp" (1998), section 4.6
+    (Var = 1 / fan_in); Klambauer et al., "Self-Normalizing Neural Networks"
+    (2017). The reference is JAX's ``jax.nn.initializers.lecun_normal``
+    (``jax/_src/nn/initializers.py``: ``variance_scaling(1.0, "fan_in",
+    "truncated_normal")``), which Keras' ``lecun_normal`` and Flax share:
+    a normal truncated at +-2 of its std, that std divided by .87962566103423978
+    (the truncated normal's std factor) so that the realised std is
+    1 / sqrt(fan_in). PyTorch has no ``lecun_normal`` (its SELU note
+    suggests the untruncated ``kaiming_normal_(nonlinearity="linear")``:
+    ``trunc=math.inf``). tinit follows JAX: trunc 2, variance-preserving by
+    default; ``variance_preserving=False`` gives the unrescaled draw.
+
+    ``d_head`` adds T5X's query scaling: Flaxformer's
+    ``MultiHeadDotProductAttention`` (and MaxText's ``query_projection``
+    before it moved the factor to the activations) draws the query kernel
+    with ``query_init = kernel_init(...) / sqrt(head_dim)``, T5's 1/sqrt(d_head)
+    logit scale folded into the weights, on T5X's default kernel init
+    ``variance_scaling(1.0, "fan_in", "truncated_normal")``, i.e. this
+    recipe. The query (attn_q, or the q rows of a fused attn_qkv) then has
+    realised std 1 / sqrt(fan_in * d_head).
+
+    Options:
+        d_head: int >= 1 or None (default): the head width the query is scaled by.
     """
 
     name = "lecun_normal"
+    reference_variance_preserving = True
 
-    def weight(self, ctx: Context, fan_in: int, fan_out: int) -> InitSpec:
-        return _normal(1.0 / math.sqrt(fan_in))
+    def weight(self, ctx: Context, fan_in: int, fan_out: int, d_head: int | None = None) -> InitSpec:
+        std = 1.0 / math.sqrt(fan_in)
+        if d_head is None:
+            return _normal(std)
+        if isinstance(d_head, bool) or not hasattr(type(d_head), "__index__") or operator.index(d_head) < 1:
+            raise ValueError(f"scheme 'lecun_normal': d_head must be an int >= 1 or None, got {d_head!r}")
+        query = _normal(std / math.sqrt(operator.index(d_head)))
+        if ctx.base == "attn_q":
+            return query
+        if ctx.base == "attn_qkv":
+            return ctx.qkv_parts(query, _normal(std), _normal(std))
+        return _normal(std)

@@ -16,12 +16,15 @@ from tinit.schemes._core import (
 
 
 class Normal(Scheme):
-    """``normal``: every matrix and embedding from N(0, std^2), truncated at +-trunc std.
+    """``normal``: every matrix and embedding from N(0, std^2), untruncated.
 
     std = 0.02 by default: GPT-2's and BERT's ``initializer_range`` (Radford
-    et al., 2019; Devlin et al., 2019). Norm weights 1, biases 0, residual
-    gates 1. Needs no role: a parameter tinit cannot classify gets the same
-    N(0, std^2) as any matrix.
+    et al., 2019; Devlin et al., 2019), drawn as Hugging Face's
+    ``PreTrainedModel._init_weights`` draws it (``init.normal_(mean=0.0,
+    std=initializer_range)``: no truncation). ``trunc=`` truncates, rescaled
+    so the realised std stays ``std`` unless ``variance_preserving=False``.
+    Norm weights 1, biases 0, residual gates 1. Needs no role: a parameter
+    tinit cannot classify gets the same N(0, std^2) as any matrix.
 
     Options:
         std: float > 0, default 0.02.
@@ -29,6 +32,7 @@ class Normal(Scheme):
 
     name = "normal"
     needs_role = False
+    default_trunc = math.inf
 
     def rule(self, ctx: Context, std: float = 0.02) -> InitSpec:
         std = _positive(self.name, "std", std)
@@ -45,7 +49,9 @@ class GPT2(Normal):
     scale "the weights of residual layers at initialization by a factor of
     1/sqrt(N) where N is the number of residual layers"; Hugging Face's
     ``GPT2PreTrainedModel._init_weights`` and nanoGPT take N = 2L, as here.
-    Both draw from an untruncated normal (``trunc=math.inf`` reproduces it).
+    Both draw from an untruncated normal (``init.normal_``, ``torch.nn.init.normal_``),
+    as tinit does by default (transformers 5.24, ``modeling_gpt2.py``: ``c_proj``
+    weights get std ``initializer_range / sqrt(2 * n_layer)``).
 
     Options:
         std: float > 0, default 0.02.
@@ -70,8 +76,9 @@ class Megatron(GPT2):
     with std = ``init_method_std`` (0.02); the output projections (attention
     ``dense``/``linear_proj``, MLP ``dense_4h_to_h``/``linear_fc2``) from
     N(0, std^2 / (multiplier * L)) with multiplier = 2.0 (Shoeybi et al.,
-    "Megatron-LM", arXiv:1909.08053, 2019; ``megatron/core/utils.py``). The
-    same numbers as ``gpt2``; Megatron also draws untruncated normals.
+    "Megatron-LM", arXiv:1909.08053, 2019; ``megatron/core/utils.py``
+    ``init_method_normal`` / ``scaled_init_method_normal``, which call
+    ``torch.nn.init.normal_``). The same numbers as ``gpt2``, untruncated.
 
     Options:
         std: float > 0, default 0.02.
@@ -82,37 +89,65 @@ class Megatron(GPT2):
 
 
 class DepthInit(Normal):
-    """``depth_init``: output projections scaled by their own depth.
+    """``depth_init``: torchtitan's Llama 3 init, output projections scaled by their own depth.
 
-    std_out(l) = std / sqrt(2 * (l + 1)) for attn_out and mlp_out of block l
-    (0-based), std elsewhere: torchtitan's Llama ``depth_init=True``
-    (``weight_init_std = 0.02 / (2 * (layer_id + 1)) ** 0.5``) and OLMo-core's
-    ``InitMethod.llama_depth``. Where those codebases differ: both also
-    scale the MLP up projection (``w3``), which tinit cannot tell from the
-    gate (both are mlp_in; an override with per-layer ``options`` can); both
-    draw embeddings from N(0, 1) and the untied output head with std d^-1/2
-    at +-3 std (options ``embedding_std``, ``head_std``); torchtitan passes
-    absolute bounds of +-2 to ``trunc_normal_``, i.e. an effectively
-    untruncated normal (``trunc=math.inf``).
+    torchtitan 0.3.0, ``torchtitan/models/llama3/__init__.py`` (``_LINEAR_INIT``,
+    ``_depth_init``, ``_output_linear_init``, ``_EMBEDDING_INIT``) with
+    ``torchtitan/models/common/param_init.py`` ``depth_scaled_std``; the same
+    rule for DeepSeek-V3's MoE (``torchtitan/models/deepseek_v3/__init__.py``,
+    ``_depth_experts_init``, router ``gate_param_init=depth_init(layer_id)``):
+
+        q, k, v (fused wqkv), MLP gate w1, MLA projections   std
+        attn_out (wo), mlp_out (w2), MLP up w3 (mlp_up),
+        MoE router                                            std / sqrt(2 (l + 1))
+        token embedding                                       N(0, embedding_std^2), untruncated
+        output head                                           head_std = d^-1/2, +-3 std
+        norms 1, biases 0
+
+    l is the 0-based block index, std = 0.02. torchtitan draws the hidden
+    matrices with ``nn.init.trunc_normal_(std=s)``, whose bounds are the
+    absolute defaults a = -2, b = 2: tinit's default is those bounds, trunc =
+    2 / s in units of std (+-100 std at s = 0.02, a normal in effect); the
+    embedding with ``nn.init.normal_(std=1.0)``; the head with bounds +-3 s.
+    OLMo-core's ``InitMethod.llama_depth`` is the same idea with other
+    details (``olmo_llama_depth``). An explicit ``trunc=`` applies to every
+    matrix (variance-preserving by default where torchtitan's draw is
+    untruncated in effect, i.e. all but the head). torchtitan's tied flavours
+    (Llama 3.2 1B/3B: ``enable_weight_tying``) skip the embedding and give the
+    shared tensor the head's init; ``init_model_`` writes a tied tensor once by
+    its first name's role (the embedding): pass an override making
+    ``tok_embeddings`` role head for those.
 
     Options:
         std: float > 0, default 0.02.
-        embedding_std: std of embeddings, default ``std`` (torchtitan: 1.0).
-        head_std: std of the output head, default ``std`` (torchtitan: d^-1/2).
+        embedding_std: std of embeddings, default 1.0 (torchtitan's).
+        head_std: std of the output head, default d^-1/2 (torchtitan's; needs d_model).
     """
 
     name = "depth_init"
     needs_role = True
     depth_dependent = True
+    _DEPTH_ROLES = (*OUTPUT_ROLES, "mlp_up", "router")
+    _ABSOLUTE_BOUND = 2.0  # nn.init.trunc_normal_'s default a = -2, b = 2
 
     def rule(
-        self, ctx: Context, std: float = 0.02, embedding_std: float | None = None, head_std: float | None = None
+        self, ctx: Context, std: float = 0.02, embedding_std: float | None = 1.0, head_std: float | None = None
     ) -> InitSpec:
         std = _positive(self.name, "std", std)
-        if ctx.base in OUTPUT_ROLES:
+        if ctx.role in self._DEPTH_ROLES or ctx.base in OUTPUT_ROLES:
             return _normal(std / math.sqrt(2.0 * (ctx.need("layer_idx") + 1)))
-        if ctx.base == "embedding" and embedding_std is not None:
-            return _normal(_positive(self.name, "embedding_std", embedding_std))
-        if ctx.base == "head" and head_std is not None:
+        if ctx.base == "embedding":
+            return _normal(std if embedding_std is None else _positive(self.name, "embedding_std", embedding_std))
+        if ctx.base == "head":
+            if head_std is None:
+                return _normal(ctx.need("d_model") ** -0.5)
             return _normal(_positive(self.name, "head_std", head_std))
         return _constants(ctx.base) or _normal(std)
+
+    def reference_trunc(self, ctx: Context, spec: InitSpec) -> float:
+        """torchtitan's bounds: embeddings untruncated, the head +-3 std, the rest absolute +-2."""
+        if ctx.base == "embedding":
+            return math.inf
+        if ctx.base == "head":
+            return 3.0
+        return self._ABSOLUTE_BOUND / spec.std

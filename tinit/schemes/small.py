@@ -27,11 +27,14 @@ class SmallInit(Scheme):
     ``small_init_init_method(hidden_size)``, written sqrt(2 / (d + 4 d)) in
     the GPT-NeoX-20B paper (Xavier's 2 / (fan_in + fan_out) for a d x 4d MLP
     matrix). d = d_model for every matrix (MLP down projections included),
-    norms 1, biases 0; no role needed.
+    norms 1, biases 0; no role needed. Untruncated, as GPT-NeoX draws it
+    (``megatron/model/init_functions.py`` ``small_init_init_method``:
+    ``torch.nn.init.normal_(tensor, mean=0.0, std=std)``).
     """
 
     name = "small_init"
     needs_role = False
+    default_trunc = math.inf
 
     def rule(self, ctx: Context) -> InitSpec:
         return _constants(ctx.base) or _normal(_small_std(ctx))
@@ -45,11 +48,13 @@ class WangInit(Scheme):
     ``small_init``'s sqrt(2 / (5 d)) (Black et al., "GPT-NeoX-20B",
     arXiv:2204.06745, 2022, on initialisation; GPT-NeoX's code applies
     ``output_layer_init_method`` to both output projections, as here).
-    Norms 1, biases 0.
+    Norms 1, biases 0. Untruncated, as GPT-NeoX's ``wang_init_method`` draws
+    it (``torch.nn.init.normal_``).
     """
 
     name = "wang_init"
     needs_role = True
+    default_trunc = math.inf
 
     def rule(self, ctx: Context) -> InitSpec:
         if ctx.base in OUTPUT_ROLES:
@@ -61,9 +66,10 @@ class Mitchell(Scheme):
     """``mitchell``: OLMo's ``InitFnType.mitchell`` (after Mitchell Wortsman).
 
     std = 1 / sqrt(d_in), and for the output projections of block l (0-based)
-    a further 1 / sqrt(2 (l + 1)), truncated at +-3 std
-    (``olmo/initialization.py``; Groeneveld et al., "OLMo", arXiv:2402.00838,
-    2024). d_in is d_model for embeddings, q/k/v, MLP in, attention output
+    a further 1 / sqrt(2 (l + 1)), truncated at +-3 std without rescaling
+    (realised std 0.9866 of it; ``olmo/initialization.py`` ``init_normal``:
+    ``nn.init.trunc_normal_(std=std, a=-3 * std, b=3 * std)``; Groeneveld et
+    al., "OLMo", arXiv:2402.00838, 2024). d_in is d_model for embeddings, q/k/v, MLP in, attention output
     and head, and the MLP hidden width (the down projection's fan_in) for
     mlp_out:
         attn_out: 1 / sqrt(2 d (l + 1));  mlp_out: 1 / sqrt(2 d_ff (l + 1)).
