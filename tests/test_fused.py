@@ -515,12 +515,11 @@ def test_dbrx_fused_qkv_and_stacked_experts():
     """DBRX: Wqkv split [d, kv*hd, kv*hd] (DbrxAttention.forward); experts w1/v1 (E*F, d) applied as
     x @ w1[e].T and w2 (E*F, d) as x @ w2[e] (DbrxExpertGLU.forward, each viewed as (E, F, d))."""
     model = _dbrx()
-    attn = model.blocks[0].norm_attn_norm.attn
+    attn = getattr(model, "transformer", model).blocks[0].norm_attn_norm.attn  # DbrxForCausalLM or DbrxModel
     kv = attn.num_key_value_heads * attn.head_dim
     labels = torch.arange(attn.Wqkv.weight.shape[0])
     q_rows, k_rows, v_rows = (t.tolist() for t in labels.split([attn.hidden_size, kv, kv]))
-    # the name Wqkv is classified here explicitly (roles are not this test's subject)
-    tinit.init_model_(model, "mup", zero_query=True, only=r"blocks\.0\..*Wqkv", overrides={"Wqkv": "attn_qkv"})
+    tinit.init_model_(model, "mup", zero_query=True, only=r"blocks\.0\..*Wqkv")
     weight = attn.Wqkv.weight.detach()
     assert weight[q_rows].abs().max() == 0
     assert (weight[k_rows] != 0).all() and (weight[v_rows] != 0).all()
