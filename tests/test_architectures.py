@@ -25,13 +25,8 @@ SCHEMES = ("gpt2", "xavier_normal")  # and "normal" in test_constants_match_the_
 
 # Known gaps outside roles, each with the part of tinit that owns it: the test fails (XPASS) once
 # they are closed, so the marker is removed with the fix.
-_VECTOR_FANS = "fan-based schemes have no fan for a 1-D drawn parameter (router bias, CLIP class_embedding)"
-KNOWN_GAPS = {
-    ("gpt_oss", "xavier_normal"): _VECTOR_FANS,
-    ("llava", "xavier_normal"): _VECTOR_FANS,
-}
-# HF GptOss and torchtitan's GPT-OSS draw the sinks (N(0, std)); tinit's schemes write 0 (_constants).
-HF_CONSTANT_GAPS = {"gpt_oss": "attention sinks: HF draws N(0, initializer_range), the schemes write 0"}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
+HF_CONSTANT_GAPS: dict[str, str] = {}
 
 
 def _initialise(model, scheme: str, **kwargs) -> list[tinit.ParamInit]:
@@ -250,3 +245,27 @@ def test_torchtitan_llama3_constants_match_its_init_states():
     summary = tinit.init_model_(model, "depth_init")
     ours = {e.name: ("constant", e.constant) if e.constant is not None else ("drawn",) for e in summary}
     assert ours == own
+
+
+def test_vector_parameters_under_fan_schemes():
+    """A drawn 1-D parameter has no fans: CLIP's class_embedding gets its width's n^-1/2 under Xavier,
+    the std CLIP's own ``_init_weights`` draws (``embed_dim ** -0.5 * initializer_factor``); GPT-OSS's
+    router bias is a bias (0) and its sinks 0 under the fan-based schemes."""
+    model = hf_families.build("llava")
+    summary = {e.name: e for e in _initialise(model, "xavier_normal")}
+    (name,) = [n for n in summary if n.endswith("class_embedding")]
+    embeddings = model.get_submodule(name.rpartition(".")[0])
+    clip_std = embeddings.embed_dim**-0.5 * embeddings.config.initializer_factor
+    assert summary[name].spec.std == pytest.approx(clip_std, rel=1e-12)
+    oss = {e.name: e for e in _initialise(hf_families.build("gpt_oss"), "kaiming_normal")}
+    assert {e.spec.constant for n, e in oss.items() if n.endswith(("router.bias", "sinks"))} == {0.0}
+
+
+@pytest.mark.parametrize(("scheme", "std"), [("normal", 0.02), ("gpt2", 0.02), ("depth_init", 0.02 / math.sqrt(2 * 2))])
+def test_gpt_oss_sinks_are_drawn(scheme, std):
+    """HF ``GptOssPreTrainedModel._init_weights`` draws the sinks from N(0, initializer_range);
+    torchtitan 0.3.0's GPT-OSS ``sinks_init`` from N(0, depth_scaled_std(0.02, layer_id)) (block 1 here)."""
+    summary = {e.name: e for e in _initialise(hf_families.build("gpt_oss"), scheme)}
+    (sinks,) = [e for n, e in summary.items() if n.endswith("layers.1.self_attn.sinks")]
+    assert sinks.role == "attn_sink" and sinks.spec.constant is None
+    assert sinks.spec.std == pytest.approx(std, rel=1e-12)

@@ -23,8 +23,11 @@ class Normal(Scheme):
     ``PreTrainedModel._init_weights`` draws it (``init.normal_(mean=0.0,
     std=initializer_range)``: no truncation). ``trunc=`` truncates, rescaled
     so the realised std stays ``std`` unless ``variance_preserving=False``.
-    Norm weights 1, biases 0, residual gates 1. Needs no role: a parameter
-    tinit cannot classify gets the same N(0, std^2) as any matrix.
+    Norm weights 1, biases 0, residual gates 1; attention sinks (GPT-OSS)
+    N(0, std^2), as HF ``GptOssPreTrainedModel._init_weights`` draws them.
+    Needs no role for the formula (every matrix alike), but ``init_model_``
+    refuses a parameter nothing classifies unless told what to do with it
+    (``unclassified=``).
 
     Options:
         std: float > 0, default 0.02.
@@ -36,6 +39,8 @@ class Normal(Scheme):
 
     def rule(self, ctx: Context, std: float = 0.02) -> InitSpec:
         std = _positive(self.name, "std", std)
+        if ctx.role == "attn_sink":
+            return _normal(std)
         return _constants(ctx.base) or _normal(std)
 
 
@@ -66,6 +71,8 @@ class GPT2(Normal):
         multiplier = _positive(self.name, "multiplier", multiplier)
         if ctx.base in OUTPUT_ROLES:
             return _normal(std / math.sqrt(multiplier * ctx.need("n_layers")))
+        if ctx.role == "attn_sink":  # HF GptOss draws the sinks like any weight
+            return _normal(std)
         return _constants(ctx.base) or _normal(std)
 
 
@@ -99,7 +106,7 @@ class DepthInit(Normal):
 
         q, k, v (fused wqkv), MLP gate w1, MLA projections   std
         attn_out (wo), mlp_out (w2), MLP up w3 (mlp_up),
-        MoE router                                            std / sqrt(2 (l + 1))
+        MoE router, attention sinks (GPT-OSS)                 std / sqrt(2 (l + 1))
         token embedding                                       N(0, embedding_std^2), untruncated
         output head                                           head_std = d^-1/2, +-3 std
         norms 1, biases 0
@@ -127,7 +134,7 @@ class DepthInit(Normal):
     name = "depth_init"
     needs_role = True
     depth_dependent = True
-    _DEPTH_ROLES = (*OUTPUT_ROLES, "mlp_up", "router")
+    _DEPTH_ROLES = (*OUTPUT_ROLES, "mlp_up", "router", "attn_sink")  # sinks: torchtitan's GPT-OSS sinks_init
     _ABSOLUTE_BOUND = 2.0  # nn.init.trunc_normal_'s default a = -2, b = 2
 
     def rule(
