@@ -64,12 +64,114 @@ REFERENCE_CHECKS: dict[tuple[str, str], list[tuple[str, str]]] = {
             "tests/test_model_init.py::test_hf_bert_padding_row_matches_its_own_init",
         )
     ],
+    ("gpt2", "gpt2"): [
+        ("per-role std, truncation, constants = HF GPT-2", "tests/test_recipes_reference.py::test_gpt2_against_hf_gpt2")
+    ],
+    ("t5", "t5"): [
+        ("per-role std, constants = HF T5 (relu, gated-gelu)", "tests/test_recipes_reference.py::test_t5_against_hf_t5")
+    ],
+    **{
+        (family, "normal"): [
+            (
+                "per-role std = HF's default _init_weights",
+                "tests/test_recipes_reference.py::test_normal_against_hf_default_init",
+            ),
+            (
+                "which parameters are constant (and which constant) = the model's own _init_weights",
+                "tests/test_architectures.py::test_constants_match_the_models_own_init",
+            ),
+        ]
+        for family in ("llama", "bert")
+    },
+    ("llava", "gpt2"): [("L counted per tower", "tests/test_architectures.py::test_llava_depth_is_counted_per_tower")],
+    ("gpt_oss", "depth_init"): [
+        ("sinks as torchtitan's GPT-OSS sinks_init", "tests/test_architectures.py::test_gpt_oss_sinks_are_drawn")
+    ],
+    **{
+        (family, "normal"): [
+            (
+                "which parameters are constant (and which constant) = the model's own _init_weights",
+                "tests/test_architectures.py::test_constants_match_the_models_own_init",
+            )
+        ]
+        for family in hf_families.FAMILIES
+        if family not in ("llama", "bert")
+    },
     **{
         (family, "buffers"): [
             ("bit-exact vs an eager CPU build", "tests/test_meta_buffers.py::test_every_family_s_buffers_match_eager")
         ]
         for family in hf_families.FAMILIES
     },
+}
+
+# recipe -> [(reference implementation, pytest node id)]: the tests that initialise a model with the
+# reference's own code and with the recipe and compare them (per-role std pooled to >= 10^6 samples,
+# truncation, constants), whatever architecture the reference builds.
+RECIPE_REFERENCES: dict[str, list[tuple[str, str]]] = {
+    "normal": [
+        (
+            "transformers: Llama, BERT _init_weights",
+            "tests/test_recipes_reference.py::test_normal_against_hf_default_init",
+        )
+    ],
+    "gpt2": [("transformers: GPT2LMHeadModel", "tests/test_recipes_reference.py::test_gpt2_against_hf_gpt2")],
+    "megatron": [
+        ("megatron-core 0.16.1: GPTModel", "tests/test_recipes_reference.py::test_megatron_against_megatron_core")
+    ],
+    "depth_init": [
+        ("torchtitan 0.3.0: Llama 3", "tests/test_recipes_reference.py::test_depth_init_against_torchtitan_llama3"),
+        (
+            "torchtitan 0.3.0: DeepSeek-V3 MoE",
+            "tests/test_recipes_reference.py::test_depth_init_against_torchtitan_deepseek_v3_moe",
+        ),
+    ],
+    "xavier_normal": [("torch.nn.init", "tests/test_recipes_reference.py::test_fan_schemes_against_torch_nn_init")],
+    "kaiming_normal": [("torch.nn.init", "tests/test_recipes_reference.py::test_fan_schemes_against_torch_nn_init")],
+    "lecun_normal": [("keras 3.15.1: LecunNormal", "tests/test_recipes_reference.py::test_lecun_normal_against_keras")],
+    "small_init": [
+        (
+            "GPT-NeoX init_functions (vendored)",
+            "tests/test_recipes_reference.py::test_small_and_wang_init_against_gpt_neox",
+        )
+    ],
+    "wang_init": [
+        (
+            "GPT-NeoX init_functions (vendored)",
+            "tests/test_recipes_reference.py::test_small_and_wang_init_against_gpt_neox",
+        )
+    ],
+    "t5": [("transformers: T5", "tests/test_recipes_reference.py::test_t5_against_hf_t5")],
+    "olmo_llama": [("ai2-olmo-core 3.0.0", "tests/test_recipes_reference.py::test_olmo_against_olmo_core")],
+    "olmo_llama_depth": [("ai2-olmo-core 3.0.0", "tests/test_recipes_reference.py::test_olmo_against_olmo_core")],
+    "olmo_fan_in": [("ai2-olmo-core 3.0.0", "tests/test_recipes_reference.py::test_olmo_against_olmo_core")],
+    "olmo_normalized": [
+        ("ai2-olmo-core 3.0.0", "tests/test_recipes_reference.py::test_olmo_normalized_against_olmo_core")
+    ],
+    "modded_nanogpt": [
+        (
+            "modded-nanogpt train_gpt.py (vendored)",
+            "tests/test_recipes_reference.py::test_modded_nanogpt_against_its_init_statements",
+        )
+    ],
+    "fixup": [
+        (
+            "Fixup transformer_zero.py (vendored)",
+            "tests/test_recipes_fixup_deepnorm.py::test_fixup_matches_the_authors_transformer",
+        )
+    ],
+    "deepnorm": [
+        ("torchscale 0.3.0: Decoder", "tests/test_recipes_fixup_deepnorm.py::test_deepnorm_torchscale_decoder"),
+        (
+            "torchscale 0.3.0: EncoderDecoder",
+            "tests/test_recipes_fixup_deepnorm.py::test_deepnorm_torchscale_encoder_decoder",
+        ),
+    ],
+    "mup": [
+        ("mup 1.0.0: init, MuReadout", "tests/test_recipes_mup.py::test_init_matches_mup_init"),
+        ("mup 1.0.0: MuAdam/MuSGD groups", "tests/test_recipes_mup.py::test_param_groups_match_mup_optimizers"),
+        ("Megatron-LM muP (vendored)", "tests/test_recipes_mup.py::test_init_depth_matches_megatron"),
+    ],
 }
 
 
@@ -90,7 +192,7 @@ def _refused_names(err: Exception) -> tuple[list[str], int] | None:
     if isinstance(names, (list, tuple)) and names:
         return list(names), len(names)
     text = str(err)
-    found = re.search(r"(\d+) parameter\(s\) match no rule: (.*?); pass", text)
+    found = re.search(r"(\d+) parameter\(s\) match no (?:role )?rule(?: and no module type)?: (.*?); pass", text)
     if found:
         return [n.strip() for n in found.group(2).split(",")], int(found.group(1))
     return None
@@ -303,6 +405,17 @@ def render(rows: list[dict], frameworks: tuple[list[dict], list[str]] | None = N
     lines += _tables(rows)
     lines += ["", "## Checked against a reference", "", "| family | checks |", "|---|---|"]
     lines += [f"| {row['family']} | {_references(row['family'])} |" for row in rows]
+    lines += [
+        "",
+        "## Recipes checked against their reference code",
+        "",
+        "| recipe | reference | test |",
+        "|---|---|---|",
+    ]
+    for recipe in sorted(schemes.SCHEMES):
+        checks = RECIPE_REFERENCES.get(recipe) or [("none here", "")]
+        for what, node in checks:
+            lines.append(f"| `{recipe}` | {what} | {f'`{node.split(chr(58) * 2)[-1]}`' if node else '-'} |")
     lines += ["", FRAMEWORKS, ""]
     if frameworks is not None:
         framework_rows, notes = frameworks

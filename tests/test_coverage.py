@@ -62,8 +62,9 @@ def test_rows_match_a_fresh_run(generator, written):
 
 
 def test_reference_checks_exist(generator):
-    """Every test REFERENCE_CHECKS names is a test function of the suite."""
+    """Every test REFERENCE_CHECKS and RECIPE_REFERENCES name is a test function of the suite."""
     nodes = {node for checks in generator.REFERENCE_CHECKS.values() for _, node in checks}
+    nodes |= {node for checks in generator.RECIPE_REFERENCES.values() for _, node in checks}
     assert nodes
     for node in sorted(nodes):
         path, _, name = node.partition("::")
@@ -77,6 +78,7 @@ def test_reference_checks_name_known_families_and_recipes(generator):
     for family, recipe in generator.REFERENCE_CHECKS:
         assert family in hf_families.FAMILIES, family
         assert recipe in schemes.SCHEMES or recipe == "buffers", recipe
+    assert set(generator.RECIPE_REFERENCES) <= set(schemes.SCHEMES)
 
 
 def test_refusal_cells(generator):

@@ -131,7 +131,8 @@ def test_gpt2_against_hf_gpt2():
 @pytest.mark.parametrize("feed_forward", ["relu", "gated-gelu"])
 def test_t5_against_hf_t5(feed_forward):
     """``t5`` = transformers' ``T5PreTrainedModel._init_weights`` (per-matrix stds; transformers 5
-    always ties lm_head), with T5's ReLU MLP (wi, wo) and T5 v1.1's gated one (wi_0, wi_1, wo)."""
+    always ties lm_head), with T5's ReLU MLP (wi, wo) and T5 v1.1's gated one (wi_0, wi_1, wo). d_kv
+    and initializer_factor (0.5 here, so a recipe ignoring it fails) come from the model's config."""
     transformers = pytest.importorskip("transformers")
     config = transformers.T5Config(
         d_model=512,
@@ -142,8 +143,9 @@ def test_t5_against_hf_t5(feed_forward):
         num_decoder_layers=2,
         vocab_size=2048,
         feed_forward_proj=feed_forward,
+        initializer_factor=0.5,
     )
-    ratios = compare(*_hf(transformers.T5ForConditionalGeneration, config, "t5", d_kv=config.d_kv))
+    ratios = compare(*_hf(transformers.T5ForConditionalGeneration, config, "t5"))
     assert {"attn_q", "attn_k", "attn_v", "attn_out", "mlp_in", "mlp_out", "embedding"} <= ratios.keys()
 
 

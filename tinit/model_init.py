@@ -619,6 +619,21 @@ def _infer_d_model(model, entries) -> int | None:
     return None
 
 
+def _config_options(model, scheme: schemes.Scheme, options: Mapping) -> dict:
+    """The options ``scheme`` reads from a model's config (``Scheme.config_options``) that the caller
+    did not pass: the first of their fields the model's ``config`` (or its ``text_config``) has."""
+    found = {}
+    config = getattr(model, "config", None)
+    holders = [c for c in (config, getattr(config, "text_config", None)) if c is not None]
+    for option, fields in scheme.config_options.items():
+        if option in options:
+            continue
+        value = next((getattr(h, f) for h in holders for f in fields if getattr(h, f, None) is not None), None)
+        if value is not None:
+            found[option] = value
+    return found
+
+
 def _check_hf_tie(model) -> None:
     config = getattr(model, "config", None)
     if not getattr(config, "tie_word_embeddings", False):
@@ -755,7 +770,10 @@ def init_model_(
             device, whose memory ``to_empty`` leaves uninitialised); a role
             of ``tinit.schemes.ROLES`` initialises them as that role.
         **options: scheme options (``std=``, ``trunc=``,
-            ``variance_preserving=``, ...), for every parameter.
+            ``variance_preserving=``, ...), for every parameter. Options a
+            scheme reads from a model's config (``Scheme.config_options``:
+            ``t5``'s ``d_kv`` and ``factor``) come from ``model.config`` when
+            not passed.
 
     Returns:
         One ``ParamInit`` per tensor written (role, layer, tower, spec: std
@@ -828,7 +846,7 @@ def init_model_(
     # A model's blocks repeat: one spec per distinct input (the block index
     # counts only for depth-dependent schemes).
     specs: dict = {}
-    shared = {**context, **options}
+    shared = {**context, **_config_options(model, chosen, options), **options}
     depth = chosen.depends_on_depth(**shared)
     geometry = architecture.ModelGeometry(model, prefix)  # fused q/k/v and expert layouts, read where needed
     items, summary = [], []

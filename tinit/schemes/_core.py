@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from tinit.architecture import FusedQKV
 
@@ -273,6 +275,8 @@ class Context:
     def base(self) -> str | None:
         """The role the recipe tables are written in: ``role`` itself, or ``BASE_ROLE[role]`` for a
         finer role of a modern block (router, MLA projection, gated MLP's up projection, ...)."""
+        if self.role == "router" and len(self.shape) == 1:
+            return "bias"  # a router's bias vector (GPT-OSS): a bias wherever the recipe has no rule for it
         return BASE_ROLE.get(self.role, self.role)
 
     @property
@@ -414,6 +418,9 @@ class Scheme:
     default_trunc = 2.0
     reference_variance_preserving = False
     required_roles: tuple[str, ...] = ()
+    # option -> the model-config fields ``init_model_`` reads it from when the caller does not pass
+    # it (the first field the config has), e.g. T5's head width d_kv from ``T5Config.d_kv``
+    config_options: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
     def reference_trunc(self, ctx: Context, spec: InitSpec) -> float:
         """The truncation (units of std, > 0, may be inf) the recipe's reference applies to the

@@ -24,14 +24,11 @@ class _FanScheme(Scheme):
         constant = _constants(ctx.base)
         if constant is not None:
             return constant
-        if len(ctx.shape) == 1 and ctx.fan_in is None and ctx.fan_out is None:
-            # A drawn vector has no fans of its own (torch.nn.init refuses one).
-            if ctx.base == "embedding":
-                # A learned token (CLIP's class_embedding): fans of its width n, so Xavier and LeCun give
-                # n^-1/2, CLIP's own std (CLIPPreTrainedModel._init_weights: embed_dim ** -0.5).
-                return self.weight(ctx, ctx.shape[0], ctx.shape[0], **options)
-            if ctx.role == "router":  # a router's bias (GPT-OSS): a bias, 0 as torchtitan's GPT-OSS writes it
-                return InitSpec(constant=0.0)
+        if len(ctx.shape) == 1 and ctx.fan_in is None and ctx.fan_out is None and ctx.base == "embedding":
+            # A drawn vector has no fans of its own (torch.nn.init refuses one). A learned token
+            # (CLIP's class_embedding): fans of its width n, so Xavier and LeCun give n^-1/2, CLIP's own
+            # std (CLIPPreTrainedModel._init_weights: embed_dim ** -0.5).
+            return self.weight(ctx, ctx.shape[0], ctx.shape[0], **options)
         return self.weight(ctx, *ctx.fans(), **options)
 
     def weight(self, ctx: Context, fan_in: int, fan_out: int, **options) -> InitSpec:

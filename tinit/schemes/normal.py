@@ -39,7 +39,7 @@ class Normal(Scheme):
 
     def rule(self, ctx: Context, std: float = 0.02) -> InitSpec:
         std = _positive(self.name, "std", std)
-        if ctx.role == "attn_sink":
+        if ctx.role in ("attn_sink", "router"):  # sinks and a router's bias too: HF GptOss draws them
             return _normal(std)
         return _constants(ctx.base) or _normal(std)
 
@@ -71,7 +71,7 @@ class GPT2(Normal):
         multiplier = _positive(self.name, "multiplier", multiplier)
         if ctx.base in OUTPUT_ROLES:
             return _normal(std / math.sqrt(multiplier * ctx.need("n_layers")))
-        if ctx.role == "attn_sink":  # HF GptOss draws the sinks like any weight
+        if ctx.role in ("attn_sink", "router"):  # HF GptOss draws the sinks and the router's bias
             return _normal(std)
         return _constants(ctx.base) or _normal(std)
 

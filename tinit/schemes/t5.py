@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+from types import MappingProxyType
 
 from tinit.schemes._core import Context, InitSpec, Scheme, _constants, _normal, _positive
 
@@ -30,7 +31,9 @@ class T5(Scheme):
     scale folded into the weights (T5 computes unscaled logits); T5X/Flaxformer
     and MaxText do the same (query kernel init divided by sqrt(d_head)), so
     this recipe is also theirs for the query. d_kv (the head width) is not
-    in a parameter's shape: pass ``d_kv``. The relative-position bias
+    in a parameter's shape: pass ``d_kv`` (``init_model_`` reads it, and
+    ``factor``, from a model's config when not passed: ``d_kv`` or ``head_dim``,
+    ``initializer_factor``). The relative-position bias
     (``nn.Embedding(num_buckets, n_heads)``) has role embedding in tinit; the
     scheme tells it from the token embedding by its width (not d_model).
 
@@ -42,6 +45,8 @@ class T5(Scheme):
     name = "t5"
     needs_role = True
     default_trunc = math.inf
+    # what HF T5's _init_weights reads from its config; init_model_ fills them from a model's config
+    config_options = MappingProxyType({"d_kv": ("d_kv", "head_dim"), "factor": ("initializer_factor",)})
 
     def rule(self, ctx: Context, d_kv: int | None = None, factor: float = 1.0) -> InitSpec:
         factor = _positive(self.name, "factor", factor)
