@@ -422,20 +422,9 @@ def test_depth_init_against_torchtitan_llama3():
     reference = config.build()
     reference.init_states()
     ours = config.build()
-    summary = tinit.init_model_(ours, "depth_init", seed=SEED, overrides={r"feed_forward\.w3\.": "mlp_up"})
+    summary = tinit.init_model_(ours, "depth_init", seed=SEED)
     ratios = compare(reference, ours, summary)
     assert {"attn_qkv", "attn_out", "mlp_in", "mlp_up", "mlp_out", "embedding", "head"} <= ratios.keys()
-
-
-_DSV3_ROLES = {  # torchtitan's MLA and MoE names, until tinit's name rules know them
-    r"attention\.wkv_a\.": "attn_kv_down",
-    r"attention\.wkv_b\.": "attn_kv",
-    r"\.w1_EFD$": "mlp_in",
-    r"\.w3_EFD$": "mlp_up",
-    r"\.w2_EDF$": "mlp_out",
-    r"router\.gate\.": "router",
-    r"\.w3\.": "mlp_up",
-}
 
 
 def test_depth_init_against_torchtitan_deepseek_v3_moe():
@@ -452,7 +441,7 @@ def test_depth_init_against_torchtitan_deepseek_v3_moe():
     reference = config.build()
     reference.init_states()
     ours = config.build()
-    summary = tinit.init_model_(ours, "depth_init", seed=SEED, overrides=_DSV3_ROLES)
+    summary = tinit.init_model_(ours, "depth_init", seed=SEED)
     ratios = compare(reference, ours, summary)
     assert {"attn_kv_down", "attn_kv", "mlp_in", "mlp_up", "mlp_out", "router", "head"} <= ratios.keys()
 
@@ -505,16 +494,6 @@ def olmo_core():
             sys.modules.pop(name, None)
 
 
-_OLMO_ROLES = {  # OLMo-core's parameter names, until tinit's name rules know them
-    r"attention\.w_q\.": "attn_q",
-    r"attention\.w_k\.": "attn_k",
-    r"attention\.w_v\.": "attn_v",
-    r"attention\.w_out\.": "attn_out",
-    r"feed_forward\.w3\.": "mlp_up",
-    r"lm_head\.w_out\.": "head",
-}
-
-
 @pytest.mark.parametrize("method", ["llama", "llama_depth", "fan_in"])
 def test_olmo_against_olmo_core(olmo_core, method):
     """``olmo_<method>`` = OLMo-core 3.0.0 ``Transformer.init_weights`` with ``InitMethod.<method>``."""
@@ -525,7 +504,7 @@ def test_olmo_against_olmo_core(olmo_core, method):
     torch.manual_seed(SEED)
     reference.init_weights(device=torch.device("cpu"))
     ours = config.build(init_device="cpu")
-    summary = tinit.init_model_(ours, f"olmo_{method}", seed=SEED, overrides=_OLMO_ROLES)
+    summary = tinit.init_model_(ours, f"olmo_{method}", seed=SEED)
     ratios = compare(reference, ours, summary)
     assert {"attn_q", "attn_out", "mlp_in", "mlp_up", "mlp_out", "embedding", "head"} <= ratios.keys()
 
@@ -541,9 +520,7 @@ def test_olmo_normalized_against_olmo_core(olmo_core):
     torch.manual_seed(SEED)
     olmo_core.Transformer.init_weights(reference, device=torch.device("cpu"))
     ours = config.build(init_device="cpu")
-    summary = tinit.init_model_(
-        ours, "olmo_normalized", seed=SEED, overrides=_OLMO_ROLES, only=lambda name: re.search(scales, name) is None
-    )
+    summary = tinit.init_model_(ours, "olmo_normalized", seed=SEED, only=lambda name: re.search(scales, name) is None)
     ratios = compare(reference, ours, summary, skip=scales)
     assert {"attn_q", "attn_out", "mlp_in", "mlp_up", "mlp_out", "embedding", "head"} <= ratios.keys()
     for model in (reference, ours):
