@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from tinit.architecture import FusedQKV
+from tinit.architecture import FusedQKV, _positive_int
 
 ROLES = (
     "embedding",
@@ -234,14 +234,7 @@ def _count(name: str, value, low: int):
 
 def _fan(name: str, value) -> int | None:
     """An explicit fan: None, or an int >= 1 (numpy integers included)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError(f"{name} must be an int >= 1 or None, got {type(value).__name__} {value!r}")
-    value = operator.index(value)
-    if value < 1:
-        raise ValueError(f"{name} must be an int >= 1 or None, got {value}")
-    return value
+    return None if value is None else _positive_int(name, value)
 
 
 @dataclass(frozen=True)
