@@ -338,21 +338,29 @@ def megatron_parallel_state(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")  # Megatron's own, at build
-def test_megatron_against_megatron_core(megatron_parallel_state):
+@pytest.mark.parametrize("experts", [0, 4], ids=["dense", "moe"])
+def test_megatron_against_megatron_core(megatron_parallel_state, experts):
     """``megatron`` = Megatron-Core 0.16.1 ``GPTModel`` (local layer spec, CPU initialisation):
-    ``init_method_normal(0.02)`` and ``scaled_init_method_normal(0.02, L)`` for the output projections."""
+    ``init_method_normal(0.02)`` and ``scaled_init_method_normal(0.02, L)`` for the output projections;
+    with ``experts``, its MoE layer too (``mlp.router``, ``mlp.experts.local_experts.<e>``,
+    ``mlp.shared_experts``), classified by tinit's own name rules."""
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    config = TransformerConfig(
-        num_layers=4, hidden_size=512, num_attention_heads=8, use_cpu_initialization=True, init_method_std=0.02
+    moe = (
+        {"num_moe_experts": experts, "moe_router_topk": 2, "moe_ffn_hidden_size": 512}
+        | {"moe_shared_expert_intermediate_size": 512, "add_bias_linear": False}  # shared experts take no bias
+        if experts
+        else {}
     )
+    config = TransformerConfig(
+        num_layers=4, hidden_size=512, num_attention_heads=8, use_cpu_initialization=True, init_method_std=0.02, **moe
+    )
+    spec = get_gpt_layer_local_spec(num_experts=experts or None, moe_grouped_gemm=False)
 
     def build():
-        return GPTModel(
-            config=config, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=4096, max_sequence_length=1024
-        )
+        return GPTModel(config=config, transformer_layer_spec=spec, vocab_size=4096, max_sequence_length=1024)
 
     torch.manual_seed(SEED)
     reference = build()
@@ -360,6 +368,7 @@ def test_megatron_against_megatron_core(megatron_parallel_state):
     summary = tinit.init_model_(ours, "megatron", seed=SEED)
     ratios = compare(reference, ours, summary)
     assert {"attn_qkv", "attn_out", "mlp_in", "mlp_out", "embedding", "head"} <= ratios.keys()
+    assert ("router" in ratios) == bool(experts)
 
 
 def test_lecun_normal_against_keras(monkeypatch):
