@@ -117,7 +117,10 @@ RECIPE_REFERENCES: dict[str, list[tuple[str, str]]] = {
     ],
     "gpt2": [("transformers: GPT2LMHeadModel", "tests/test_recipes_reference.py::test_gpt2_against_hf_gpt2")],
     "megatron": [
-        ("megatron-core 0.16.1: GPTModel", "tests/test_recipes_reference.py::test_megatron_against_megatron_core")
+        (
+            "megatron-core 0.16.1: GPTModel, dense and MoE",
+            "tests/test_recipes_reference.py::test_megatron_against_megatron_core",
+        )
     ],
     "depth_init": [
         ("torchtitan 0.3.0: Llama 3", "tests/test_recipes_reference.py::test_depth_init_against_torchtitan_llama3"),
