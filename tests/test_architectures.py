@@ -223,7 +223,7 @@ def _torchtitan(family: str):
 
 @pytest.mark.parametrize("family", sorted(TORCHTITAN))
 def test_torchtitan_models_are_classified(family):
-    from tinit.model_init import _classify
+    from tinit.classify import _classify
 
     roles = {e.name: e.role for e in _classify(_torchtitan(family), "", [])}
     assert [name for name, role in roles.items() if role is None] == []

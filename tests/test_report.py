@@ -34,8 +34,8 @@ import torch
 
 import tinit
 from tinit import schemes
+from tinit.classify import _classify
 from tinit.cli import build_parser, main
-from tinit.model_init import _classify
 from tinit.report import report
 from tinit.report_models import NORMS, Block, Stack, StackConfig, deepnorm_alpha
 from tinit.roles import infer_layer

@@ -16,7 +16,8 @@ Public API:
 """
 
 from tinit.fill import fill_, trunc_normal_, trunc_normal_at_
-from tinit.model_init import init_model_, materialise_, mup_param_groups, stream_for
+from tinit.model_init import init_model_, materialise_, stream_for
+from tinit.mup_groups import mup_param_groups
 from tinit.params import STREAM_VERSION, InferenceTensorError, InternalOverlapError
 from tinit.report import report
 

@@ -1,0 +1,451 @@
+"""Which parameter of a model is which: roles from names and module types, block indices, towers,
+gates and their model-given values, overrides, and the policy for parameters nothing classifies.
+
+One walk over the modules (``_classify``) gives one ``_Param`` per tensor; ``init_model_`` and
+``mup_param_groups`` plan from it. The name rules themselves are in ``tinit.roles``."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from tinit import schemes
+from tinit.roles import LAYER_SCALE, _split, infer_layer, infer_role, infer_stack, infer_tower
+
+_OVERRIDE_KEYS = frozenset(
+    {"role", "layer", "stack", "layout", "fan_in", "fan_out", "options", "qkv", "experts", "value"}
+)
+_WIDTH_ATTRS = ("hidden_size", "n_embd", "d_model", "dim")
+
+
+def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
+    compiled = []
+    for pattern, value in (overrides or {}).items():
+        entry = {"role": value} if isinstance(value, str) else dict(value)
+        unknown = set(entry) - _OVERRIDE_KEYS
+        if unknown:
+            raise ValueError(f"override {pattern!r}: unknown keys {sorted(unknown)}; allowed {sorted(_OVERRIDE_KEYS)}")
+        if "role" in entry and entry["role"] not in schemes.ROLES:
+            raise schemes.UnknownNameError(
+                f"override {pattern!r}: unknown role {entry['role']!r}; known: {list(schemes.ROLES)}"
+            )
+        if "value" in entry:
+            value = entry["value"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"override {pattern!r}: value must be a finite number, got {value!r}")
+            entry["value"] = float(value)
+        compiled.append((re.compile(pattern), entry))
+    return compiled
+
+
+@dataclass(slots=True)
+class _Param:
+    name: str
+    param: torch.nn.Parameter
+    tied: tuple[str, ...]
+    role: str | None
+    layer: int | None
+    stack: str | None
+    layout: str
+    override: dict
+    offset_gain: bool = False  # a norm whose effective gain is 1 + weight (_offset_gain)
+    padding_idx: int | None = None  # an nn.Embedding's padding row, zeroed after the write
+    tower: str | None = None  # the block container counted for L (_depths)
+    gate: tuple[float | None, str] | None = None  # a residual gate: (the model's value, its kind) (_gate)
+
+
+def _layout(module: torch.nn.Module) -> str:
+    return "in_out" if type(module).__name__ == "Conv1D" else "out_in"
+
+
+_NORM_TYPES = tuple(
+    t
+    for t in (
+        torch.nn.LayerNorm,
+        torch.nn.GroupNorm,
+        torch.nn.modules.batchnorm._NormBase,
+        getattr(torch.nn, "RMSNorm", None),
+    )
+    if t is not None
+)
+
+
+_MATRIX_TYPES = (torch.nn.Linear, torch.nn.modules.conv._ConvNd)
+
+
+def _role_from_module(module: torch.nn.Module, leaf: str) -> str | None:
+    """The role of a parameter whose name says nothing, from its module's type.
+
+    The weight of a normalisation layer (LayerNorm, RMSNorm, GroupNorm,
+    BatchNorm/InstanceNorm, or a class whose name ends in "Norm") is a norm
+    gain; the weight and bias of a class whose name ends in "Router" (HF's
+    ``MixtralTopKRouter``, ``GptOssTopKRouter``, ...) are the router's; the
+    weight of ``nn.Embedding`` is an embedding; the weight of ``nn.Linear``,
+    ``nn.Conv1d/2d/3d`` (and transposed) or HF ``Conv1D`` is "linear", and
+    its bias (as a norm's) a bias.
+    Anything else (a raw ``nn.Parameter`` of a custom module) stays None.
+    """
+    kind = type(module).__name__.lower()
+    is_norm = isinstance(module, _NORM_TYPES) or kind.endswith("norm")
+    if leaf in ("weight", "bias") and kind.endswith("router"):
+        return "router"
+    is_matrix = isinstance(module, _MATRIX_TYPES) or type(module).__name__ == "Conv1D"
+    if leaf == "bias" and (is_norm or is_matrix):
+        return "bias"
+    if leaf != "weight":
+        return None
+    if is_norm:
+        return "norm"
+    if isinstance(module, torch.nn.Embedding):
+        return "embedding"
+    return "linear" if is_matrix else None
+
+
+def _config_value(model: torch.nn.Module, key: str):
+    """``key`` of the model's config, or of a config it holds (a multimodal model's ``vision_config``)."""
+    config = getattr(model, "config", None)
+    seen = 0
+    while config is not None and seen < 4:
+        value = getattr(config, key, None)
+        if value is not None:
+            return value
+        config = next(
+            (
+                getattr(config, sub)
+                for sub in ("vision_config", "text_config", "backbone_config")
+                if hasattr(config, sub)
+            ),
+            None,
+        )
+        seen += 1
+    return None
+
+
+# The value a model's own code gives a residual gate, by (module class, parameter): Meta's and HF's
+# mllama (``MllamaVisionEncoderLayer.__init__``: pi/4, a tanh gate that starts at tanh(pi/4) =
+# 0.66; ``MllamaCrossAttentionDecoderLayer``: 0, closed), HF Evolla
+# (``EvollaSequenceAlignerCrossAttention``: 0), HF Dinov2 (``Dinov2LayerScale``:
+# ``config.layerscale_value``), OLMo-core's nGPT block (``NormalizedTransformerBlock``:
+# ``*_alpha_init_scaling``). timm's ``LayerScale`` keeps its ``init_values`` on the module.
+_GATE_VALUES: dict[tuple[str, str], Callable] = {
+    ("MllamaVisionEncoderLayer", "gate_attn"): lambda module, model: math.pi / 4,
+    ("MllamaVisionEncoderLayer", "gate_ffn"): lambda module, model: math.pi / 4,
+    ("MllamaCrossAttentionDecoderLayer", "cross_attn_attn_gate"): lambda module, model: 0.0,
+    ("MllamaCrossAttentionDecoderLayer", "cross_attn_mlp_gate"): lambda module, model: 0.0,
+    ("EvollaSequenceAlignerCrossAttention", "gate_attention"): lambda module, model: 0.0,
+    ("EvollaSequenceAlignerCrossAttention", "gate_ffw"): lambda module, model: 0.0,
+    ("Dinov2LayerScale", "lambda1"): lambda module, model: _config_value(model, "layerscale_value"),
+    ("Dinov2WithRegistersLayerScale", "lambda1"): lambda module, model: _config_value(model, "layerscale_value"),
+    ("NormalizedTransformerBlock", "attn_alpha"): lambda module, model: module.attn_alpha_init_scaling,
+    ("NormalizedTransformerBlock", "mlp_alpha"): lambda module, model: module.mlp_alpha_init_scaling,
+}
+
+
+@functools.cache
+def _tanh_gated(cls: type, leaf: str) -> bool:
+    """Whether ``cls.forward`` passes parameter ``leaf`` through tanh (``self.gate.tanh()``,
+    ``torch.tanh(self.gate)``): a gate whose identity value is not 1 (False without the source)."""
+    try:
+        source = inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+    leaf = re.escape(leaf)
+    return re.search(rf"\bself\.{leaf}\.tanh\(|tanh\(\s*self\.{leaf}\b", source) is not None
+
+
+def _gate(model: torch.nn.Module, module: torch.nn.Module, name: str, leaf: str) -> tuple[float | None, str]:
+    """(the value the model's own code gives residual gate ``name``, its kind).
+
+    Kinds: "declared" (a value from ``_GATE_VALUES`` or timm's ``LayerScale.init_values``),
+    "layer scale" and "tanh gate" (the model decides the value and tinit does not know it: value
+    None), "multiplier" (a plain ReZero-style multiplier: None, the scheme's own value applies).
+    """
+    getter = _GATE_VALUES.get((type(module).__name__, leaf))
+    value = getter(module, model) if getter is not None else None
+    if value is None and leaf == "gamma":
+        value = getattr(module, "init_values", None)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value), "declared"
+    if LAYER_SCALE.match(_split(name)[1]):
+        return None, "layer scale"
+    if _tanh_gated(type(module), leaf):
+        return None, "tanh gate"
+    return None, "multiplier"
+
+
+# "(1.0 + self.weight" or "self.weight + 1.0" in a norm's forward: Gemma's RMSNorm
+# (HF GemmaRMSNorm: output * (1.0 + self.weight.float())) and its kind
+# (Gemma2/3, RecurrentGemma, T5Gemma, VaultGemma, Qwen3-Next, Qwen3.5,
+# Nemotron's LayerNorm1P, ...), whose own init sets the weight to 0.
+_OFFSET_GAIN = re.compile(r"\(\s*1(?:\.0*)?\s*\+\s*self\.weight\b|\bself\.weight\s*\+\s*1(?:\.0*)?\b")
+
+
+@functools.cache
+def _offset_gain(cls: type) -> bool:
+    """Whether norm class ``cls`` scales by 1 + weight (so weight 0 is the identity), read from
+    the source of its ``forward`` (False where the source is not available)."""
+    import inspect
+
+    try:
+        source = inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+    return _OFFSET_GAIN.search(source) is not None
+
+
+_BLOCK_NUMBER = re.compile(r"\.\d+(?=\.)")
+_NO_OVERRIDE: dict = {}
+
+
+def _named_modules(model: torch.nn.Module):
+    """``model.named_modules(remove_duplicate=False)`` in the same (pre-)order, as a list.
+
+    One loop instead of torch's recursive generators (each yield passes
+    through every level of ``yield from``). When any module's class
+    overrides ``named_modules``, torch's own walk is used, which calls it.
+    """
+    plain = torch.nn.Module.named_modules
+    found, stack = [], [("", model)]
+    while stack:
+        name, module = stack.pop()
+        if type(module).named_modules is not plain:  # a class that decides what it yields
+            return list(model.named_modules(remove_duplicate=False))
+        found.append((name, module))
+        children = module._modules
+        if children:
+            stack.extend(
+                reversed(
+                    [(f"{name}.{key}" if name else key, child) for key, child in children.items() if child is not None]
+                )
+            )
+    return found
+
+
+def _classify(model, prefix: str, overrides) -> list[_Param]:
+    """Every parameter once, with its role, block, stack, tower and (for gates) the model's value.
+
+    Roles: the name rules (``tinit.roles.infer_role``), then the module's type
+    (``_role_from_module``), then ``overrides``. A role that writes a constant
+    checks the shape it means: a residual gate or an attention sink has at
+    most 1 dim, so a matrix with a gate's name (esmfold's ``attn_gate``
+    ``nn.Linear``) is classified by its module type instead.
+    """
+    # One walk over the modules: each parameter with its owning module, every
+    # name of a shared one (ties), in named_parameters order. A module's name
+    # is parsed once for all its parameters (a parameter name is its module's
+    # name plus a leaf without dots): block index, and the template (block
+    # numbers replaced) under which roles and stacks are cached, since they
+    # depend on a name's words only.
+    aliases: dict[int, list[str]] = {}
+    entries, roles = [], {}
+    for module_name, module in _named_modules(model):
+        params = module._parameters
+        if not params:
+            continue
+        base = f"{prefix}{module_name}." if module_name else prefix
+        module_template = None
+        for leaf, param in params.items():
+            if param is None:
+                continue
+            full = base + leaf
+            names = aliases.get(id(param))
+            if names is not None:  # a tie: recorded under the first name's entry
+                names.append(full)
+                continue
+            names = aliases[id(param)] = [full]
+            if module_template is None:
+                module_template = _BLOCK_NUMBER.sub(".0", base)
+                module_layer = infer_layer(base[:-1]) if base.endswith(".") else None
+                layout = _layout(module)
+            # A ParameterList's leaves are numbers, and a prefix without a
+            # trailing dot runs into the root's leaves: parse the whole name.
+            if leaf.isdigit() or not base.endswith("."):
+                template, layer = _BLOCK_NUMBER.sub(".0", full), infer_layer(full)
+            else:
+                template, layer = module_template + leaf, module_layer
+            found = roles.get(template)
+            if found is None:
+                found = roles[template] = infer_role(full), infer_stack(full)
+            role, stack = found
+            if role in ("residual_gate", "attn_sink") and param.dim() > 1:
+                role = None
+            if role is None:
+                role = _role_from_module(module, leaf)
+            entry = _Param(full, param, names, role, layer, stack, layout, _NO_OVERRIDE)
+            if overrides:
+                override = next((o for pattern, o in overrides if pattern.search(full)), _NO_OVERRIDE)
+                if override:
+                    entry.override = override
+                    entry.role = override.get("role") or entry.role
+                    entry.layer = override.get("layer", layer)
+                    entry.stack = override.get("stack", stack)
+                    entry.layout = override.get("layout") or entry.layout
+            if entry.role == "norm" and leaf == "weight" and _offset_gain(type(module)):
+                entry.offset_gain = True
+            if entry.role == "residual_gate":
+                entry.gate = _gate(model, module, full, leaf)
+            if leaf == "weight" and isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
+                entry.padding_idx = module.padding_idx  # nn.Embedding keeps it in [0, num_embeddings)
+            entries.append(entry)
+    _ungated_up_projections(entries)
+    for entry in entries:  # the other names of a tied tensor, once the walk has seen them all
+        entry.tied = tuple(entry.tied[1:]) if len(entry.tied) > 1 else ()
+    return entries
+
+
+_GATE_OF_UP = {"up_proj": "gate_proj", "w3": "w1", "wi_1": "wi_0"}
+_UP_KEY = re.compile(r"(?:^|\.)(up_proj|w3|wi_1)(?=\.|$|_[A-Z]{2,4}$)")
+
+
+def _ungated_up_projections(entries: list[_Param]) -> None:
+    """An up projection with no gate beside it (a plain MLP's ``up_proj``, as in
+    ``tinit.report_models``) is the MLP's input projection: mlp_in, not the gated MLP's mlp_up."""
+    names = None
+    for entry in entries:
+        if entry.role != "mlp_up" or "role" in entry.override:
+            continue
+        if names is None:
+            names = {name for e in entries for name in e.tied}
+        match = _UP_KEY.search(entry.name)
+        if match is None:
+            continue
+        key = match.group(1)
+        gate = entry.name[: match.start(1)] + _GATE_OF_UP[key] + entry.name[match.end(1) :]
+        if gate not in names:
+            entry.role = "mlp_in"
+
+
+def _common_parts(a: str, b: str) -> int:
+    """How many leading dot-separated components ``a`` and ``b`` share."""
+    count = 0
+    for x, y in zip(a.split("."), b.split(".")):
+        if x != y:
+            break
+        count += 1
+    return count
+
+
+def _depths(entries, n_layers) -> tuple[dict, dict]:
+    """(tower -> L, the N and M context of an encoder-decoder model, empty for others).
+
+    A tower is a block container (``tinit.roles.infer_tower``: "model.language_model.layers",
+    "model.vision_tower.encoder.layers", T5's "encoder.block"); its L is the number of blocks in
+    it, so each tower of a multimodal model has its own depth. Each parameter is given a tower
+    (``entry.tower``): its own for a block's parameter, else the tower sharing the longest
+    name prefix with it (ties: the last tower before it in ``named_parameters`` order, so an LM
+    head after the language model counts that model's blocks). In an encoder-decoder model
+    (blocks under both "encoder" and "decoder"), a parameter outside both stacks (T5's shared
+    embedding) counts no tower, as before towers: N is the encoder's L, M the decoder's.
+
+    ``n_layers``: an int for every tower; or a mapping whose keys are "encoder"/"decoder" (the
+    towers of that stack) or tower names; other keys are refused (ValueError).
+    """
+    stacks = {e.stack for e in entries if e.layer is not None}
+    enc_dec = {"encoder", "decoder"} <= stacks
+    if not enc_dec:
+        for entry in entries:
+            entry.stack = None
+    counted: dict = {}
+    tower_stack: dict = {}
+    last_tower, preceding = None, []
+    for entry in entries:
+        if entry.layer is not None:
+            tower = infer_tower(entry.name) or entry.name.rpartition(".")[0]
+            entry.tower = tower
+            counted[tower] = max(counted.get(tower, 0), entry.layer + 1)
+            tower_stack.setdefault(tower, entry.stack)
+            last_tower = tower
+        preceding.append(last_tower)
+    for entry, before in zip(entries, preceding, strict=True):
+        if entry.tower is not None or not counted:
+            continue
+        if enc_dec:
+            entry.tower = next((t for t, st in tower_stack.items() if st == entry.stack), None) if entry.stack else None
+            continue
+        best = max(_common_parts(entry.name, t) for t in counted)
+        near = [t for t in counted if _common_parts(entry.name, t) == best]
+        entry.tower = before if before in near else near[0]
+    depths = dict(counted)
+    if isinstance(n_layers, Mapping):
+        known = set(counted) | ({"encoder", "decoder"} if enc_dec else set())
+        unknown = [key for key in n_layers if key not in known]
+        if unknown:
+            raise ValueError(
+                f"init_model_: n_layers keys {unknown} name no stack or tower of this model; use "
+                f"{sorted(known, key=str)} (or an int for every tower)"
+            )
+        for key, value in n_layers.items():
+            if key in ("encoder", "decoder") and key not in counted:
+                depths.update({t: value for t, st in tower_stack.items() if st == key})
+        depths.update({key: value for key, value in n_layers.items() if key in counted})
+    elif n_layers is not None:
+        # a model with no blocks (a submodule initialised under a prefix) has no tower: key None
+        depths = dict.fromkeys(counted, n_layers) if counted else {None: n_layers}
+    context = {}
+    if enc_dec:
+        for stack in ("encoder", "decoder"):
+            values = [depths[t] for t, st in tower_stack.items() if st == stack]
+            context[f"{stack}_layers"] = max(values) if values else None
+    return depths, context
+
+
+_POLICIES = ("error", "skip")
+
+
+def _check_unclassified(unclassified, where: str) -> str:
+    """``unclassified`` checked: "error", "skip" or a role of ``tinit.schemes.ROLES``."""
+    if not isinstance(unclassified, str):
+        raise TypeError(
+            f"{where}: unclassified must be a str ('error', 'skip' or a role), got {type(unclassified).__name__}"
+        )
+    if unclassified not in _POLICIES and unclassified not in schemes.ROLES:
+        raise ValueError(
+            f"{where}: unclassified must be 'error', 'skip' or a role in {list(schemes.ROLES)}, got {unclassified!r}"
+        )
+    return unclassified
+
+
+def _apply_unclassified(entries: list, policy: str, where: str, *, meta: bool = False) -> list:
+    """``entries`` under the ``unclassified`` policy: the parameters without a role refused
+    (ValueError naming them), left out ("skip"; refused for parameters on the meta device,
+    whose memory would stay uninitialised), or given the role ``policy``. A parameter an
+    override gives a ``value`` is classified by it."""
+    unknown = [e for e in entries if e.role is None and "value" not in e.override]
+    if not unknown:
+        return entries
+    names = ", ".join(e.name for e in unknown[:8]) + (f", ... ({len(unknown)} in all)" if len(unknown) > 8 else "")
+    if policy == "error":
+        raise ValueError(
+            f"{where}: {len(unknown)} parameter(s) match no role rule and no module type: {names}; pass "
+            f"overrides={{regex: role}} with a role in {list(schemes.ROLES)}, or unclassified='skip' "
+            "(leave them as they are) or unclassified=<role>"
+        )
+    if policy == "skip":
+        if meta:  # to_empty leaves every parameter of the model uninitialised
+            raise ValueError(
+                f"{where}: unclassified='skip' would leave parameter(s) of a meta-device model uninitialised "
+                f"after materialising: {names}; classify them (overrides=, or unclassified=<role>)"
+            )
+        skipped = {id(e) for e in unknown}
+        return [e for e in entries if id(e) not in skipped]
+    for entry in unknown:
+        entry.role = policy
+    return entries
+
+
+def _infer_d_model(model, entries) -> int | None:
+    for holder in (getattr(model, "config", None), getattr(model, "model_args", None)):
+        for attr in _WIDTH_ATTRS:
+            value = getattr(holder, attr, None)
+            if isinstance(value, int) and value > 0:
+                return value
+    for entry in entries:
+        if entry.role == "embedding" and entry.param.dim() == 2 and entry.layer is None:
+            return int(entry.param.shape[1])
+    return None

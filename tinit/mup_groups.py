@@ -1,0 +1,214 @@
+"""``mup_param_groups``: optimiser param groups with muP's per-parameter learning rate, weight decay
+and Adam eps (microsoft/mup's optimisers, or Megatron-Core's muP)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from tinit import schemes
+from tinit.classify import (
+    _apply_unclassified,
+    _check_unclassified,
+    _classify,
+    _compile_overrides,
+    _infer_d_model,
+)
+from tinit.schemes.mup import _package_lr_multiplier
+
+
+def mup_param_groups(
+    model: torch.nn.Module,
+    *,
+    lr: float,
+    base_width: int | None = None,
+    d_model: int | None = None,
+    optimizer: str = "adam",
+    readout: str = "zero",
+    overrides: Mapping[str, str | Mapping] | None = None,
+    weight_decay: float = 0.0,
+    eps: float | None = None,
+    reference: str = "mup",
+    base_model: torch.nn.Module | Mapping[str, tuple[int, ...]] | None = None,
+    delta_model: torch.nn.Module | Mapping[str, tuple[int, ...]] | None = None,
+    unclassified: str = "error",
+    **group_options,
+) -> list[dict]:
+    """Optimiser param groups with muP's per-parameter learning rate, weight decay and Adam eps.
+
+    ``reference="mup"`` (default): what microsoft/mup 1.0.0's ``MuAdam`` /
+    ``MuAdamW`` / ``MuSGD`` (``mup.optim``) build for the same model after
+    ``mup.set_base_shapes(model, base_model, delta=delta_model)``. Each
+    parameter's dims are width dims or fixed (mup's ``InfShape``):
+        Adam/AdamW: two width dims (hidden matrices): lr / m_in,
+                    weight_decay * m_in (m_in: the fan_in dim's multiplier);
+                    everything else: lr, weight_decay.
+        SGD:        one width dim (embeddings, readout, biases, norms): lr * m,
+                    weight_decay / m; two: lr * m_out / m_in, weight_decay *
+                    m_in / m_out; none (scalars, a readout's bias): lr, weight_decay.
+    So every parameter's lr * weight_decay equals the base model's: mup
+    scales weight decay the same way for coupled (Adam, SGD) and decoupled
+    (AdamW) decay, which keeps AdamW's per-step shrink lr * wd width-free.
+    mup does not scale Adam's eps (``MuAdam`` passes it unchanged to every
+    group): with ``eps`` given, every group gets it as is. The width dims
+    come from ``base_model`` (and ``delta_model``) exactly as mup's
+    ``set_base_shapes`` finds them (a dim is a width dim where the base and
+    delta shapes, or without a delta the base and this model's shapes,
+    differ; its multiplier is this model's dim over the base's); without a
+    base model, from the roles: hidden matrices have two width dims;
+    embeddings, heads, routers and patch/token embeddings one; a 1-D
+    parameter one when its length is a dim of a hidden matrix (or d_model),
+    else none; all with multiplier m = d_model / base_width.
+
+    ``reference="megatron"``: Megatron-Core's muP groups
+    (``megatron.core.optimizer.get_mup_config_overrides``, NVIDIA/Megatron-LM
+    main at d98e8a6): one multiplier m; a parameter is vector-like when it is
+    an embedding or the output layer (role embedding/head/token) or has <= 1
+    dim. Adam/AdamW: hidden (the rest) lr / m and eps / m; vector-like lr, eps.
+    SGD: vector-like lr * m, hidden lr. Weight decay is not scaled.
+
+    ``readout="zero"``/``"scaled"`` (TP5 Table 3, no logit multiplier): the
+    head's lr is ``MuP.lr_multiplier("head")`` (1 / m for Adam and SGD) and
+    its weight decay follows lr * wd = base; with ``"multiplier"`` and
+    ``"zero_multiplier"`` the head is mup's ``MuReadout`` and follows the
+    rules above. Roles come from names as in ``init_model_`` (same
+    ``overrides``). Parameters with equal (lr, weight_decay, eps) share a
+    group; tied tensors appear once.
+
+    Args:
+        model: the model (may be on the meta device).
+        lr: the learning rate tuned on the base-width model.
+        base_width, readout: as for the ``mup`` scheme.
+        d_model: the model's width; inferred as in ``init_model_`` when None.
+        optimizer: "adam" (Adam, AdamW) or "sgd".
+        overrides: as for ``init_model_``.
+        weight_decay: the base model's weight decay (>= 0).
+        eps: Adam's eps for the base model; None leaves it to the optimiser's default.
+        reference: "mup" or "megatron".
+        base_model, delta_model: models (meta is fine) or {name: shape} at the
+            base (and a second) width, as for ``mup.set_base_shapes``;
+            reference "mup" only.
+        unclassified: as for ``init_model_``: "error" (default) refuses the
+            parameters nothing classifies, naming them; "skip" leaves them out
+            of every group (the caller adds them to the optimiser itself);
+            a role gives them that role's multiplier.
+        **group_options: added to every group (e.g. ``betas=(0.9, 0.95)``).
+
+    Returns:
+        [{"params": [...], "lr": float, "lr_multiplier": float, "weight_decay": float,
+        ("eps": float,) "names": [...]}, ...] ready for ``torch.optim.AdamW(groups)``
+        (extra keys are kept by torch).
+
+    Raises:
+        ValueError: a parameter matches no role rule under
+            ``unclassified="error"`` (all listed), a bad ``unclassified``, bad options,
+            base shapes that do not match the model's names or ranks, or a tensor
+            with more than two width dims.
+        TypeError: base_model/delta_model of another type, ``unclassified`` not a str.
+    """
+    mup = schemes.get("mup")
+    if reference not in ("mup", "megatron"):
+        raise ValueError(f"mup_param_groups: reference must be 'mup' or 'megatron', got {reference!r}")
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"mup_param_groups: optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+    for name, value in (("lr", lr), ("weight_decay", weight_decay), ("eps", eps)):
+        if value is None and name == "eps":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+            raise ValueError(f"mup_param_groups: {name} must be a finite number >= 0, got {value!r}")
+    if reference == "megatron" and (base_model is not None or delta_model is not None):
+        raise ValueError("mup_param_groups: base_model/delta_model apply to reference='mup' (mup's base shapes)")
+    mup.multipliers(readout=readout)  # checks readout
+    policy = _check_unclassified(unclassified, "mup_param_groups")
+    entries = _classify(model, "", _compile_overrides(overrides))
+    if d_model is None:
+        d_model = _infer_d_model(model, entries)
+    entries = _apply_unclassified(entries, policy, "mup_param_groups")
+    m = mup.width_mult(d_model, base_width) if base_model is None else None
+    if base_model is not None:
+        widths = _mup_width_dims_from_base(entries, base_model, delta_model)
+    elif reference == "mup":
+        widths = _mup_width_dims_from_roles(entries, d_model, m)
+    groups: dict[tuple, dict] = {}
+    for entry in entries:
+        base_role = schemes.BASE_ROLE.get(entry.role, entry.role)
+        eps_mult = 1.0
+        if base_role == "head" and readout in ("zero", "scaled"):
+            # TP5 Table 3's readout: lr / m under Adam and SGD (MuP.lr_multiplier), m its width dim's
+            width = m if reference == "megatron" else next((w for w in widths[entry.name] if w is not None), 1.0)
+            mult = 1.0 / width
+            decay = weight_decay / mult if reference == "mup" else weight_decay
+        elif reference == "mup":
+            mult = _package_lr_multiplier(widths[entry.name], optimizer)
+            decay = weight_decay / mult
+        else:
+            vector_like = entry.role in ("embedding", "head", "token") or entry.param.dim() <= 1
+            if optimizer == "adam":
+                mult = 1.0 if vector_like else 1.0 / m
+                eps_mult = 1.0 if vector_like else 1.0 / m
+            else:
+                mult = m if vector_like else 1.0
+            decay = weight_decay
+        group_eps = None if eps is None else eps * eps_mult
+        key = (mult, decay, group_eps)
+        if key not in groups:
+            groups[key] = {
+                "params": [],
+                "names": [],
+                "lr": lr * mult,
+                "lr_multiplier": mult,
+                "weight_decay": decay,
+                **({} if group_eps is None else {"eps": group_eps}),
+                **group_options,
+            }
+        groups[key]["params"].append(entry.param)
+        groups[key]["names"].append(entry.name)
+    return list(groups.values())
+
+
+def _mup_shapes(what, label: str) -> dict[str, tuple[int, ...]]:
+    if isinstance(what, torch.nn.Module):
+        return {name: tuple(p.shape) for name, p in what.named_parameters()}
+    if isinstance(what, Mapping):
+        return {name: tuple(shape) for name, shape in what.items()}
+    raise TypeError(f"mup_param_groups: {label} must be an nn.Module or a {{name: shape}} mapping")
+
+
+def _mup_width_dims_from_base(entries, base_model, delta_model) -> dict[str, tuple[float | None, ...]]:
+    """Per parameter, each dim's width multiplier (None: fixed), as ``mup.set_base_shapes`` finds them."""
+    base = _mup_shapes(base_model, "base_model")
+    delta = None if delta_model is None else _mup_shapes(delta_model, "delta_model")
+    widths = {}
+    for entry in entries:
+        shape = tuple(entry.param.shape)
+        base_shape = base.get(entry.name)
+        other = shape if delta is None else delta.get(entry.name)
+        if base_shape is None or other is None or not len(base_shape) == len(other) == len(shape):
+            raise ValueError(
+                f"mup_param_groups: parameter {entry.name!r} {shape} has no base shape of its rank "
+                f"(base {base_shape}, delta {other if delta is not None else '-'})"
+            )
+        widths[entry.name] = tuple(
+            None if b == o else size / b for b, o, size in zip(base_shape, other, shape, strict=True)
+        )
+    return widths
+
+
+def _mup_width_dims_from_roles(entries, d_model, m) -> dict[str, tuple[float | None, ...]]:
+    """Per parameter, each dim's width multiplier guessed from its role (see ``mup_param_groups``)."""
+    hidden = [
+        e for e in entries if e.role != "router" and schemes.BASE_ROLE.get(e.role, e.role) in schemes.HIDDEN_ROLES
+    ]
+    sizes = {size for e in hidden for size in e.param.shape[-2:]} | ({d_model} if d_model else set())
+    widths = {}
+    for entry in entries:
+        shape = tuple(entry.param.shape)
+        base_role = schemes.BASE_ROLE.get(entry.role, entry.role)
+        if entry.role != "router" and base_role in schemes.HIDDEN_ROLES and len(shape) >= 2:
+            widths[entry.name] = (None,) * (len(shape) - 2) + (m, m)
+        elif len(shape) >= 2 or (entry.param.numel() > 1 and shape[0] in sizes):
+            widths[entry.name] = (m,)  # embedding-like, or a vector as wide as a hidden dim
+        else:
+            widths[entry.name] = (None,) * len(shape)
+    return widths
