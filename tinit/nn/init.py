@@ -207,21 +207,30 @@ def _write(tensor, local, layout, plan, generator, seed, stream) -> torch.Tensor
     return tensor
 
 
+def _eager(fn):
+    """Run ``fn`` eagerly under ``torch.compile``: one graph break at the call. Its host-side fp64
+    constants, cached checks and the key's draw (a host read of a tensor) are not graph material."""
+    return torch.compiler.disable(fn)
+
+
 def _checked(tensor, name: str):
     _check_dtype(tensor, name)
     return _resolve(tensor, None, None)
 
 
+@_eager
 def _uniform(tensor, a=0.0, b=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "uniform_")
     return _write(tensor, local, layout, _uniform_plan(a, b, local.dtype, "uniform_"), generator, seed, stream)
 
 
+@_eager
 def _normal(tensor, mean=0.0, std=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "normal_")
     return _write(tensor, local, layout, _normal_plan(mean, std, local.dtype, "normal_"), generator, seed, stream)
 
 
+@_eager
 def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "trunc_normal_")
     return _write(tensor, local, layout, _trunc_normal_plan(mean, std, a, b, local.dtype), generator, seed, stream)
@@ -235,6 +244,7 @@ def _xavier_std(tensor, gain) -> float | None:
     return gain * math.sqrt(2.0 / float(fan_in + fan_out))
 
 
+@_eager
 def _xavier_uniform(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "xavier_uniform_")
     std = _xavier_std(tensor, gain)
@@ -246,6 +256,7 @@ def _xavier_uniform(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
     return _write(tensor, local, layout, plan, generator, seed, stream)
 
 
+@_eager
 def _xavier_normal(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "xavier_normal_")
     std = _xavier_std(tensor, gain)
@@ -261,6 +272,7 @@ def _kaiming_std(tensor, a, mode, nonlinearity) -> float:
     return calculate_gain(nonlinearity, a) / math.sqrt(fan)
 
 
+@_eager
 def _kaiming_uniform(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0):
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
@@ -271,6 +283,7 @@ def _kaiming_uniform(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
     return _write(tensor, local, layout, plan, generator, seed, stream)
 
 
+@_eager
 def _kaiming_normal(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0):
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
