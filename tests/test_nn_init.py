@@ -400,8 +400,21 @@ def test_reexports_are_torch_functions():
     for name in ("calculate_gain", "constant_", "zeros_", "ones_", "eye_", "dirac_", "orthogonal_", "sparse_"):
         assert getattr(tnn, name) is getattr(torch.nn.init, name)
     assert set(tnn.KEYED) == set(NAMES)
-    public = {n for n in torch.nn.init.__all__ if n.endswith("_") or n == "calculate_gain"}
-    assert public <= set(tnn.__all__)
+    assert set(torch.nn.init.__all__) <= set(tnn.__all__)
+    for name in torch.nn.init.__all__:
+        assert callable(getattr(tnn, name)), name
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "trunc_normal_"])
+def test_deprecated_aliases_warn_and_fill(name):
+    alias = name[:-1]
+    with pytest.warns(FutureWarning, match=f"nn.init.{alias}`"):
+        getattr(torch.nn.init, alias)(torch.empty(4, 3))
+    torch.manual_seed(3)
+    with pytest.warns(FutureWarning, match=f"nn.init.{alias}`"):
+        got = getattr(tnn, alias)(torch.empty(4, 3), **ARGS[name])
+    torch.manual_seed(3)
+    torch.testing.assert_close(got, call(name, torch.empty(4, 3)), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("name", NAMES)

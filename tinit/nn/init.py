@@ -24,7 +24,8 @@ The values follow the same distribution as torch's and are not torch's values
 (a different generator). ``calculate_gain`` and the deterministic
 initialisers ``constant_``, ``zeros_``, ``ones_``, ``eye_`` and ``dirac_`` are
 torch's own functions, re-exported so the module replaces ``torch.nn.init``
-as a whole; so are ``orthogonal_`` and ``sparse_``, which draw from torch's
+as a whole (with torch's deprecated aliases ``uniform``, ``normal``, ...:
+FutureWarning, then the function); so are ``orthogonal_`` and ``sparse_``, which draw from torch's
 RNG exactly as torch does (a QR of a torch normal, a torch ``randperm``).
 
 Routing: ``KEYED`` maps each random initialiser's name to a function with the
@@ -35,17 +36,23 @@ a caller can give a call its key without touching torch's RNG.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
 import torch
 from torch.nn.init import (
     calculate_gain,
+    constant,
     constant_,
+    dirac,
     dirac_,
+    eye,
     eye_,
     ones_,
+    orthogonal,
     orthogonal_,
+    sparse,
     sparse_,
     zeros_,
 )
@@ -57,8 +64,8 @@ from tinit.fill import (
     _draw_seed,
     _logical_numel,
     _resolve,
+    _runs,
     _stream_position,
-    _trunc_normal_local,
     _writes,
 )
 from tinit.params import SUPPORTED_DTYPES, _real, transform_constants, uniform_constants
@@ -68,18 +75,29 @@ __all__ = [
     "ArgumentError",
     "DtypeError",
     "calculate_gain",
+    "constant",
     "constant_",
+    "dirac",
     "dirac_",
+    "eye",
     "eye_",
+    "kaiming_normal",
     "kaiming_normal_",
+    "kaiming_uniform",
     "kaiming_uniform_",
+    "normal",
     "normal_",
     "ones_",
+    "orthogonal",
     "orthogonal_",
+    "sparse",
     "sparse_",
     "trunc_normal_",
+    "uniform",
     "uniform_",
+    "xavier_normal",
     "xavier_normal_",
+    "xavier_uniform",
     "xavier_uniform_",
     "zeros_",
 ]
@@ -195,22 +213,39 @@ def _write(tensor, local, layout, plan, generator, seed, stream) -> torch.Tensor
         seed, stream, _ = _stream_position(seed, stream, 0, _logical_numel(local, layout))
     if not _writes(tensor, local):
         return tensor  # nothing to write: torch's RNG is left as it was
-    constant = isinstance(plan, float)
-    if local.numel() and not constant:
-        dispatch.select(local, "auto")  # a bad $TINIT_BACKEND raises before the draw
+    if isinstance(plan, float):
+        if seed is None:
+            _draw_seed(generator)  # one key per writing call, used or not
+        with torch.no_grad():
+            local.fill_(plan)
+        return tensor
+    if local.numel() == 0:  # a rank's empty shard: it draws as the others do, and writes nothing
+        if seed is None:
+            _draw_seed(generator)
+        return tensor
+    target = local if local.is_contiguous() else torch.empty_like(local, memory_format=torch.contiguous_format)
+    backend = dispatch.select(target, "auto")  # a bad $TINIT_BACKEND raises before the draw
     key = _draw_seed(generator) if seed is None else seed
     with torch.no_grad():
-        if constant:
-            local.fill_(plan)
-        else:
-            _trunc_normal_local(local, layout, plan, key, stream, 0, "auto")
+        backend.fill_shard(target, key, stream, _runs(local, layout, 0), plan)
+        if target is not local:
+            local.copy_(target)
     return tensor
 
 
 def _eager(fn):
-    """Run ``fn`` eagerly under ``torch.compile``: one graph break at the call. Its host-side fp64
-    constants, cached checks and the key's draw (a host read of a tensor) are not graph material."""
-    return torch.compiler.disable(fn)
+    """``fn``, run eagerly under ``torch.compile`` (one graph break at the call): its host-side fp64
+    constants, cached checks and the key's draw (a host read of a tensor) are not graph material.
+    Outside compilation ``fn`` is called directly, without the disabled wrapper's cost."""
+    disabled = torch.compiler.disable(fn)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            return disabled(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return run
 
 
 def _checked(tensor, name: str):
@@ -541,3 +576,26 @@ KEYED = {
     "kaiming_uniform_": _kaiming_uniform,
     "kaiming_normal_": _kaiming_normal,
 }
+
+
+def _deprecated(fn):
+    """torch.nn.init's deprecated alias of ``fn`` (its name without the trailing underscore): a FutureWarning,
+    then ``fn``."""
+    old, new = fn.__name__[:-1], fn.__name__
+
+    @functools.wraps(fn)
+    def alias(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new}`.", FutureWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = old
+    alias.__doc__ = f"Deprecated alias of ``{new}`` (as in torch.nn.init)."
+    return alias
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
