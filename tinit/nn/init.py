@@ -24,9 +24,10 @@ The values follow the same distribution as torch's and are not torch's values
 (a different generator). ``calculate_gain`` and the deterministic
 initialisers ``constant_``, ``zeros_``, ``ones_``, ``eye_`` and ``dirac_`` are
 torch's own functions, re-exported so the module replaces ``torch.nn.init``
-as a whole (with torch's deprecated aliases ``uniform``, ``normal``, ...:
-FutureWarning, then the function); so are ``orthogonal_`` and ``sparse_``, which draw from torch's
-RNG exactly as torch does (a QR of a torch normal, a torch ``randperm``).
+as a whole; so are ``orthogonal_`` and ``sparse_``, which draw from torch's
+RNG exactly as torch does (a QR of a torch normal, a torch ``randperm``), and
+torch's deprecated aliases (``uniform``, ``normal``, ...: a FutureWarning,
+then the function).
 
 Routing: ``KEYED`` maps each random initialiser's name to a function with the
 same positional arguments plus keyword-only ``seed`` (a Philox key in
