@@ -476,3 +476,15 @@ def test_dtensor_values_are_the_unsharded_ones(name):
                 )
             finally:
                 dist.destroy_process_group()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", NAMES)
+def test_cuda_equals_cpu(name):
+    """The key comes from the CPU generator whatever the tensor's device, and the CUDA kernels compute
+    the CPU kernel's fp32 bits: a CUDA tensor gets the CPU tensor's values."""
+    torch.manual_seed(12)
+    want = call(name, torch.empty(33, 65))
+    torch.manual_seed(12)
+    got = call(name, torch.empty(33, 65, device="cuda"))
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
