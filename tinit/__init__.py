@@ -3,6 +3,7 @@
 Public API:
     trunc_normal_     drop-in for torch.nn.init.trunc_normal_
     trunc_normal_at_  the same from an explicit (seed, stream, offset)
+    nn                tinit.nn.init: a full replacement for torch.nn.init on tinit's stream
     fill_             one parameter by a named scheme (tinit.schemes.SCHEMES)
     init_model_       every parameter of a model (roles from names, ties once, meta models, DTensor/FSDP2
                       shards, one grouped native call)
@@ -15,6 +16,7 @@ Public API:
     InferenceTensorError  raised for an inference tensor outside torch.inference_mode (the same)
 """
 
+from tinit import nn
 from tinit.fill import fill_, trunc_normal_, trunc_normal_at_
 from tinit.model_init import init_model_, materialise_, stream_for
 from tinit.mup_groups import mup_param_groups
@@ -29,6 +31,7 @@ __all__ = [
     "init_model_",
     "materialise_",
     "mup_param_groups",
+    "nn",
     "report",
     "stream_for",
     "trunc_normal_",

@@ -1,0 +1,602 @@
+"""A full replacement for ``torch.nn.init`` whose random fills run on tinit's stream.
+
+The seven random initialisers ``uniform_``, ``normal_``, ``trunc_normal_``,
+``xavier_uniform_``, ``xavier_normal_``, ``kaiming_uniform_`` and
+``kaiming_normal_`` keep torch's signatures, formulas (fans, gains, absolute
+bounds), argument checks, no-grad writes and return value, and fill the
+tensor in one native pass of tinit's transform (``tinit.dispatch``: the CPU,
+CUDA or Triton kernel).
+
+The stream rule (docs/stream.md), the same for all seven: a call that writes
+something draws exactly one Philox key from torch's RNG, as
+``tinit.trunc_normal_`` does (a uniform int64 on [0, 2**63) from ``generator``
+on its device, or from the default CPU generator when it is None, whatever
+the default device), and element i of the tensor (row-major over its logical
+shape, whatever its strides or sharding) takes stream index i of stream id 0
+under that key. So ``torch.manual_seed`` makes a model reproducible, on every
+backend and device, and a DTensor gets the values of the unsharded tensor
+whatever its layout (every rank must seed its generator identically). A call
+that writes nothing (a tensor on the meta device or of no elements) draws
+nothing, as torch's fills draw nothing then. Refused arguments raise before
+anything is drawn or written.
+
+The values follow the same distribution as torch's and are not torch's values
+(a different generator). ``calculate_gain`` and the deterministic
+initialisers ``constant_``, ``zeros_``, ``ones_``, ``eye_`` and ``dirac_`` are
+torch's own functions, re-exported so the module replaces ``torch.nn.init``
+as a whole; so are ``orthogonal_`` and ``sparse_``, which draw from torch's
+RNG exactly as torch does (a QR of a torch normal, a torch ``randperm``), and
+torch's deprecated aliases (``uniform``, ``normal``, ...: a FutureWarning,
+then the function).
+
+Routing: ``KEYED`` maps each random initialiser's name to a function with the
+same positional arguments plus keyword-only ``seed`` (a Philox key in
+[0, 2**64), or None to draw one as above) and ``stream`` (the stream id), so
+a caller can give a call its key without touching torch's RNG.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import torch
+from torch.nn.init import (
+    calculate_gain,
+    constant,
+    constant_,
+    dirac,
+    dirac_,
+    eye,
+    eye_,
+    ones_,
+    orthogonal,
+    orthogonal_,
+    sparse,
+    sparse_,
+    zeros_,
+)
+from torch.overrides import handle_torch_function, has_torch_function_variadic
+
+from tinit import dispatch
+from tinit.fill import (
+    _check_generator,
+    _draw_seed,
+    _logical_numel,
+    _resolve,
+    _runs,
+    _stream_position,
+    _writes,
+)
+from tinit.params import SUPPORTED_DTYPES, _real, transform_constants, uniform_constants
+
+__all__ = [
+    "KEYED",
+    "ArgumentError",
+    "DtypeError",
+    "calculate_gain",
+    "constant",
+    "constant_",
+    "dirac",
+    "dirac_",
+    "eye",
+    "eye_",
+    "kaiming_normal",
+    "kaiming_normal_",
+    "kaiming_uniform",
+    "kaiming_uniform_",
+    "normal",
+    "normal_",
+    "ones_",
+    "orthogonal",
+    "orthogonal_",
+    "sparse",
+    "sparse_",
+    "trunc_normal_",
+    "uniform",
+    "uniform_",
+    "xavier_normal",
+    "xavier_normal_",
+    "xavier_uniform",
+    "xavier_uniform_",
+    "zeros_",
+]
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """A bound, mean or std the fill cannot take (e.g. ``uniform_`` with a > b, ``normal_`` with std < 0).
+
+    A ValueError like tinit's other refusals, and a RuntimeError like the
+    error torch's ``Tensor.uniform_`` / ``Tensor.normal_`` raise for the same
+    arguments, so code written against ``torch.nn.init`` still catches it.
+    """
+
+
+class DtypeError(TypeError, NotImplementedError):
+    """A tensor whose dtype tinit does not fill (integers, bool, complex, float8).
+
+    A TypeError, and a NotImplementedError (a RuntimeError) like the error
+    torch's fills raise for integer and bool tensors. torch also fills
+    complex tensors; tinit does not.
+    """
+
+
+_FAN_MODES = ["fan_in", "fan_out"]
+_DTYPE_NAMES = "float32, float64, bfloat16 or float16"
+
+
+def _calculate_fan_in_and_fan_out(tensor: torch.Tensor) -> tuple[int, int]:
+    """(fan_in, fan_out) of a weight laid out (out, in, *receptive field), as torch computes them.
+
+    fan_in = size(1) * prod(size(2:)), fan_out = size(0) * prod(size(2:))
+    (torch.nn.init._calculate_fan_in_and_fan_out; a conv kernel's spatial
+    dims are its receptive field). A DTensor's sizes are its logical ones.
+
+    Raises:
+        ValueError: fewer than 2 dims (torch's message).
+    """
+    if tensor.dim() < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
+    receptive_field = math.prod(tensor.shape[2:])
+    return tensor.size(1) * receptive_field, tensor.size(0) * receptive_field
+
+
+def _calculate_correct_fan(tensor: torch.Tensor, mode: str) -> int:
+    mode = mode.lower()  # torch's check: any case, and an AttributeError for a non-string
+    if mode not in _FAN_MODES:
+        raise ValueError(f"Mode {mode} not supported, please use one of {_FAN_MODES}")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def _check_dtype(tensor, name: str) -> None:
+    if isinstance(tensor, torch.Tensor) and tensor.dtype not in SUPPORTED_DTYPES:
+        raise DtypeError(f"tinit.nn.init.{name} fills tensors of dtype {_DTYPE_NAMES}; got {tensor.dtype}")
+
+
+def _finite_in(value: float, dtype: torch.dtype, what: str, name: str) -> None:
+    if not (math.isfinite(value) and abs(value) <= torch.finfo(dtype).max):
+        raise ArgumentError(f"tinit.nn.init.{name}: {what} {value!r} is not a finite value of {dtype}")
+
+
+def _uniform_plan(low, high, dtype: torch.dtype, name: str):
+    """The transform constants of U(low, high), or the float ``low`` when low == high (a constant fill)."""
+    low, high = _real("a", low), _real("b", high)
+    _finite_in(low, dtype, "lower bound", name)
+    _finite_in(high, dtype, "upper bound", name)
+    if low > high:
+        raise ArgumentError(f"tinit.nn.init.{name} needs a <= b, got a={low}, b={high}")
+    if low == high:
+        return low
+    try:
+        return uniform_constants(low, high, dtype)
+    except ValueError as exc:  # e.g. no value of a bf16 tensor inside [a, b]
+        raise ArgumentError(f"tinit.nn.init.{name}: {exc}") from None
+
+
+def _normal_plan(mean, std, dtype: torch.dtype, name: str):
+    """The transform constants of N(mean, std^2) on (-inf, inf), or the float ``mean`` when std == 0."""
+    mean, std = _real("mean", mean), _real("std", std)
+    if not std >= 0:  # NaN included, as torch refuses it
+        raise ArgumentError(f"tinit.nn.init.{name} needs std >= 0, got std={std}")
+    _finite_in(mean, dtype, "mean", name)
+    _finite_in(std, torch.float64, "std", name)
+    if std == 0:
+        return mean
+    try:
+        return transform_constants(mean, std, -math.inf, math.inf, dtype)
+    except ValueError as exc:
+        raise ArgumentError(f"tinit.nn.init.{name}: {exc}") from None
+
+
+def _trunc_normal_plan(mean, std, a, b, dtype: torch.dtype):
+    mean, std, a, b = _real("mean", mean), _real("std", std), _real("a", a), _real("b", b)
+    if math.isnan(a) or math.isnan(b) or a > b:
+        raise ArgumentError(f"tinit.nn.init.trunc_normal_ needs a <= b, got a={a}, b={b}")
+    if a == b:
+        _finite_in(a, dtype, "bound", "trunc_normal_")
+        return a
+    try:
+        return transform_constants(mean, abs(std), a, b, dtype)
+    except ValueError as exc:
+        raise ArgumentError(f"tinit.nn.init.trunc_normal_: {exc}") from None
+
+
+def _write(tensor, local, layout, plan, generator, seed, stream) -> torch.Tensor:
+    """Write ``plan`` (transform constants, or a float to fill with) into the checked ``local`` of ``tensor``.
+
+    The key is ``seed``, or when None one draw of ``_draw_seed(generator)``,
+    made only when something is written; every check precedes it.
+    """
+    _check_generator(generator)
+    if seed is not None:
+        seed, stream, _ = _stream_position(seed, stream, 0, _logical_numel(local, layout))
+    if not _writes(tensor, local):
+        return tensor  # nothing to write: torch's RNG is left as it was
+    if isinstance(plan, float):
+        if seed is None:
+            _draw_seed(generator)  # one key per writing call, used or not
+        with torch.no_grad():
+            local.fill_(plan)
+        return tensor
+    if local.numel() == 0:  # a rank's empty shard: it draws as the others do, and writes nothing
+        if seed is None:
+            _draw_seed(generator)
+        return tensor
+    target = local if local.is_contiguous() else torch.empty_like(local, memory_format=torch.contiguous_format)
+    backend = dispatch.select(target, "auto")  # a bad $TINIT_BACKEND raises before the draw
+    key = _draw_seed(generator) if seed is None else seed
+    with torch.no_grad():
+        backend.fill_shard(target, key, stream, _runs(local, layout, 0), plan)
+        if target is not local:
+            local.copy_(target)
+    return tensor
+
+
+def _eager(fn):
+    """``fn``, run eagerly under ``torch.compile`` (one graph break at the call): its host-side fp64
+    constants, cached checks and the key's draw (a host read of a tensor) are not graph material.
+    Outside compilation ``fn`` is called directly, without the disabled wrapper's cost."""
+    disabled = torch.compiler.disable(fn)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            return disabled(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return run
+
+
+def _checked(tensor, name: str):
+    _check_dtype(tensor, name)
+    return _resolve(tensor, None, None)
+
+
+@_eager
+def _uniform(tensor, a=0.0, b=1.0, generator=None, *, seed=None, stream=0):
+    local, layout = _checked(tensor, "uniform_")
+    return _write(tensor, local, layout, _uniform_plan(a, b, local.dtype, "uniform_"), generator, seed, stream)
+
+
+@_eager
+def _normal(tensor, mean=0.0, std=1.0, generator=None, *, seed=None, stream=0):
+    local, layout = _checked(tensor, "normal_")
+    return _write(tensor, local, layout, _normal_plan(mean, std, local.dtype, "normal_"), generator, seed, stream)
+
+
+@_eager
+def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, seed=None, stream=0):
+    local, layout = _checked(tensor, "trunc_normal_")
+    return _write(tensor, local, layout, _trunc_normal_plan(mean, std, a, b, local.dtype), generator, seed, stream)
+
+
+def _xavier_std(tensor, gain) -> float | None:
+    """gain * sqrt(2 / (fan_in + fan_out)), or None for a tensor of no elements (nothing to write)."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    if tensor.numel() == 0:
+        return None
+    return gain * math.sqrt(2.0 / float(fan_in + fan_out))
+
+
+@_eager
+def _xavier_uniform(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
+    local, layout = _checked(tensor, "xavier_uniform_")
+    std = _xavier_std(tensor, gain)
+    if std is None:
+        _check_generator(generator)
+        return tensor
+    bound = math.sqrt(3.0) * std
+    plan = _uniform_plan(-bound, bound, local.dtype, "xavier_uniform_")
+    return _write(tensor, local, layout, plan, generator, seed, stream)
+
+
+@_eager
+def _xavier_normal(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
+    local, layout = _checked(tensor, "xavier_normal_")
+    std = _xavier_std(tensor, gain)
+    if std is None:
+        _check_generator(generator)
+        return tensor
+    return _write(tensor, local, layout, _normal_plan(0.0, std, local.dtype, "xavier_normal_"), generator, seed, stream)
+
+
+def _kaiming_std(tensor, a, mode, nonlinearity) -> float:
+    """gain / sqrt(fan) with gain = calculate_gain(nonlinearity, a), fan = fan_in or fan_out."""
+    fan = _calculate_correct_fan(tensor, mode)
+    return calculate_gain(nonlinearity, a) / math.sqrt(fan)
+
+
+@_eager
+def _kaiming_uniform(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0):
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return tensor
+    local, layout = _checked(tensor, "kaiming_uniform_")
+    bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
+    plan = _uniform_plan(-bound, bound, local.dtype, "kaiming_uniform_")
+    return _write(tensor, local, layout, plan, generator, seed, stream)
+
+
+@_eager
+def _kaiming_normal(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0):
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return tensor
+    local, layout = _checked(tensor, "kaiming_normal_")
+    std = _kaiming_std(tensor, a, mode, nonlinearity)
+    return _write(
+        tensor, local, layout, _normal_plan(0.0, std, local.dtype, "kaiming_normal_"), generator, seed, stream
+    )
+
+
+_STREAM_NOTE = """
+    Stream: one Philox key drawn from ``generator`` (or torch's default CPU
+    generator) when something is written, none for a meta or 0-element
+    tensor; element i (row-major, logical) takes stream index i of stream 0
+    (``tinit.nn.init`` module docstring, docs/stream.md). Values differ from
+    torch's (same distribution, another generator)."""
+
+
+def uniform_(
+    tensor: torch.Tensor, a: float = 0.0, b: float = 1.0, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Fill ``tensor`` with U(a, b), in place, as ``torch.nn.init.uniform_``.
+
+    Value of stream word w: a + (b - a) u, u = (w + 1/2) 2^-32 (the
+    transform's uniform mode, ``tinit.params.uniform_constants``), kept inside
+    [a, b] after rounding to the dtype; a == b fills with a (one key drawn).
+
+    Args:
+        tensor: float32/float64/bfloat16/float16 tensor, Parameter or
+            DTensor, any shape (views are written in place).
+        a, b: bounds in tensor units, finite values of the dtype, a <= b.
+        generator: the ``torch.Generator`` the key is drawn from, or None.
+
+    Returns:
+        ``tensor``.
+
+    Raises:
+        DtypeError: a dtype other than float32, float64, bfloat16, float16
+            (a TypeError and a NotImplementedError, as torch's for integers).
+        ArgumentError: a > b, or a bound that is not a finite value of the
+            dtype (a ValueError and a RuntimeError, as torch's).
+        TypeError: not a tensor, a sparse or nested tensor, a non-real
+            bound, a ``generator`` that is not a ``torch.Generator``.
+        tinit.params.InternalOverlapError: an expanded or otherwise
+            self-overlapping view (a ValueError and a RuntimeError).
+        tinit.params.InferenceTensorError: an inference tensor outside
+            ``torch.inference_mode`` (the same).
+        RuntimeError: no tinit backend can fill the tensor.
+    All checks precede the draw and the write.
+    """
+    if has_torch_function_variadic(tensor):
+        return handle_torch_function(uniform_, (tensor,), tensor=tensor, a=a, b=b, generator=generator)
+    return _uniform(tensor, a, b, generator)
+
+
+def normal_(
+    tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Fill ``tensor`` with N(mean, std^2), in place, as ``torch.nn.init.normal_``.
+
+    The truncated-normal transform on the infinite window (-inf, inf)
+    (``tinit.params.transform_constants``, as the schemes' ``trunc=inf``):
+    the inverse normal CDF of the stream word's uniform, so no value lies
+    beyond about 6.4 std (the smallest uniform is 2^-33). std == 0 fills with
+    mean (one key drawn), as torch does.
+
+    Args:
+        tensor: as for ``uniform_``.
+        mean: finite, tensor units.
+        std: >= 0, finite, tensor units.
+        generator: as for ``uniform_``.
+
+    Returns:
+        ``tensor``.
+
+    Raises:
+        ArgumentError: std < 0 or NaN, an infinite std or mean, a mean that
+            is not a finite value of the dtype.
+        DtypeError, TypeError, RuntimeError: as ``uniform_``.
+    """
+    if has_torch_function_variadic(tensor):
+        return handle_torch_function(normal_, (tensor,), tensor=tensor, mean=mean, std=std, generator=generator)
+    return _normal(tensor, mean, std, generator)
+
+
+def trunc_normal_(
+    tensor: torch.Tensor,
+    mean: float = 0.0,
+    std: float = 1.0,
+    a: float = -2.0,
+    b: float = 2.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Fill ``tensor`` with N(mean, std^2) truncated to [a, b], in place, as ``torch.nn.init.trunc_normal_``.
+
+    a and b are absolute bounds (tensor units, as torch's and timm's
+    ``trunc_normal_``), not multiples of std; -inf/+inf are allowed. The
+    values are exact inverse-CDF samples of the truncated normal
+    (``tinit.trunc_normal_``, the same key and bits), for any window: torch's
+    warning about a mean far from [a, b] does not apply and is not raised.
+    As in torch, the sign of std does not matter (the density depends on
+    std^2), and a == b fills with a (one key drawn).
+
+    Args:
+        tensor: as for ``uniform_``.
+        mean, std: the parent normal, tensor units; std != 0.
+        a, b: absolute bounds, a <= b.
+        generator: as for ``uniform_``.
+
+    Returns:
+        ``tensor``.
+
+    Raises:
+        ArgumentError: a > b, std == 0, a window holding no value of the
+            dtype (``tinit.params.transform_constants``).
+        DtypeError, TypeError, RuntimeError: as ``uniform_``.
+    """
+    return _trunc_normal(tensor, mean, std, a, b, generator)
+
+
+def xavier_uniform_(tensor: torch.Tensor, gain: float = 1.0, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Glorot uniform, as ``torch.nn.init.xavier_uniform_``: U(-bound, bound).
+
+    bound = sqrt(3) * gain * sqrt(2 / (fan_in + fan_out)) (Glorot & Bengio,
+    AISTATS 2010, eq. 16; torch's formula), fans as torch's
+    ``_calculate_fan_in_and_fan_out`` (dims 2: are the receptive field).
+    A tensor of no elements is returned unchanged (torch divides by zero for
+    a (0, 0) tensor); gain 0 fills zeros.
+
+    Args:
+        tensor: as for ``uniform_``, at least 2 dims.
+        gain: scaling factor, >= 0 (``calculate_gain``).
+        generator: as for ``uniform_``.
+
+    Returns:
+        ``tensor``.
+
+    Raises:
+        ValueError: fewer than 2 dims (torch's message).
+        ArgumentError: a negative gain (torch raises a RuntimeError too).
+        DtypeError, TypeError, RuntimeError: as ``uniform_``.
+    """
+    return _xavier_uniform(tensor, gain, generator)
+
+
+def xavier_normal_(tensor: torch.Tensor, gain: float = 1.0, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Glorot normal, as ``torch.nn.init.xavier_normal_``: N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)).
+
+    Glorot & Bengio (2010); torch's formula and fans (see ``xavier_uniform_``);
+    the normal is drawn as by ``normal_``.
+
+    Args:
+        tensor: as for ``uniform_``, at least 2 dims.
+        gain: scaling factor, >= 0.
+        generator: as for ``uniform_``.
+
+    Returns:
+        ``tensor``.
+
+    Raises:
+        ValueError: fewer than 2 dims (torch's message).
+        ArgumentError: a negative gain (torch raises a RuntimeError too).
+        DtypeError, TypeError, RuntimeError: as ``uniform_``.
+    """
+    return _xavier_normal(tensor, gain, generator)
+
+
+def kaiming_uniform_(
+    tensor: torch.Tensor,
+    a: float = 0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """He uniform, as ``torch.nn.init.kaiming_uniform_``: U(-bound, bound), bound = sqrt(3) * gain / sqrt(fan).
+
+    He et al., "Delving deep into rectifiers", ICCV 2015, eq. 10 (torch's
+    formula): gain = ``calculate_gain(nonlinearity, a)``, fan = fan_in or
+    fan_out by ``mode`` (any case). ``nn.Linear`` and ``nn.Conv*d`` call this
+    with a = sqrt(5). A tensor with a 0 in its shape warns "Initializing
+    zero-element tensors is a no-op" and is returned, as by torch.
+
+    Args:
+        tensor: as for ``uniform_``, at least 2 dims.
+        a: negative slope of the rectifier (used by "leaky_relu"); None means 0.01.
+        mode: "fan_in" (default) or "fan_out".
+        nonlinearity: an ``nn.functional`` name ``calculate_gain`` knows.
+        generator: as for ``uniform_``.
+
+    Returns:
+        ``tensor``.
+
+    Raises:
+        ValueError: fewer than 2 dims, an unknown mode or nonlinearity, a
+            bad negative slope (torch's messages).
+        AttributeError: a mode that is not a string (as torch).
+        DtypeError, TypeError, RuntimeError: as ``uniform_``.
+    """
+    if has_torch_function_variadic(tensor):
+        return handle_torch_function(
+            kaiming_uniform_,
+            (tensor,),
+            tensor=tensor,
+            a=a,
+            mode=mode,
+            nonlinearity=nonlinearity,
+            generator=generator,
+        )
+    return _kaiming_uniform(tensor, a, mode, nonlinearity, generator)
+
+
+def kaiming_normal_(
+    tensor: torch.Tensor,
+    a: float = 0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """He normal, as ``torch.nn.init.kaiming_normal_``: N(0, std^2), std = gain / sqrt(fan).
+
+    He et al. (2015), eq. 10; gain and fan as in ``kaiming_uniform_``, the
+    normal drawn as by ``normal_``. A tensor with a 0 in its shape warns and
+    is returned, as by torch.
+
+    Args:
+        tensor: as for ``uniform_``, at least 2 dims.
+        a, mode, nonlinearity: as for ``kaiming_uniform_``.
+        generator: as for ``uniform_``.
+
+    Returns:
+        ``tensor``.
+
+    Raises:
+        ValueError, AttributeError: as ``kaiming_uniform_``.
+        DtypeError, TypeError, RuntimeError: as ``uniform_``.
+    """
+    return _kaiming_normal(tensor, a, mode, nonlinearity, generator)
+
+
+for _fn in (uniform_, normal_, trunc_normal_, xavier_uniform_, xavier_normal_, kaiming_uniform_, kaiming_normal_):
+    if _fn.__doc__:  # None under python -OO
+        _fn.__doc__ = _fn.__doc__.replace("\n    Args:", _STREAM_NOTE + "\n\n    Args:", 1)
+del _fn
+
+# The random initialisers by torch.nn.init name, each with keyword-only ``seed`` and ``stream``:
+# ``seed`` a Philox key in [0, 2**64) (None: one draw from the generator, as the public function),
+# ``stream`` a stream id in [0, 2**64). They skip torch's __torch_function__ dispatch.
+KEYED = {
+    "uniform_": _uniform,
+    "normal_": _normal,
+    "trunc_normal_": _trunc_normal,
+    "xavier_uniform_": _xavier_uniform,
+    "xavier_normal_": _xavier_normal,
+    "kaiming_uniform_": _kaiming_uniform,
+    "kaiming_normal_": _kaiming_normal,
+}
+
+
+def _deprecated(fn):
+    """torch.nn.init's deprecated alias of ``fn`` (its name without the trailing underscore): a FutureWarning,
+    then ``fn``."""
+    old, new = fn.__name__[:-1], fn.__name__
+
+    @functools.wraps(fn)
+    def alias(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new}`.", FutureWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = old
+    alias.__doc__ = f"Deprecated alias of ``{new}`` (as in torch.nn.init)."
+    return alias
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
