@@ -115,21 +115,24 @@ class _State:
 
 def _route(keyed, seed: int | None, public=None):
     """The function a patched call runs: ``public`` (or ``keyed`` with a drawn key) when seed is None,
-    else ``keyed`` with key ``seed`` and stream id the call's number since the outermost entry."""
+    else ``keyed`` with key ``seed`` and stream id the call's number since the outermost entry.
+
+    Under ``torch.compile`` the route runs eagerly (a graph break): dynamo cannot trace the host-side
+    transform constants, and the counter must advance once per call, not once per trace."""
     if seed is None:
         if public is not None:
-            return public
+            return torch.compiler.disable(public)
 
         def drawn(*args, **kwargs):
             return keyed(*args, seed=None, stream=0, **kwargs)
 
-        return drawn
+        return torch.compiler.disable(drawn)
 
     def counted(*args, **kwargs):
         # taken before any check, so a meta, empty, refused or no-op call still uses up its number
         return keyed(*args, seed=seed, stream=next(_State.counter), **kwargs)
 
-    return counted
+    return torch.compiler.disable(counted)
 
 
 def _swap(fn: types.FunctionType, route) -> None:
