@@ -190,7 +190,9 @@ def test_routed_under_torch_compile():
     compiled = torch.compile(init, backend="eager")
     with tinit.patch_torch_init(seed=6):
         out = compiled(torch.empty(64))
+        second = compiled(torch.empty(64))  # the counter advances per call, not per trace
     torch.testing.assert_close(out, _keyed("normal_", (64,), 6, 0, (0.0, 0.02)) * 2, rtol=0, atol=0)
+    torch.testing.assert_close(second, _keyed("normal_", (64,), 6, 1, (0.0, 0.02)) * 2, rtol=0, atol=0)
 
 
 # ---- timm ---------------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 Public API:
     trunc_normal_     drop-in for torch.nn.init.trunc_normal_
     trunc_normal_at_  the same from an explicit (seed, stream, offset)
+    nn                tinit.nn.init: a full replacement for torch.nn.init on tinit's stream
     fill_             one parameter by a named scheme (tinit.schemes.SCHEMES)
     init_model_       every parameter of a model (roles from names, ties once, meta models, DTensor/FSDP2
                       shards, one grouped native call)
@@ -16,6 +17,7 @@ Public API:
     InferenceTensorError  raised for an inference tensor outside torch.inference_mode (the same)
 """
 
+from tinit import nn
 from tinit.fill import fill_, trunc_normal_, trunc_normal_at_
 from tinit.model_init import init_model_, materialise_, mup_param_groups, stream_for
 from tinit.params import STREAM_VERSION, InferenceTensorError, InternalOverlapError
@@ -30,6 +32,7 @@ __all__ = [
     "init_model_",
     "materialise_",
     "mup_param_groups",
+    "nn",
     "patch_torch_init",
     "report",
     "stream_for",

@@ -113,26 +113,37 @@ class _State:
     saved: ClassVar[list[tuple[types.FunctionType, types.CodeType, tuple | None, dict | None]]] = []
 
 
+def _eager(fn):
+    """``fn``, run eagerly under ``torch.compile`` (a graph break at the call): dynamo cannot trace the
+    host-side transform constants, and the call counter must advance once per call, not once per trace.
+    Outside compilation ``fn`` is called directly, without the disabled wrapper's cost."""
+    disabled = torch.compiler.disable(fn)
+
+    def run(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            return disabled(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return run
+
+
 def _route(keyed, seed: int | None, public=None):
     """The function a patched call runs: ``public`` (or ``keyed`` with a drawn key) when seed is None,
-    else ``keyed`` with key ``seed`` and stream id the call's number since the outermost entry.
-
-    Under ``torch.compile`` the route runs eagerly (a graph break): dynamo cannot trace the host-side
-    transform constants, and the counter must advance once per call, not once per trace."""
+    else ``keyed`` with key ``seed`` and stream id the call's number since the outermost entry."""
     if seed is None:
         if public is not None:
-            return torch.compiler.disable(public)
+            return _eager(public)
 
         def drawn(*args, **kwargs):
             return keyed(*args, seed=None, stream=0, **kwargs)
 
-        return torch.compiler.disable(drawn)
+        return _eager(drawn)
 
     def counted(*args, **kwargs):
         # taken before any check, so a meta, empty, refused or no-op call still uses up its number
         return keyed(*args, seed=seed, stream=next(_State.counter), **kwargs)
 
-    return torch.compiler.disable(counted)
+    return _eager(counted)
 
 
 def _swap(fn: types.FunctionType, route) -> None:

@@ -25,7 +25,9 @@ The values follow the same distribution as torch's and are not torch's values
 initialisers ``constant_``, ``zeros_``, ``ones_``, ``eye_`` and ``dirac_`` are
 torch's own functions, re-exported so the module replaces ``torch.nn.init``
 as a whole; so are ``orthogonal_`` and ``sparse_``, which draw from torch's
-RNG exactly as torch does (a QR of a torch normal, a torch ``randperm``).
+RNG exactly as torch does (a QR of a torch normal, a torch ``randperm``), and
+torch's deprecated aliases (``uniform``, ``normal``, ...: a FutureWarning,
+then the function).
 
 Routing: ``KEYED`` maps each random initialiser's name to a function with the
 same positional arguments plus keyword-only ``seed`` (a Philox key in
@@ -35,17 +37,23 @@ a caller can give a call its key without touching torch's RNG.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
 import torch
 from torch.nn.init import (
     calculate_gain,
+    constant,
     constant_,
+    dirac,
     dirac_,
+    eye,
     eye_,
     ones_,
+    orthogonal,
     orthogonal_,
+    sparse,
     sparse_,
     zeros_,
 )
@@ -57,8 +65,8 @@ from tinit.fill import (
     _draw_seed,
     _logical_numel,
     _resolve,
+    _runs,
     _stream_position,
-    _trunc_normal_local,
     _writes,
 )
 from tinit.params import SUPPORTED_DTYPES, _real, transform_constants, uniform_constants
@@ -68,18 +76,29 @@ __all__ = [
     "ArgumentError",
     "DtypeError",
     "calculate_gain",
+    "constant",
     "constant_",
+    "dirac",
     "dirac_",
+    "eye",
     "eye_",
+    "kaiming_normal",
     "kaiming_normal_",
+    "kaiming_uniform",
     "kaiming_uniform_",
+    "normal",
     "normal_",
     "ones_",
+    "orthogonal",
     "orthogonal_",
+    "sparse",
     "sparse_",
     "trunc_normal_",
+    "uniform",
     "uniform_",
+    "xavier_normal",
     "xavier_normal_",
+    "xavier_uniform",
     "xavier_uniform_",
     "zeros_",
 ]
@@ -195,16 +214,39 @@ def _write(tensor, local, layout, plan, generator, seed, stream) -> torch.Tensor
         seed, stream, _ = _stream_position(seed, stream, 0, _logical_numel(local, layout))
     if not _writes(tensor, local):
         return tensor  # nothing to write: torch's RNG is left as it was
-    constant = isinstance(plan, float)
-    if local.numel() and not constant:
-        dispatch.select(local, "auto")  # a bad $TINIT_BACKEND raises before the draw
+    if isinstance(plan, float):
+        if seed is None:
+            _draw_seed(generator)  # one key per writing call, used or not
+        with torch.no_grad():
+            local.fill_(plan)
+        return tensor
+    if local.numel() == 0:  # a rank's empty shard: it draws as the others do, and writes nothing
+        if seed is None:
+            _draw_seed(generator)
+        return tensor
+    target = local if local.is_contiguous() else torch.empty_like(local, memory_format=torch.contiguous_format)
+    backend = dispatch.select(target, "auto")  # a bad $TINIT_BACKEND raises before the draw
     key = _draw_seed(generator) if seed is None else seed
     with torch.no_grad():
-        if constant:
-            local.fill_(plan)
-        else:
-            _trunc_normal_local(local, layout, plan, key, stream, 0, "auto")
+        backend.fill_shard(target, key, stream, _runs(local, layout, 0), plan)
+        if target is not local:
+            local.copy_(target)
     return tensor
+
+
+def _eager(fn):
+    """``fn``, run eagerly under ``torch.compile`` (one graph break at the call): its host-side fp64
+    constants, cached checks and the key's draw (a host read of a tensor) are not graph material.
+    Outside compilation ``fn`` is called directly, without the disabled wrapper's cost."""
+    disabled = torch.compiler.disable(fn)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            return disabled(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return run
 
 
 def _checked(tensor, name: str):
@@ -212,16 +254,19 @@ def _checked(tensor, name: str):
     return _resolve(tensor, None, None)
 
 
+@_eager
 def _uniform(tensor, a=0.0, b=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "uniform_")
     return _write(tensor, local, layout, _uniform_plan(a, b, local.dtype, "uniform_"), generator, seed, stream)
 
 
+@_eager
 def _normal(tensor, mean=0.0, std=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "normal_")
     return _write(tensor, local, layout, _normal_plan(mean, std, local.dtype, "normal_"), generator, seed, stream)
 
 
+@_eager
 def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "trunc_normal_")
     return _write(tensor, local, layout, _trunc_normal_plan(mean, std, a, b, local.dtype), generator, seed, stream)
@@ -235,6 +280,7 @@ def _xavier_std(tensor, gain) -> float | None:
     return gain * math.sqrt(2.0 / float(fan_in + fan_out))
 
 
+@_eager
 def _xavier_uniform(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "xavier_uniform_")
     std = _xavier_std(tensor, gain)
@@ -246,6 +292,7 @@ def _xavier_uniform(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
     return _write(tensor, local, layout, plan, generator, seed, stream)
 
 
+@_eager
 def _xavier_normal(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "xavier_normal_")
     std = _xavier_std(tensor, gain)
@@ -261,6 +308,7 @@ def _kaiming_std(tensor, a, mode, nonlinearity) -> float:
     return calculate_gain(nonlinearity, a) / math.sqrt(fan)
 
 
+@_eager
 def _kaiming_uniform(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0):
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
@@ -271,6 +319,7 @@ def _kaiming_uniform(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
     return _write(tensor, local, layout, plan, generator, seed, stream)
 
 
+@_eager
 def _kaiming_normal(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0):
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
@@ -528,3 +577,26 @@ KEYED = {
     "kaiming_uniform_": _kaiming_uniform,
     "kaiming_normal_": _kaiming_normal,
 }
+
+
+def _deprecated(fn):
+    """torch.nn.init's deprecated alias of ``fn`` (its name without the trailing underscore): a FutureWarning,
+    then ``fn``."""
+    old, new = fn.__name__[:-1], fn.__name__
+
+    @functools.wraps(fn)
+    def alias(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new}`.", FutureWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = old
+    alias.__doc__ = f"Deprecated alias of ``{new}`` (as in torch.nn.init)."
+    return alias
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
