@@ -195,6 +195,24 @@ def test_routed_under_torch_compile():
     torch.testing.assert_close(second, _keyed("normal_", (64,), 6, 1, (0.0, 0.02)) * 2, rtol=0, atol=0)
 
 
+def test_function_compiled_before_entry_is_routed_inside_and_torch_after():
+    def init(t):
+        torch.nn.init.normal_(t, 0.0, 0.02)
+        return t * 2
+
+    compiled = torch.compile(init, backend="eager")
+    torch.manual_seed(0)
+    before = compiled(torch.empty(64))
+    with tinit.patch_torch_init(seed=6):
+        inside = compiled(torch.empty(64))  # dynamo's guards see the swapped code and retrace
+    torch.manual_seed(0)
+    after = compiled(torch.empty(64))
+    torch.testing.assert_close(inside, _keyed("normal_", (64,), 6, 0, (0.0, 0.02)) * 2, rtol=0, atol=0)
+    torch.manual_seed(0)
+    torch.testing.assert_close(before, torch.empty(64).normal_(0.0, 0.02) * 2, rtol=0, atol=0)
+    torch.testing.assert_close(after, before, rtol=0, atol=0)
+
+
 # ---- timm ---------------------------------------------------------------------------------------------------------
 
 

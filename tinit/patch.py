@@ -157,6 +157,9 @@ def _swap(fn: types.FunctionType, route) -> None:
 
 
 def _install(seed: int | None) -> None:
+    for name, fn in _TORCH_ORIGINALS.items():
+        if fn.__module__ != "torch.nn.init":  # tinit imported while another library's patch held the name
+            raise RuntimeError(f"tinit.patch_torch_init: torch.nn.init.{name} was {fn.__module__}.{fn.__qualname__}")
     try:
         for name in _TORCH_NAMES:
             keyed = _tinit_init.KEYED[name]
