@@ -236,6 +236,10 @@ class patch_torch_init(contextlib.ContextDecorator):
     Args:
         seed: None, or the Philox key of every call: an int in [0, 2**64).
 
+    Returns:
+        A context manager that is also a decorator (``contextlib.ContextDecorator``);
+        ``with`` binds the patch object itself. It may be entered any number of times.
+
     Raises:
         TypeError: ``seed`` is not an int or None (bool and float refused).
         ValueError: ``seed`` outside [0, 2**64); on entry, a seed other
