@@ -9,6 +9,7 @@ Public API:
                       shards, one grouped native call)
     stream_for        a parameter's stream id from its fully qualified name
     materialise_      to_empty plus restored weight ties and recomputed buffers (tinit.buffers)
+    patch_torch_init  route torch.nn.init's (and timm's) random initialisers to tinit while active
     mup_param_groups  optimiser param groups with muP's per-parameter learning rates
     report            step-zero variance and gradients against depth, per scheme (tinit report)
     STREAM_VERSION    the version of the values a seed gives (docs/stream.md)
@@ -21,6 +22,7 @@ from tinit.fill import fill_, trunc_normal_, trunc_normal_at_
 from tinit.model_init import init_model_, materialise_, stream_for
 from tinit.mup_groups import mup_param_groups
 from tinit.params import STREAM_VERSION, InferenceTensorError, InternalOverlapError
+from tinit.patch import patch_torch_init
 from tinit.report import report
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "materialise_",
     "mup_param_groups",
     "nn",
+    "patch_torch_init",
     "report",
     "stream_for",
     "trunc_normal_",
