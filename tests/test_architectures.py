@@ -57,7 +57,7 @@ KEY_ROLES = {
     "gpt2": {r"h\.0\.mlp\.c_fc\.weight": "mlp_in"},  # an ungated MLP: no mlp_up
     "mixtral": {
         r"layers\.0\.mlp\.gate\.weight": "router",
-        r"layers\.0\.mlp\.experts\.gate_up_proj$": "mlp_in",
+        r"layers\.0\.mlp\.experts\.gate_up_proj$": "mlp_gate_up",
         r"layers\.0\.mlp\.experts\.down_proj$": "mlp_out",
     },
     "qwen2_moe": {
@@ -204,7 +204,7 @@ TORCHTITAN = {
         {
             r"attention\.sinks": "attn_sink",
             r"moe\.router\.gate\.bias": "router",
-            r"inner_experts\.mlp1_weight_EGD": "mlp_in",
+            r"inner_experts\.mlp1_weight_EGD": "mlp_gate_up",
             r"inner_experts\.mlp1_bias_EG": "bias",
             r"inner_experts\.mlp2_weight_EDF": "mlp_out",
         },

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import pytest
 import torch
@@ -563,3 +564,62 @@ def test_expert_layout_of_grouped_2d_modules():
     assert expert_layout(dbrx, "w1", 2) == ("stacked_out_in", 4)
     assert expert_layout(dbrx, "w2", 2) == ("stacked_in_out", 4)
     assert expert_layout(torch.nn.Linear(2, 2), "weight", 2) is None
+
+
+# Fused gate+up projections: which rows are the gate's, by each model's own forward.
+def _mixtral_split(weight):  # MixtralExperts.forward: F.linear(x, gate_up_proj[e]).chunk(2, dim=-1)
+    return weight.chunk(2, dim=1)
+
+
+def _phi3_split(weight):  # Phi3MLP.forward: self.gate_up_proj(x).chunk(2, dim=-1)
+    return weight.chunk(2, dim=0)
+
+
+def _gpt_oss_split(weight):  # GptOssExperts._apply_gate: gate_up[..., ::2], gate_up[..., 1::2]
+    return weight[..., ::2], weight[..., 1::2]
+
+
+@pytest.mark.parametrize(
+    ("family", "pattern", "split"),
+    [
+        ("mixtral", r"layers\.3\.mlp\.experts\.gate_up_proj$", _mixtral_split),
+        ("phi3", r"layers\.3\.mlp\.gate_up_proj\.weight$", _phi3_split),
+        ("gpt_oss", r"layers\.3\.mlp\.experts\.gate_up_proj$", _gpt_oss_split),
+    ],
+)
+def test_fused_gate_up_parts_follow_the_models_split(family, pattern, split):
+    """depth_init scales the up projection (torchtitan's w3) and not the gate: on a fused gate_up
+    the rows the model's forward reads as up get 0.02 / sqrt(2 (l + 1)), the gate's 0.02, as a
+    Llama with separate gate_proj / up_proj gets them."""
+    transformers = pytest.importorskip("transformers")  # noqa: F841
+    from tinit import hf_families
+
+    model = hf_families.build(family)
+    summary = tinit.init_model_(model, "depth_init", device="cpu")
+    (name,) = [e.name for e in summary if re.search(pattern, e.name)]
+    gate, up = split(model.get_parameter(name).detach())
+    assert gate.shape == up.shape
+    for part, std in ((gate, 0.02), (up, 0.02 / math.sqrt(2 * 4))):
+        n = part.numel()
+        assert part.double().std().item() == pytest.approx(std, rel=6 / math.sqrt(n)), (name, std)
+
+
+def test_fused_gate_up_fans_are_one_part_s():
+    """Xavier on Phi-3's fused gate_up (2F, d) gives each half the std of a separate (F, d) matrix
+    (torch.nn.init's formula on one half), as Llama's gate_proj and up_proj get."""
+    for role, shape in (("mlp_gate_up", (1024, 256)), ("mlp_in", (512, 256))):
+        spec = schemes.get("xavier_normal").spec(role=role, shape=shape)
+        assert spec.parts is None
+        fan_in, fan_out = torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(512, 256))
+        assert spec.std == pytest.approx(math.sqrt(2.0 / (fan_in + fan_out)), rel=1e-12)
+
+
+def test_fused_gate_up_segments_interleave():
+    """gate_up="interleaved": alternating one-row segments along the output dim, gate first."""
+    spec = schemes.get("depth_init").spec(
+        role="mlp_gate_up", shape=(2, 8, 6), layout="expert_in_out", layer_idx=1, n_layers=2, gate_up="interleaved"
+    )
+    assert spec.split_dim == 2 and spec.segments == tuple((i % 2, 1) for i in range(6))
+    assert [p.std for p in spec.parts] == [0.02, pytest.approx(0.02 / 2)]
+    with pytest.raises(ValueError, match="gate_up must be one of"):
+        schemes.get("normal").spec(role="mlp_gate_up", shape=(4, 2), gate_up="alternate")

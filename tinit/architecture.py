@@ -369,6 +369,10 @@ class ModelGeometry:
                     raise ValueError(f"parameter {name}: {found}")
                 if found is not None:
                     extra["qkv"] = found
+        if role == "mlp_gate_up" and (
+            leaf.startswith("mlp1") or getattr(self._config(path), "model_type", None) == "gpt_oss"
+        ):  # GPT-OSS (HF's gate_up_proj, torchtitan's mlp1): gate = x[..., ::2], up = x[..., 1::2]
+            extra["gate_up"] = "interleaved"
         if "layout" not in override and ndim >= 2 and ".experts." in f".{local}":
             model_type = getattr(self._config(path), "model_type", None) if ndim == 3 else None
             found = expert_layout(self._module(path), leaf, ndim, model_type if isinstance(model_type, str) else None)

@@ -432,7 +432,7 @@ def init_model_(
                 "float32, float64, bfloat16 and float16"
             )
         shape, layout, geometric = param.shape, entry.layout, _NO_OVERRIDE
-        if entry.role == "attn_qkv" or "experts" in entry.name or override:
+        if entry.role in ("attn_qkv", "mlp_gate_up") or "experts" in entry.name or override:
             try:
                 layout, geometric = geometry.args(entry.name, tuple(shape), entry.role, layout, override)
             except (TypeError, ValueError) as exc:

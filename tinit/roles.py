@@ -16,9 +16,10 @@ Roles (``ROLES``, the same tuple as ``tinit.schemes.ROLES``):
                    ``linear_q_down_proj``, ``linear_kv_down_proj``)
     attn_kv        MLA's fused k/v up projection (``kv_b_proj``, ``wkv_b``, ``linear_kv_up_proj``)
     attn_sink      per-head attention-sink logits (GPT-OSS ``self_attn.sinks``, torchtitan ``attention.sinks``)
-    mlp_in         MLP input projections: gate, fc1, c_fc, w1, wi, wi_0, and the fused
-                   gate+up of a gated MLP (``gate_up_proj``, ``w13``, GPT-OSS ``mlp1``),
-                   whose rows are the gate's and the up projection's
+    mlp_in         MLP input projections: gate, fc1, c_fc, w1, wi, wi_0
+    mlp_gate_up    the fused gate+up of a gated MLP (``gate_up_proj``, ``w13``, GPT-OSS
+                   ``mlp1``): the gate's rows and the up projection's, each written by the
+                   recipe's rule for its part (``Scheme.spec``'s ``gate_up``)
     mlp_up         a gated MLP's separate up projection (HF ``up_proj``, torchtitan /
                    OLMo-core ``w3``, T5 ``wi_1``)
     mlp_out        MLP output projection: down, fc2, w2, wo, GPT-OSS ``mlp2`` (writes to the residual)
@@ -158,11 +159,9 @@ LEAF_ROLES = {
     **dict.fromkeys(
         (
             "gate_proj",
-            "gate_up_proj",
             "c_fc",
             "fc1",
             "w1",
-            "w13",
             "wi",
             "wi_0",
             "dense_h_to_4h",
@@ -171,11 +170,11 @@ LEAF_ROLES = {
             "lin1",
             "ff_proj",
             "linear1",
-            "mlp1",
         ),
         "mlp_in",
     ),
     **dict.fromkeys(("up_proj", "w3", "wi_1"), "mlp_up"),
+    **dict.fromkeys(("gate_up_proj", "w13", "mlp1"), "mlp_gate_up"),
     **dict.fromkeys(
         ("down_proj", "fc2", "w2", "dense_4h_to_h", "linear_fc2", "fc_out", "lin2", "linear2", "mlp2"), "mlp_out"
     ),

@@ -32,6 +32,7 @@ ROLES = (
     "token",
     "patch_embed",
     "linear",
+    "mlp_gate_up",
 )
 # The role a recipe's table is written in for each finer role of modern blocks
 # (``Context.base``): a scheme that does not single a finer role out treats it as
@@ -45,6 +46,7 @@ BASE_ROLE = {
     "token": "embedding",
     "patch_embed": "embedding",
     "linear": "mlp_in",
+    "mlp_gate_up": "mlp_in",
 }
 OUTPUT_ROLES = ("attn_out", "mlp_out")  # write straight into the residual stream
 HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_qkv", "attn_out", "mlp_in", "mlp_out")  # base roles
@@ -442,6 +444,7 @@ class Scheme:
         decoder_layers: int | None = None,
         qkv: FusedQKV | None = None,
         experts: int | None = None,
+        gate_up: str = "halves",
         trunc: float | None = None,
         variance_preserving: bool | None = None,
         **options,
@@ -468,6 +471,12 @@ class Scheme:
                 spec for it) and the parts are laid out by ``qkv``; when all
                 three come out equal the result is that one spec.
             experts: the expert count E of a 2-D grouped layout.
+            gate_up: how a fused gate+up projection (role mlp_gate_up) holds
+                its two parts along the output dim: "halves" (gate rows, then
+                up rows: HF Phi-3, Mixtral's experts) or "interleaved"
+                (alternating: GPT-OSS). Each part is specified as a matrix of
+                its own (role mlp_in for the gate, mlp_up for the up
+                projection, half the fan_out); equal parts give one spec.
             trunc: bounds in units of std (> 0, may be inf); when None, the
                 reference's truncation (``reference_trunc``).
             variance_preserving: scale std so the realised std is the target.
@@ -512,6 +521,8 @@ class Scheme:
                 f"scheme {self.name!r}: variance_preserving must be True, False or None, "
                 f"got {type(variance_preserving).__name__} {variance_preserving!r}"
             )
+        if gate_up not in _GATE_UP_ORDERS:
+            raise ValueError(f"gate_up must be one of {_GATE_UP_ORDERS}, got {gate_up!r}")
         if qkv is not None and not isinstance(qkv, FusedQKV):
             raise TypeError(f"qkv must be a tinit.architecture.FusedQKV or None, got {type(qkv).__name__}")
         if experts is not None:
@@ -534,6 +545,8 @@ class Scheme:
             experts,
         )
         try:
+            if role == "mlp_gate_up":
+                return self._gate_up_spec(ctx, gate_up, trunc, variance_preserving, options)
             fused = ctx.fused_qkv()
             if fused is not None:
                 return self._fused_spec(ctx, fused, trunc, variance_preserving, options)
@@ -559,6 +572,28 @@ class Scheme:
         segments = None if fused.equal_thirds else fused.segments()
         return InitSpec(parts=tuple(parts), split_dim=ctx.out_dim, segments=segments)
 
+    def _gate_up_spec(
+        self, ctx: Context, order: str, trunc: float | None, variance_preserving: bool | None, options
+    ) -> InitSpec:
+        """A fused gate+up projection: the gate's spec (role mlp_in) and the up projection's
+        (role mlp_up), each as a matrix of its own with half the output width, along the output dim
+        of the layout (for an expert stack, of each expert's matrix)."""
+        split = _GATE_UP_SPLIT_DIM.get((ctx.layout, len(ctx.shape)))
+        explicit = ctx.fan_in is not None and ctx.fan_out is not None
+        if split is None or ctx.shape[split] % 2:  # a layout without one output dim: one matrix
+            whole = replace(ctx, role="mlp_in")
+            return _finish(self.rule(whole, **options), trunc, variance_preserving, whole, self)
+        fan_in, fan_out = ctx.fans()
+        parts = []
+        for role in ("mlp_in", "mlp_up"):
+            one = replace(ctx, role=role, fan_in=fan_in, fan_out=fan_out if explicit else max(1, fan_out // 2))
+            parts.append(_finish(self.rule(one, **options), trunc, variance_preserving, one, self))
+        if parts[0] == parts[1]:
+            return parts[0]
+        width = ctx.shape[split]
+        segments = None if order == "halves" else tuple((i % 2, 1) for i in range(width))
+        return InitSpec(parts=tuple(parts), split_dim=split, segments=segments)
+
     def rule(self, ctx: Context, **options) -> InitSpec:
         raise NotImplementedError
 
@@ -578,6 +613,11 @@ class Scheme:
             A dict, empty for schemes that only set initial values.
         """
         return {}
+
+
+_GATE_UP_ORDERS = ("halves", "interleaved")
+# (layout, dims) -> the output dim a fused gate+up projection's parts split
+_GATE_UP_SPLIT_DIM = {("out_in", 2): 0, ("in_out", 2): 1, ("expert_out_in", 3): 1, ("expert_in_out", 3): 2}
 
 
 def _finish(
