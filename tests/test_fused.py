@@ -591,7 +591,7 @@ def test_fused_gate_up_parts_follow_the_models_split(family, pattern, split):
     """depth_init scales the up projection (torchtitan's w3) and not the gate: on a fused gate_up
     the rows the model's forward reads as up get 0.02 / sqrt(2 (l + 1)), the gate's 0.02, as a
     Llama with separate gate_proj / up_proj gets them."""
-    transformers = pytest.importorskip("transformers")  # noqa: F841
+    pytest.importorskip("transformers")
     from tinit import hf_families
 
     model = hf_families.build(family)
