@@ -751,3 +751,33 @@ def test_override_value_classifies_and_writes_a_constant_under_every_scheme():
         summary = tinit.init_model_(model, scheme, n_layers=2, d_model=8, overrides={"mystery$": {"value": -2}})
         assert {e.constant for e in summary if e.name.endswith("mystery")} == {-2.0}
         assert torch.equal(model.layers[0].mystery, torch.full((8,), -2.0))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"d_model": 0}, ValueError, "d_model"),
+        ({"d_model": "256"}, TypeError, "d_model"),
+        ({"prefix": 3}, TypeError, "prefix"),
+        ({"grouped": "no"}, TypeError, "grouped"),
+        ({"n_layers": "x"}, TypeError, "n_layers"),
+        ({"n_layers": -3}, ValueError, "n_layers"),
+        ({"n_layers": {"transformer.h": 0}}, ValueError, "n_layers"),
+        ({"only": "("}, ValueError, "only"),
+        ({"only": 3}, TypeError, "only"),
+        ({"overrides": {"(": "attn_q"}}, ValueError, "override pattern"),
+        ({"overrides": ["c_proj"]}, TypeError, "overrides"),
+        ({"overrides": {"c_proj": {"layer": "x"}}}, TypeError, "layer"),
+        ({"overrides": {"c_proj": {"layout": "x"}}}, ValueError, "layout"),
+        ({"backend": "cuda"}, ValueError, "backend 'cuda' cannot fill"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_bad_arguments_leave_a_meta_model_on_meta(kwargs, error, match):
+    """Each bad argument is refused, naming it, before the meta model is allocated or anything drawn."""
+    model = _hf_gpt2(device="meta")
+    state = torch.get_rng_state()
+    with pytest.raises(error, match=match):
+        tinit.init_model_(model, "gpt2", device="cpu", **kwargs)
+    assert all(p.is_meta for p in model.parameters())
+    assert torch.equal(torch.get_rng_state(), state)

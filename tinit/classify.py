@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,10 +25,62 @@ _OVERRIDE_KEYS = frozenset(
 _WIDTH_ATTRS = ("hidden_size", "n_embd", "d_model", "dim")
 
 
+def _pattern(pattern, what: str) -> re.Pattern:
+    """``pattern`` compiled; TypeError for a non-str, ValueError naming ``what`` for a bad regex."""
+    if not isinstance(pattern, str):
+        raise TypeError(f"{what} must be a regex str, got {type(pattern).__name__} {pattern!r}")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{what} {pattern!r} is not a valid regex: {exc}") from None
+
+
+def _count_or_none(value, what: str, low: int):
+    """``value`` as an int >= ``low`` (numpy integers included), or None; TypeError, ValueError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{what} must be an int >= {low} or None, got {type(value).__name__} {value!r}")
+    value = operator.index(value)
+    if value < low:
+        raise ValueError(f"{what} must be an int >= {low} or None, got {value}")
+    return value
+
+
+def _check_n_layers(n_layers):
+    """``n_layers`` as ``_depths`` takes it: None, an int >= 1, or a mapping of str keys to ints >= 1."""
+    if isinstance(n_layers, Mapping):
+        checked = {}
+        for key, value in n_layers.items():
+            if not isinstance(key, str):
+                raise TypeError(f"init_model_: n_layers keys must be str (a stack or tower), got {key!r}")
+            checked[key] = _count_or_none(value, f"init_model_: n_layers[{key!r}]", 1)
+            if checked[key] is None:
+                raise TypeError(f"init_model_: n_layers[{key!r}] must be an int >= 1, got None")
+        return checked
+    return _count_or_none(n_layers, "init_model_: n_layers", 1)
+
+
 def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise TypeError(f"overrides must be a mapping {{regex: role or dict}}, got {type(overrides).__name__}")
     compiled = []
     for pattern, value in (overrides or {}).items():
+        where = f"override {pattern!r}"
+        if not isinstance(value, (str, Mapping)):
+            raise TypeError(f"{where}: the value must be a role name or a dict, got {type(value).__name__}")
         entry = {"role": value} if isinstance(value, str) else dict(value)
+        if "layer" in entry:
+            entry["layer"] = _count_or_none(entry["layer"], f"{where}: layer", 0)
+        for key in ("fan_in", "fan_out"):
+            if key in entry:
+                entry[key] = _count_or_none(entry[key], f"{where}: {key}", 1)
+        if "layout" in entry and entry["layout"] not in schemes.LAYOUTS:
+            raise ValueError(f"{where}: layout must be one of {schemes.LAYOUTS}, got {entry['layout']!r}")
+        if "stack" in entry and entry["stack"] not in (None, "encoder", "decoder"):
+            raise ValueError(f"{where}: stack must be None, 'encoder' or 'decoder', got {entry['stack']!r}")
+        if "options" in entry and not isinstance(entry["options"], Mapping):
+            raise TypeError(f"{where}: options must be a dict of scheme options, got {type(entry['options']).__name__}")
         unknown = set(entry) - _OVERRIDE_KEYS
         if unknown:
             raise ValueError(f"override {pattern!r}: unknown keys {sorted(unknown)}; allowed {sorted(_OVERRIDE_KEYS)}")
@@ -40,7 +93,7 @@ def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"override {pattern!r}: value must be a finite number, got {value!r}")
             entry["value"] = float(value)
-        compiled.append((re.compile(pattern), entry))
+        compiled.append((_pattern(pattern, "override pattern"), entry))
     return compiled
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
@@ -16,11 +15,14 @@ from tinit import architecture, buffers, dispatch, schemes
 from tinit.classify import (
     _NO_OVERRIDE,
     _apply_unclassified,
+    _check_n_layers,
     _check_unclassified,
     _classify,
     _compile_overrides,
+    _count_or_none,
     _depths,
     _infer_d_model,
+    _pattern,
 )
 from tinit.fill import _resolve, _stream_position
 from tinit.grouped import FillItem, _located, write_grouped_
@@ -207,6 +209,16 @@ def _config_options(model, scheme: schemes.Scheme, options: Mapping) -> dict:
     return found
 
 
+def _check_backend_fills(backend: str, device: torch.device, dtypes) -> None:
+    """Before a meta model is materialised: ValueError when ``backend`` cannot fill ``dtypes`` on
+    ``device`` (each backend says why), so a refused call leaves the model on the meta device."""
+    for dtype in sorted(dtypes & _SUPPORTED, key=str):
+        try:
+            dispatch.select(torch.empty(1, dtype=dtype, device=device), backend)
+        except RuntimeError as exc:
+            raise ValueError(f"init_model_: backend {backend!r} cannot fill {dtype} on {device}: {exc}") from None
+
+
 def _check_hf_tie(model) -> None:
     config = getattr(model, "config", None)
     if not getattr(config, "tie_word_embeddings", False):
@@ -357,8 +369,14 @@ def init_model_(
         tinit.schemes.UnknownNameError: unknown scheme or override role (a KeyError and a
             ValueError).
         TypeError: ``device`` neither a str nor a torch.device; ``unclassified``
-            not a str.
-        ValueError: parameters on the meta device without ``device``; a
+            not a str; ``prefix`` not a str, ``grouped`` not a bool, ``only``
+            neither a regex str nor a callable, ``n_layers`` / ``d_model`` /
+            an override's ``layer``, ``fan_in``, ``fan_out`` not ints,
+            ``overrides`` not a mapping.
+        ValueError: an invalid regex in ``only`` or ``overrides``; ``n_layers``
+            or ``d_model`` < 1; a ``backend`` that cannot fill the model's
+            dtypes on ``device`` (checked before a meta model is materialised);
+            parameters on the meta device without ``device``; a
             ``device`` torch does not know, 'meta', or a CUDA device that is not
             here; parameters no rule classifies under ``unclassified="error"``
             (named), or under "skip" on a meta model; an ``unclassified`` that
@@ -372,6 +390,16 @@ def init_model_(
     chosen = schemes.get(scheme)
     seed = _stream_position(seed, 0, 0, 0)[0]
     policy = _check_unclassified(unclassified, "init_model_")
+    if not isinstance(prefix, str):
+        raise TypeError(f"init_model_: prefix must be a str, got {type(prefix).__name__} {prefix!r}")
+    if not isinstance(grouped, bool):
+        raise TypeError(f"init_model_: grouped must be True or False, got {type(grouped).__name__} {grouped!r}")
+    if only is not None and not callable(only):
+        only = _pattern(only, "init_model_: only").search
+    n_layers = _check_n_layers(n_layers)
+    d_model = _count_or_none(d_model, "init_model_: d_model", 1)
+    if backend != "auto" and backend not in dispatch.BACKENDS:
+        raise ValueError(f"unknown tinit backend {backend!r}; choose from {sorted(dispatch.BACKENDS)} or 'auto'")
     compiled = _compile_overrides(overrides)
     entries = _classify(model, prefix, compiled)
     meta = next((e.name for e in entries if e.param.is_meta), None)
@@ -382,8 +410,8 @@ def init_model_(
         )
     if device is not None:
         device = _target_device(device)
-    if backend != "auto" and backend not in dispatch.BACKENDS:
-        raise ValueError(f"unknown tinit backend {backend!r}; choose from {sorted(dispatch.BACKENDS)} or 'auto'")
+    if meta is not None and backend != "auto":
+        _check_backend_fills(backend, device, {e.param.dtype for e in entries})
     if meta is None:
         _check_hf_tie(model)
     # Everything below up to materialising reads names and shapes only, so a
@@ -394,7 +422,7 @@ def init_model_(
     if only is None:
         selected = entries
     else:
-        match = only if callable(only) else re.compile(only).search
+        match = only
         selected = [e for e in entries if any(match(n) for n in (e.name, *e.tied))]
 
     selected = _apply_unclassified(selected, policy, "init_model_", meta=meta is not None)
