@@ -644,3 +644,21 @@ def test_unclassified_reaches_init_model(monkeypatch, capsys):
         main(["init", "--unclassified", "skip", *QUIET])
     assert exit_info.value.code == 2
     assert "invalid choice: 'skip'" in capsys.readouterr().err
+
+
+@needs_hf
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--hf", "llama", "--set", "num_hidden_layers=abc"], "LlamaConfig refused the fields"),
+        (["--hf", "llama", "--set", "hidden_size=250"], "not a multiple of the number of attention heads"),
+        (["--config", '{"model_type": "lama"}'], "did you mean llama"),
+    ],
+)
+def test_configs_the_model_refuses_exit_2(capsys, argv, needle):
+    """A config transformers' own validation refuses is a usage error (exit 2, no traceback)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["init", *argv, *QUIET])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tinit init: error:") and needle in err and "Traceback" not in err

@@ -312,15 +312,23 @@ def from_fields(model_type: str, fields: Mapping, *, check: bool = True):
     transformers = _transformers()
     try:
         defaults = transformers.AutoConfig.for_model(model_type)
-    except ValueError as err:
-        raise ValueError(f"unknown transformers model type {model_type!r}: {err}") from None
+    except ValueError:
+        known = transformers.CONFIG_MAPPING.keys()
+        near = difflib.get_close_matches(str(model_type), known, n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else f" ({len(known)} model types are known)"
+        raise ValueError(f"unknown transformers model type {model_type!r}{hint}") from None
     if check:
         unknown = unknown_fields(defaults, fields)
         if unknown:
             raise ValueError(f"{type(defaults).__name__} has no field {', '.join(unknown)}")
     fields = dict(fields)
     _keep_special_ids(defaults, fields)
-    return transformers.AutoConfig.for_model(model_type, **fields)
+    try:
+        return transformers.AutoConfig.for_model(model_type, **fields)
+    except (TypeError, ValueError):
+        raise
+    except Exception as err:  # the config's own validation (huggingface_hub's strict dataclass errors)
+        raise ValueError(f"{type(defaults).__name__} refused the fields: {err}") from err
 
 
 def fields(family: str, **overrides) -> dict:
