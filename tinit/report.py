@@ -22,7 +22,7 @@ record, for every sublayer l = 1..2L (attention and MLP of each block):
 The variances are over all batch x seq x d_model elements, in fp64. For a
 pre-LN stack whose sublayers each add sigma_F^2, Var(x_l) = 1 + l sigma_F^2;
 GPT-2's 1/sqrt(2L) output projections make it 1 + sigma_F^2 at l = 2L
-(Radford et al. 2019; the seed document ``../shared/seeds/003_*``).
+(Radford et al. 2019; the project's design documents).
 
 Outputs: a markdown table per scheme (one row per sublayer), a JSON file of
 the same numbers, a PNG (matplotlib, Agg; the ``report`` extra) of variance

@@ -41,7 +41,7 @@ def deepnorm_constants(
     1.15 (N^4 M)^(-1/16), 1.32 times the paper's 0.87 (N^4 M)^(-1/16)
     (1.15 is 1 / 0.87: the constant enters inverted).
 
-    The design document ``shared/seeds/003`` gives (2N)^(1/4), (8N)^(-1/4) for
+    The project's design document (not shipped) gives (2N)^(1/4), (8N)^(-1/4) for
     the encoder and (2M)^(1/4), (8M)^(-1/4) for the decoder of an
     encoder-decoder model; that is the single-stack formula, neither the
     paper's nor torchscale's, and tinit does not use it.
