@@ -105,7 +105,7 @@ class Modern(Scheme):
 
     base = sqrt(2 / (5 d)) (``small_init``, Nguyen & Salazar 2019) or
     1 / sqrt(d); the 1 / sqrt(2 L) factor is GPT-2's/Megatron's. The table of
-    project's design document (not shipped) writes sqrt(2/d) for q/k/v and gate/up, but the same
+    the project's design document (not shipped) writes sqrt(2/d) for q/k/v and gate/up, but the same
     document's text and code use sqrt(2/(5d)) or 1/sqrt(d) (sqrt(2/d) is He's
     ReLU init for fan_in d); tinit follows the text, the code and the cited
     source. The table does not list the head; tinit gives it the base std, as
