@@ -10,4 +10,4 @@ cd "$ROOT"
 bash scripts/setup.sh
 .venv/bin/python -m ruff check .
 .venv/bin/python -m ruff format --check .
-exec .venv/bin/python -m pytest -q tests "$@"
+exec .venv/bin/python -m pytest -q -rs tests "$@"
