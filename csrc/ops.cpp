@@ -6,8 +6,7 @@
 
 // An importable module so `import tinit._C` loads the op registrations.
 PyMODINIT_FUNC PyInit__C(void) {
-  static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1,
-                                      nullptr};
+  static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
   return PyModule_Create(&module);
 }
 
@@ -54,17 +53,13 @@ namespace {
 // In-place ops must bump the version counter of the tensor they write, as
 // every ATen in-place op does, so autograd refuses a backward through values
 // that were overwritten (instead of silently computing wrong gradients).
-void write_self_then_bump_version(const c10::OperatorHandle& op,
-                                  c10::DispatchKeySet keys,
-                                  torch::jit::Stack* stack) {
+void write_self_then_bump_version(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const at::Tensor self = (*stack)[0].toTensor();
   op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
   torch::autograd::increment_version(self);
 }
 
-void write_list_then_bump_versions(const c10::OperatorHandle& op,
-                                   c10::DispatchKeySet keys,
-                                   torch::jit::Stack* stack) {
+void write_list_then_bump_versions(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const std::vector<at::Tensor> tensors = (*stack)[0].toTensorVector();
   op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
   for (const at::Tensor& t : tensors) torch::autograd::increment_version(t);
@@ -74,12 +69,8 @@ void write_list_then_bump_versions(const c10::OperatorHandle& op,
 
 TORCH_LIBRARY_IMPL(tinit, ADInplaceOrView, m) {
   for (const char* name :
-       {"trunc_normal_", "_trunc_normal_compute_only_", "philox_",
-        "trunc_normal_runs_", "philox_runs_"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<
-                     &write_self_then_bump_version>());
+       {"trunc_normal_", "_trunc_normal_compute_only_", "philox_", "trunc_normal_runs_", "philox_runs_"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&write_self_then_bump_version>());
   }
-  m.impl("trunc_normal_grouped_",
-         torch::CppFunction::makeFromBoxedFunction<
-             &write_list_then_bump_versions>());
+  m.impl("trunc_normal_grouped_", torch::CppFunction::makeFromBoxedFunction<&write_list_then_bump_versions>());
 }

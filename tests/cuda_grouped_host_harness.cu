@@ -63,8 +63,7 @@ struct Output {
 };
 
 template <typename out_t>
-void emulate(const void* table, const tinit::cuda::GroupPlan::Group& g, int kind,
-             uint64_t seed, int64_t grid) {
+void emulate(const void* table, const tinit::cuda::GroupPlan::Group& g, int kind, uint64_t seed, int64_t grid) {
   using namespace tinit::cuda;
   Sections s;
   sections(static_cast<TinitGroupKind>(kind), static_cast<int64_t>(g.entries.size()),
@@ -121,8 +120,7 @@ int main(int argc, char** argv) {
     } else if (numel > 0) {
       const int64_t rows = numel / run;
       if (plan.add_runs(k, data, elem_size(kind), rows, stream, offset, run, sizes.data(),
-                        static_cast<int64_t>(sizes.size()), starts.data(), packed) !=
-          cudaSuccess) {
+                        static_cast<int64_t>(sizes.size()), starts.data(), packed) != cudaSuccess) {
         return 3;
       }
     }

@@ -25,8 +25,8 @@ constexpr int kGuard = 16;
 constexpr unsigned char kPoison = 0xA5;
 
 template <typename out_t, int Mode>
-void run_values(unsigned char* out, int64_t numel, uint64_t seed, uint64_t stream,
-                uint64_t offset, const double* packed, int64_t threads, bool compute_only) {
+void run_values(unsigned char* out, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset,
+                const double* packed, int64_t threads, bool compute_only) {
   using namespace tinit::cuda;
   using T = typename Out<out_t>::T;
   auto* typed = reinterpret_cast<out_t*>(out);
@@ -38,21 +38,18 @@ void run_values(unsigned char* out, int64_t numel, uint64_t seed, uint64_t strea
 }
 
 template <typename out_t>
-void run_dtype(unsigned char* out, int64_t numel, uint64_t seed, uint64_t stream,
-               uint64_t offset, const double* packed, int64_t threads, bool compute_only) {
+void run_dtype(unsigned char* out, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset, const double* packed,
+               int64_t threads, bool compute_only) {
   switch (static_cast<int>(packed[0])) {
     case tinit::kUniform:
-      return run_values<out_t, tinit::kUniform>(out, numel, seed, stream, offset, packed,
-                                                threads, compute_only);
+      return run_values<out_t, tinit::kUniform>(out, numel, seed, stream, offset, packed, threads, compute_only);
     case tinit::kTwoSided:
-      return run_values<out_t, tinit::kTwoSided>(out, numel, seed, stream, offset, packed,
-                                                 threads, compute_only);
+      return run_values<out_t, tinit::kTwoSided>(out, numel, seed, stream, offset, packed, threads, compute_only);
     case tinit::kTwoSidedPrecise:
-      return run_values<out_t, tinit::kTwoSidedPrecise>(out, numel, seed, stream, offset,
-                                                        packed, threads, compute_only);
+      return run_values<out_t, tinit::kTwoSidedPrecise>(out, numel, seed, stream, offset, packed, threads,
+                                                        compute_only);
     default:
-      return run_values<out_t, tinit::kTail>(out, numel, seed, stream, offset, packed,
-                                             threads, compute_only);
+      return run_values<out_t, tinit::kTail>(out, numel, seed, stream, offset, packed, threads, compute_only);
   }
 }
 
@@ -85,8 +82,8 @@ int main(int argc, char** argv) {
     auto* words = reinterpret_cast<uint32_t*>(out);
     for (int64_t t = 0; t < threads; ++t) {
       tinit::cuda::philox_fill_blocks(words, numel, tinit::philox_keys(seed), stream, offset,
-                                      tinit::cuda::vector_ok(words, offset), 0,
-                                      tinit::cuda::block_count(numel, offset), t, threads);
+                                      tinit::cuda::vector_ok(words, offset), 0, tinit::cuda::block_count(numel, offset),
+                                      t, threads);
     }
   } else {
     const bool compute_only = kind == "compute";

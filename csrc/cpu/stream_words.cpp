@@ -13,18 +13,15 @@ namespace {
 
 using BlocksFn = void (*)(uint32_t*, uint64_t, int64_t, uint64_t, uint64_t);
 
-void philox_blocks_scalar(uint32_t* out, uint64_t blk0, int64_t nblk,
-                          uint64_t seed, uint64_t stream) {
+void philox_blocks_scalar(uint32_t* out, uint64_t blk0, int64_t nblk, uint64_t seed, uint64_t stream) {
   for (int64_t b = 0; b < nblk; ++b) {
     philox_block(seed, stream, blk0 + static_cast<uint64_t>(b), out + 4 * b);
   }
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-template <int Lanes, void (*Groups)(uint32_t*, uint64_t, int64_t, uint64_t,
-                                    uint64_t)>
-void philox_blocks_simd(uint32_t* out, uint64_t blk0, int64_t nblk,
-                        uint64_t seed, uint64_t stream) {
+template <int Lanes, void (*Groups)(uint32_t*, uint64_t, int64_t, uint64_t, uint64_t)>
+void philox_blocks_simd(uint32_t* out, uint64_t blk0, int64_t nblk, uint64_t seed, uint64_t stream) {
   // The vector kernels keep the high counter word fixed, so stop a group
   // short of a 2^32-block boundary and let the scalar loop cross it.
   const uint64_t to_wrap = (uint64_t{1} << 32) - (blk0 & 0xffffffffu);
@@ -53,8 +50,7 @@ const BlocksFn philox_blocks = pick_blocks_fn();
 
 }  // namespace
 
-int stream_blocks(uint32_t* buf, uint64_t first, int64_t count, uint64_t seed,
-                  uint64_t stream) {
+int stream_blocks(uint32_t* buf, uint64_t first, int64_t count, uint64_t seed, uint64_t stream) {
   const int skip = static_cast<int>(first & 3u);
   philox_blocks(buf, first >> 2, (skip + count + 3) >> 2, seed, stream);
   return skip;
@@ -77,8 +73,7 @@ uint64_t RunMap::run_start(int64_t r) const {
   return s;
 }
 
-const uint32_t* gather_words(const RunMap& map, int64_t j, int64_t m,
-                             uint64_t seed, uint64_t stream, uint32_t* buf,
+const uint32_t* gather_words(const RunMap& map, int64_t j, int64_t m, uint64_t seed, uint64_t stream, uint32_t* buf,
                              uint32_t* scratch) {
   const int64_t r = j / map.run, t = j % map.run;
   if (t + m <= map.run) {  // one run: the words are consecutive
@@ -89,8 +84,7 @@ const uint32_t* gather_words(const RunMap& map, int64_t j, int64_t m,
   for (int64_t done = 0; done < m;) {
     const int64_t jr = (j + done) / map.run, jt = (j + done) % map.run;
     const int64_t seg = std::min(map.run - jt, m - done);
-    const int skip =
-        stream_blocks(scratch, map.run_start(jr) + jt, seg, seed, stream);
+    const int skip = stream_blocks(scratch, map.run_start(jr) + jt, seg, seed, stream);
     std::copy(scratch + skip, scratch + skip + seg, buf + done);
     done += seg;
   }

@@ -16,7 +16,7 @@
 namespace tinit {
 namespace cpu {
 
-constexpr int64_t kChunk = 1024;    // elements per inner step
+constexpr int64_t kChunk = 1024;     // elements per inner step
 constexpr int64_t kGrain = 1 << 15;  // at::parallel_for grain, elements
 
 // Room gather_words needs in `buf`: a chunk, a block's worth of skipped
@@ -26,8 +26,7 @@ constexpr int64_t kScratch = kChunk + 8;
 
 // Words of the counter blocks covering stream indices [first, first + count)
 // into buf; returns the position of word `first` in buf (0..3).
-int stream_blocks(uint32_t* buf, uint64_t first, int64_t count, uint64_t seed,
-                  uint64_t stream);
+int stream_blocks(uint32_t* buf, uint64_t first, int64_t count, uint64_t seed, uint64_t stream);
 
 struct RunMap {
   uint64_t base = 0;
@@ -43,16 +42,14 @@ struct RunMap {
 // Pointer to the words of local elements [j, j + m), m <= kChunk: inside
 // `buf` (kWordBuffer words); `scratch` (kScratch words) is used when the
 // chunk crosses runs.
-const uint32_t* gather_words(const RunMap& map, int64_t j, int64_t m,
-                             uint64_t seed, uint64_t stream, uint32_t* buf,
+const uint32_t* gather_words(const RunMap& map, int64_t j, int64_t m, uint64_t seed, uint64_t stream, uint32_t* buf,
                              uint32_t* scratch);
 
 // A 64-byte aligned word offset into a kWordBuffer buffer that puts it half a
 // page away from `out`: a load and a store 4 KiB apart (modulo) falsely alias
 // on x86 and would stall every iteration of the transform loop.
 inline int64_t word_shift_from(const void* storage, const void* out) {
-  const auto diff = reinterpret_cast<uintptr_t>(out) + 2048 -
-                    reinterpret_cast<uintptr_t>(storage);
+  const auto diff = reinterpret_cast<uintptr_t>(out) + 2048 - reinterpret_cast<uintptr_t>(storage);
   return static_cast<int64_t>((diff & 4095u) / 4) & ~int64_t{15};
 }
 

@@ -58,10 +58,18 @@ struct Consts16 {
   TINIT_AVX512 explicit Consts16(const TruncNormalParams<float>& P)
       : split(_mm512_set1_epi32(static_cast<int>(P.split))),
         split_not(_mm512_set1_epi32(static_cast<int>(~P.split))),
-        step(_mm512_set1_ps(P.step)), a_half(_mm512_set1_ps(P.a_half)), b_half(_mm512_set1_ps(P.b_half)),
-        a_cdf(_mm512_set1_ps(P.a_cdf)), b_sf(_mm512_set1_ps(P.b_sf)), mean(_mm512_set1_ps(P.mean)),
-        sd_hi(_mm512_set1_ps(P.sd_hi)), sd_lo(_mm512_set1_ps(P.sd_lo)), scale(_mm512_set1_ps(P.scale)),
-        lo(_mm512_set1_ps(P.lo)), hi(_mm512_set1_ps(P.hi)), zero_bound(P.lo == 0.0f || P.hi == 0.0f) {}
+        step(_mm512_set1_ps(P.step)),
+        a_half(_mm512_set1_ps(P.a_half)),
+        b_half(_mm512_set1_ps(P.b_half)),
+        a_cdf(_mm512_set1_ps(P.a_cdf)),
+        b_sf(_mm512_set1_ps(P.b_sf)),
+        mean(_mm512_set1_ps(P.mean)),
+        sd_hi(_mm512_set1_ps(P.sd_hi)),
+        sd_lo(_mm512_set1_ps(P.sd_lo)),
+        scale(_mm512_set1_ps(P.scale)),
+        lo(_mm512_set1_ps(P.lo)),
+        hi(_mm512_set1_ps(P.hi)),
+        zero_bound(P.lo == 0.0f || P.hi == 0.0f) {}
 };
 
 // What two_sided_s and ndtri_segment / ndtri_variable give one vector.
@@ -94,8 +102,8 @@ TINIT_AVX512 inline Lanes two_sided_lanes(__m512i w, const Consts16& K) {
   const __m512i bits = _mm512_castps_si512(s);
   l.top = _mm512_srli_epi32(bits, 22);
   // (bits & 0x003fffff) | 0x3f800000, one ternary op.
-  const __m512 r = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_ternarylogic_epi32(
-                                     bits, _mm512_set1_epi32(0x003fffff), _mm512_set1_epi32(0x3f800000), 0xEA)),
+  const __m512 r = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_ternarylogic_epi32(bits, _mm512_set1_epi32(0x003fffff),
+                                                                               _mm512_set1_epi32(0x3f800000), 0xEA)),
                                  _mm512_set1_ps(1.25f));
   l.t = _mm512_mask_mul_ps(r, l.central, l.q, l.q);
   return l;
@@ -139,15 +147,12 @@ TINIT_AVX512 inline __m512 finish(const Lanes& l, const Poly& p, const Consts16&
   return clamp16(x, K.lo, K.hi, K.zero_bound);
 }
 
-TINIT_AVX512 inline void store16(float* out, __m512 x, __mmask16 m) {
-  _mm512_mask_storeu_ps(out, m, x);
-}
+TINIT_AVX512 inline void store16(float* out, __m512 x, __mmask16 m) { _mm512_mask_storeu_ps(out, m, x); }
 // float_to_bf16_bits, sixteen at a time.
 TINIT_AVX512 inline void store16(c10::BFloat16* out, __m512 x, __mmask16 m) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i r = _mm512_srli_epi32(
-      _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
   _mm256_mask_storeu_epi16(out, m, _mm512_cvtepi32_epi16(r));
 }
 // Round to nearest even, as c10::Half(float).
@@ -172,9 +177,9 @@ TINIT_AVX512 inline __m512i bf16_rounded_high(__m512 x) {
 }
 template <>
 TINIT_AVX512 inline void store32(c10::BFloat16* out, __m512 x0, __m512 x1) {
-  const __m512i high = _mm512_setr_epi32(0x00030001, 0x00070005, 0x000b0009, 0x000f000d, 0x00130011, 0x00170015,
-                                         0x001b0019, 0x001f001d, 0x00230021, 0x00270025, 0x002b0029, 0x002f002d,
-                                         0x00330031, 0x00370035, 0x003b0039, 0x003f003d);
+  const __m512i high =
+      _mm512_setr_epi32(0x00030001, 0x00070005, 0x000b0009, 0x000f000d, 0x00130011, 0x00170015, 0x001b0019, 0x001f001d,
+                        0x00230021, 0x00270025, 0x002b0029, 0x002f002d, 0x00330031, 0x00370035, 0x003b0039, 0x003f003d);
   _mm512_storeu_si512(out, _mm512_permutex2var_epi16(bf16_rounded_high(x0), high, bf16_rounded_high(x1)));
 }
 

@@ -16,8 +16,7 @@
 #include "transform_avx512.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define TINIT_SIMD_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define TINIT_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TINIT_SIMD_CLONES
 #endif
@@ -36,8 +35,7 @@ TINIT_HD c10::BFloat16 store_cast<c10::BFloat16, float>(float x) {
 }
 
 template <typename out_t, typename T, int Mode>
-TINIT_HD void transform_range(out_t* __restrict out,
-                              const uint32_t* __restrict w, int64_t n,
+TINIT_HD void transform_range(out_t* __restrict out, const uint32_t* __restrict w, int64_t n,
                               const TruncNormalParams<T>& params) {
   const TruncNormalParams<T> P = params;  // by value: no aliasing with out
   for (int64_t i = 0; i < n; ++i) {
@@ -46,15 +44,13 @@ TINIT_HD void transform_range(out_t* __restrict out,
 }
 
 // One non-template entry per (dtype, mode) so target_clones applies.
-#define TINIT_TRANSFORM_ENTRY(name, out_t, T, Mode)                         \
-  TINIT_SIMD_CLONES void name(void* out, const uint32_t* w, int64_t n,     \
-                              const void* P) {                             \
-    transform_range<out_t, T, Mode>(static_cast<out_t*>(out), w, n,        \
-                                    *static_cast<const TruncNormalParams<T>*>(P)); \
+#define TINIT_TRANSFORM_ENTRY(name, out_t, T, Mode)                                                                \
+  TINIT_SIMD_CLONES void name(void* out, const uint32_t* w, int64_t n, const void* P) {                            \
+    transform_range<out_t, T, Mode>(static_cast<out_t*>(out), w, n, *static_cast<const TruncNormalParams<T>*>(P)); \
   }
-#define TINIT_TRANSFORM_MODES(prefix, out_t, T)                      \
-  TINIT_TRANSFORM_ENTRY(prefix##_uniform, out_t, T, kUniform)        \
-  TINIT_TRANSFORM_ENTRY(prefix##_two, out_t, T, kTwoSided)           \
+#define TINIT_TRANSFORM_MODES(prefix, out_t, T)                       \
+  TINIT_TRANSFORM_ENTRY(prefix##_uniform, out_t, T, kUniform)         \
+  TINIT_TRANSFORM_ENTRY(prefix##_two, out_t, T, kTwoSided)            \
   TINIT_TRANSFORM_ENTRY(prefix##_precise, out_t, T, kTwoSidedPrecise) \
   TINIT_TRANSFORM_ENTRY(prefix##_tail, out_t, T, kTail)
 TINIT_TRANSFORM_MODES(transform_f32, float, float)
@@ -72,8 +68,7 @@ struct ModeSet {
 
 }  // namespace
 
-ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed,
-                                    const char* op) {
+ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed, const char* op) {
   ChunkTransform t;
   ModeSet set{};
   switch (dtype) {
@@ -91,14 +86,12 @@ ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed,
       t.is_double = true;
       break;
     default:
-      TORCH_CHECK(false, op, ": unsupported dtype ", dtype,
-                  " (expected float32, float64, bfloat16 or float16)");
+      TORCH_CHECK(false, op, ": unsupported dtype ", dtype, " (expected float32, float64, bfloat16 or float16)");
   }
   // An unknown mode would index past ModeSet: refuse it, as the CUDA binding does.
-  TORCH_CHECK(valid_mode(packed[0]), op, ": transform mode must be 0..", kModeCount - 1,
-              " (tinit.params.Mode), got ", packed[0]);
-  TORCH_CHECK(valid_params(packed), op,
-              ": two-sided constants outside their range (tinit.params.transform_constants)");
+  TORCH_CHECK(valid_mode(packed[0]), op, ": transform mode must be 0..", kModeCount - 1, " (tinit.params.Mode), got ",
+              packed[0]);
+  TORCH_CHECK(valid_params(packed), op, ": two-sided constants outside their range (tinit.params.transform_constants)");
   t.elem_size = static_cast<int64_t>(c10::elementSize(dtype));
   if (t.is_double) {
     t.pd = TruncNormalParams<double>::from_packed(packed);

@@ -13,8 +13,7 @@ namespace tinit {
 namespace cpu {
 
 // Writes n values of the tensor's dtype to out from words w[0..n).
-using ChunkFn = void (*)(void* out, const uint32_t* w, int64_t n,
-                         const void* params);
+using ChunkFn = void (*)(void* out, const uint32_t* w, int64_t n, const void* params);
 
 struct ChunkTransform {
   ChunkFn fn = nullptr;
@@ -30,8 +29,7 @@ struct ChunkTransform {
 
 // The transform for a tensor of `dtype` with the kParamCount packed
 // constants of tinit/params.py. TORCH_CHECK-fails for other dtypes.
-ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed,
-                                    const char* op);
+ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed, const char* op);
 
 }  // namespace cpu
 }  // namespace tinit

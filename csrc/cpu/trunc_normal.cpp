@@ -23,23 +23,19 @@ namespace cpu {
 namespace {
 
 void check_target(const at::Tensor& self, const char* op) {
-  TORCH_CHECK(self.device().is_cpu(), op, ": expected a CPU tensor, got ",
-              self.device());
-  TORCH_CHECK(self.is_contiguous(), op,
-              ": expected a contiguous tensor (tinit copies views)");
+  TORCH_CHECK(self.device().is_cpu(), op, ": expected a CPU tensor, got ", self.device());
+  TORCH_CHECK(self.is_contiguous(), op, ": expected a contiguous tensor (tinit copies views)");
 }
 
 void check_transform(at::ArrayRef<double> transform, const char* op) {
-  TORCH_CHECK(static_cast<int64_t>(transform.size()) == kParamCount, op,
-              ": expected ", kParamCount,
+  TORCH_CHECK(static_cast<int64_t>(transform.size()) == kParamCount, op, ": expected ", kParamCount,
               " transform constants (tinit/params.py), got ", transform.size());
 }
 
 // The run map of a shard: `outer_starts` holds, dim after dim, one stream
 // index contribution per position of each outer dim.
-RunMap runs_map(const at::Tensor& self, int64_t offset, int64_t run,
-                at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts,
-                const char* op) {
+RunMap runs_map(const at::Tensor& self, int64_t offset, int64_t run, at::IntArrayRef outer_sizes,
+                at::IntArrayRef outer_starts, const char* op) {
   TORCH_CHECK(offset >= 0, op, ": offset must be >= 0");
   TORCH_CHECK(run > 0, op, ": run must be > 0");
   RunMap map;
@@ -53,10 +49,10 @@ RunMap runs_map(const at::Tensor& self, int64_t offset, int64_t run,
     rows *= size;
     entries += size;
   }
-  TORCH_CHECK(rows * run == self.numel(), op, ": ", rows, " runs of ", run,
-              " elements do not cover the ", self.numel(), " of the tensor");
-  TORCH_CHECK(entries == static_cast<int64_t>(outer_starts.size()), op,
-              ": expected ", entries, " outer starts, got ", outer_starts.size());
+  TORCH_CHECK(rows * run == self.numel(), op, ": ", rows, " runs of ", run, " elements do not cover the ", self.numel(),
+              " of the tensor");
+  TORCH_CHECK(entries == static_cast<int64_t>(outer_starts.size()), op, ": expected ", entries, " outer starts, got ",
+              outer_starts.size());
   for (const int64_t s : outer_starts) {
     TORCH_CHECK(s >= 0, op, ": outer starts must be >= 0");
   }
@@ -64,8 +60,7 @@ RunMap runs_map(const at::Tensor& self, int64_t offset, int64_t run,
   return map;
 }
 
-void fill(const at::Tensor& self, uint64_t seed, uint64_t stream,
-          const RunMap& map, const ChunkTransform& tf) {
+void fill(const at::Tensor& self, uint64_t seed, uint64_t stream, const RunMap& map, const ChunkTransform& tf) {
   auto* base = static_cast<char*>(self.data_ptr());
   at::parallel_for(0, self.numel(), kGrain, [&](int64_t begin, int64_t end) {
     alignas(64) uint32_t storage[kWordBuffer];
@@ -79,10 +74,8 @@ void fill(const at::Tensor& self, uint64_t seed, uint64_t stream,
   });
 }
 
-void words(const at::Tensor& self, uint64_t seed, uint64_t stream,
-           const RunMap& map) {
-  TORCH_CHECK(self.scalar_type() == at::kInt,
-              "tinit::philox_: expected an int32 tensor for the uint32 words");
+void words(const at::Tensor& self, uint64_t seed, uint64_t stream, const RunMap& map) {
+  TORCH_CHECK(self.scalar_type() == at::kInt, "tinit::philox_: expected an int32 tensor for the uint32 words");
   auto* base = reinterpret_cast<uint32_t*>(self.data_ptr<int32_t>());
   at::parallel_for(0, self.numel(), kGrain, [&](int64_t begin, int64_t end) {
     alignas(64) uint32_t buf[kWordBuffer];
@@ -95,8 +88,7 @@ void words(const at::Tensor& self, uint64_t seed, uint64_t stream,
   });
 }
 
-void trunc_normal_cpu(at::Tensor self, int64_t seed, int64_t stream,
-                      int64_t offset, at::ArrayRef<double> transform) {
+void trunc_normal_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, at::ArrayRef<double> transform) {
   const char* op = "tinit::trunc_normal_";
   check_target(self, op);
   check_transform(transform, op);
@@ -107,11 +99,8 @@ void trunc_normal_cpu(at::Tensor self, int64_t seed, int64_t stream,
        RunMap::contiguous(static_cast<uint64_t>(offset), self.numel()), tf);
 }
 
-void trunc_normal_runs_cpu(at::Tensor self, int64_t seed, int64_t stream,
-                           int64_t offset, int64_t run,
-                           at::IntArrayRef outer_sizes,
-                           at::IntArrayRef outer_starts,
-                           at::ArrayRef<double> transform) {
+void trunc_normal_runs_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, int64_t run,
+                           at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts, at::ArrayRef<double> transform) {
   const char* op = "tinit::trunc_normal_runs_";
   check_target(self, op);
   check_transform(transform, op);
@@ -121,8 +110,7 @@ void trunc_normal_runs_cpu(at::Tensor self, int64_t seed, int64_t stream,
        runs_map(self, offset, run, outer_sizes, outer_starts, op), tf);
 }
 
-void philox_cpu(at::Tensor self, int64_t seed, int64_t stream,
-                int64_t offset) {
+void philox_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset) {
   check_target(self, "tinit::philox_");
   TORCH_CHECK(offset >= 0, "tinit::philox_: offset must be >= 0");
   if (self.numel() == 0) return;
@@ -130,9 +118,8 @@ void philox_cpu(at::Tensor self, int64_t seed, int64_t stream,
         RunMap::contiguous(static_cast<uint64_t>(offset), self.numel()));
 }
 
-void philox_runs_cpu(at::Tensor self, int64_t seed, int64_t stream,
-                     int64_t offset, int64_t run, at::IntArrayRef outer_sizes,
-                     at::IntArrayRef outer_starts) {
+void philox_runs_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, int64_t run,
+                     at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts) {
   const char* op = "tinit::philox_runs_";
   check_target(self, op);
   if (self.numel() == 0) return;
@@ -140,23 +127,18 @@ void philox_runs_cpu(at::Tensor self, int64_t seed, int64_t stream,
         runs_map(self, offset, run, outer_sizes, outer_starts, op));
 }
 
-std::vector<int64_t> philox_words_raw(at::IntArrayRef counter,
-                                      at::IntArrayRef key) {
-  TORCH_CHECK(counter.size() == 4 && key.size() == 2,
-              "tinit::philox4x32_10: expected 4 counter and 2 key words");
+std::vector<int64_t> philox_words_raw(at::IntArrayRef counter, at::IntArrayRef key) {
+  TORCH_CHECK(counter.size() == 4 && key.size() == 2, "tinit::philox4x32_10: expected 4 counter and 2 key words");
   uint32_t c[4];
   for (int i = 0; i < 4; ++i) c[i] = static_cast<uint32_t>(counter[i]);
-  philox4x32_10(c[0], c[1], c[2], c[3], static_cast<uint32_t>(key[0]),
-                static_cast<uint32_t>(key[1]));
+  philox4x32_10(c[0], c[1], c[2], c[3], static_cast<uint32_t>(key[0]), static_cast<uint32_t>(key[1]));
   return {c[0], c[1], c[2], c[3]};
 }
 
 }  // namespace
 
 // Device-independent: registered for every backend.
-TORCH_LIBRARY_IMPL(tinit, CompositeExplicitAutograd, m) {
-  m.impl("philox4x32_10", &philox_words_raw);
-}
+TORCH_LIBRARY_IMPL(tinit, CompositeExplicitAutograd, m) { m.impl("philox4x32_10", &philox_words_raw); }
 
 TORCH_LIBRARY_IMPL(tinit, CPU, m) {
   m.impl("trunc_normal_", &trunc_normal_cpu);

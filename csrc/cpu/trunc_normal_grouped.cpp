@@ -26,29 +26,24 @@ struct Entry {
   ChunkTransform tf;
 };
 
-void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed,
-                              at::IntArrayRef streams, at::IntArrayRef offsets,
+void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed, at::IntArrayRef streams, at::IntArrayRef offsets,
                               at::ArrayRef<double> transforms) {
   const char* op = "tinit::trunc_normal_grouped_";
   const auto n = static_cast<int64_t>(tensors.size());
-  TORCH_CHECK(static_cast<int64_t>(streams.size()) == n &&
-                  static_cast<int64_t>(offsets.size()) == n,
-              op, ": expected one stream and one offset per tensor");
-  TORCH_CHECK(static_cast<int64_t>(transforms.size()) == n * kParamCount, op,
-              ": expected ", kParamCount, " transform constants per tensor");
+  TORCH_CHECK(static_cast<int64_t>(streams.size()) == n && static_cast<int64_t>(offsets.size()) == n, op,
+              ": expected one stream and one offset per tensor");
+  TORCH_CHECK(static_cast<int64_t>(transforms.size()) == n * kParamCount, op, ": expected ", kParamCount,
+              " transform constants per tensor");
   std::vector<Entry> entries;
   std::vector<int64_t> first{0};  // first[t]: position of tensor t's element 0
   entries.reserve(n);
   for (int64_t t = 0; t < n; ++t) {
     const at::Tensor& x = tensors[t];
-    TORCH_CHECK(x.device().is_cpu() && x.is_contiguous(), op,
-                ": tensor ", t, " is not a contiguous CPU tensor");
+    TORCH_CHECK(x.device().is_cpu() && x.is_contiguous(), op, ": tensor ", t, " is not a contiguous CPU tensor");
     TORCH_CHECK(offsets[t] >= 0, op, ": offsets must be >= 0");
-    entries.push_back(
-        {static_cast<char*>(x.data_ptr()),
-         RunMap::contiguous(static_cast<uint64_t>(offsets[t]), x.numel()),
-         make_chunk_transform(x.scalar_type(),
-                              transforms.data() + t * kParamCount, op)});
+    entries.push_back({static_cast<char*>(x.data_ptr()),
+                       RunMap::contiguous(static_cast<uint64_t>(offsets[t]), x.numel()),
+                       make_chunk_transform(x.scalar_type(), transforms.data() + t * kParamCount, op)});
     first.push_back(first.back() + x.numel());
   }
   const auto seed_u = static_cast<uint64_t>(seed);
@@ -56,8 +51,7 @@ void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed,
     alignas(64) uint32_t storage[kWordBuffer];
     alignas(64) uint32_t scratch[kScratch];
     // The last tensor starting at or before `begin`.
-    auto t = std::upper_bound(first.begin(), first.end() - 1, begin) -
-             first.begin() - 1;
+    auto t = std::upper_bound(first.begin(), first.end() - 1, begin) - first.begin() - 1;
     for (; begin < end; ++t) {
       const Entry& e = entries[t];
       const int64_t stop = std::min(end, first[t + 1]);
@@ -75,9 +69,7 @@ void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(tinit, CPU, m) {
-  m.impl("trunc_normal_grouped_", &trunc_normal_grouped_cpu);
-}
+TORCH_LIBRARY_IMPL(tinit, CPU, m) { m.impl("trunc_normal_grouped_", &trunc_normal_grouped_cpu); }
 
 }  // namespace cpu
 }  // namespace tinit

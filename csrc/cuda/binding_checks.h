@@ -17,8 +17,7 @@ namespace cuda {
 
 inline void check_target(const at::Tensor& self, const char* op) {
   TORCH_CHECK(self.is_cuda(), op, ": expected a CUDA tensor, got ", self.device());
-  TORCH_CHECK(self.is_contiguous(), op,
-              ": expected a contiguous tensor (tinit.ops copies views)");
+  TORCH_CHECK(self.is_contiguous(), op, ": expected a contiguous tensor (tinit.ops copies views)");
 }
 
 inline void check_offset(int64_t offset, int64_t numel, const char* op) {
@@ -27,11 +26,10 @@ inline void check_offset(int64_t offset, int64_t numel, const char* op) {
 }
 
 inline void check_transform(c10::ArrayRef<double> transform, const char* op) {
-  TORCH_CHECK(static_cast<int64_t>(transform.size()) == TINIT_PARAM_COUNT, op, ": expected ",
-              TINIT_PARAM_COUNT, " transform constants (tinit/params.py), got ",
-              transform.size());
-  TORCH_CHECK(tinit::valid_mode(transform[0]), op, ": transform mode must be 0..",
-              tinit::kModeCount - 1, " (tinit.params.Mode), got ", transform[0]);
+  TORCH_CHECK(static_cast<int64_t>(transform.size()) == TINIT_PARAM_COUNT, op, ": expected ", TINIT_PARAM_COUNT,
+              " transform constants (tinit/params.py), got ", transform.size());
+  TORCH_CHECK(tinit::valid_mode(transform[0]), op, ": transform mode must be 0..", tinit::kModeCount - 1,
+              " (tinit.params.Mode), got ", transform[0]);
   TORCH_CHECK(tinit::valid_params(transform.data()), op,
               ": two-sided constants outside their range (tinit.params.transform_constants)");
 }

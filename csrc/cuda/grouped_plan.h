@@ -29,8 +29,7 @@ struct GroupPlan {
 
   // `numel` elements of `kind` at `data`, with the kParamCount constants at
   // `packed` (nullptr for words). Zero-element outputs need no entry.
-  void add(TinitGroupKind kind, void* data, int64_t numel, uint64_t stream, uint64_t offset,
-           const double* packed) {
+  void add(TinitGroupKind kind, void* data, int64_t numel, uint64_t stream, uint64_t offset, const double* packed) {
     if (numel == 0) return;
     Group& g = groups[kind];
     g.entries.push_back({data, numel, stream, offset, params_index(g, packed)});
@@ -38,17 +37,16 @@ struct GroupPlan {
 
   // The rows of a shard laid out as runs (tinit_runs_entries), all with the
   // constants at `packed` (nullptr for words).
-  cudaError_t add_runs(TinitGroupKind kind, void* data, size_t elem_size, int64_t rows,
-                       uint64_t stream, uint64_t offset, int64_t run,
-                       const int64_t* outer_sizes, int64_t dims, const int64_t* outer_starts,
-                       const double* packed) {
+  cudaError_t add_runs(TinitGroupKind kind, void* data, size_t elem_size, int64_t rows, uint64_t stream,
+                       uint64_t offset, int64_t run, const int64_t* outer_sizes, int64_t dims,
+                       const int64_t* outer_starts, const double* packed) {
     if (rows == 0) return cudaSuccess;
     Group& g = groups[kind];
     const int64_t index = params_index(g, packed);
     const size_t first = g.entries.size();
     g.entries.resize(first + static_cast<size_t>(rows));
-    return tinit_runs_entries(g.entries.data() + first, rows, data, elem_size, stream, offset,
-                              run, outer_sizes, dims, outer_starts, index);
+    return tinit_runs_entries(g.entries.data() + first, rows, data, elem_size, stream, offset, run, outer_sizes, dims,
+                              outer_starts, index);
   }
 
   bool empty() const {
@@ -65,8 +63,7 @@ struct GroupPlan {
       Group& g = groups[k];
       if (g.entries.empty()) continue;
       g.table_offset = bytes;
-      bytes += tinit_grouped_table_bytes(static_cast<TinitGroupKind>(k), count(g.entries),
-                                         count(g.params));
+      bytes += tinit_grouped_table_bytes(static_cast<TinitGroupKind>(k), count(g.entries), count(g.params));
     }
     return bytes;
   }
@@ -76,9 +73,9 @@ struct GroupPlan {
     for (int k = 0; k < TINIT_GROUP_KINDS; ++k) {
       Group& g = groups[k];
       if (g.entries.empty()) continue;
-      const cudaError_t err = tinit_grouped_pack(
-          static_cast<char*>(buffer) + g.table_offset, static_cast<TinitGroupKind>(k),
-          g.entries.data(), count(g.entries), g.params.data(), count(g.params), &g.chunks);
+      const cudaError_t err =
+          tinit_grouped_pack(static_cast<char*>(buffer) + g.table_offset, static_cast<TinitGroupKind>(k),
+                             g.entries.data(), count(g.entries), g.params.data(), count(g.params), &g.chunks);
       if (err != cudaSuccess) return err;
     }
     return cudaSuccess;
@@ -94,8 +91,7 @@ struct GroupPlan {
   // last set keeps the table (and its copy) small without a lookup.
   static int64_t params_index(Group& g, const double* packed) {
     if (packed == nullptr) return 0;
-    if (g.params.empty() ||
-        std::memcmp(g.params.back().packed, packed, sizeof(TinitTransformParams)) != 0) {
+    if (g.params.empty() || std::memcmp(g.params.back().packed, packed, sizeof(TinitTransformParams)) != 0) {
       TinitTransformParams p;
       std::memcpy(p.packed, packed, sizeof(p.packed));
       g.params.push_back(p);

@@ -25,8 +25,7 @@
 #include "tinit/transform.h"
 #include "trunc_normal_kernel.h"
 
-static_assert(TINIT_PARAM_COUNT == tinit::kParamCount,
-              "TINIT_PARAM_COUNT must match tinit::kParamCount (transform.h)");
+static_assert(TINIT_PARAM_COUNT == tinit::kParamCount, "TINIT_PARAM_COUNT must match tinit::kParamCount (transform.h)");
 
 namespace tinit {
 namespace cuda {
@@ -61,9 +60,7 @@ template <>
 struct Out<__nv_bfloat16> {
   using T = float;
   // Round to nearest even, as float_to_bf16_bits (transform.h) on the CPU.
-  static TINIT_HD __nv_bfloat16 cvt(float x) {
-    return __float2bfloat16_rn(x);
-  }
+  static TINIT_HD __nv_bfloat16 cvt(float x) { return __float2bfloat16_rn(x); }
   static TINIT_HD void store4(__nv_bfloat16* p, const float v[4]) {
     const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]);
     const __nv_bfloat162 hi = __floats2bfloat162_rn(v[2], v[3]);
@@ -118,8 +115,7 @@ TINIT_HD int64_t block_count(int64_t numel, uint64_t offset) {
 // The four values of counter block `blk` (stream indices 4 blk .. 4 blk + 3).
 template <typename out_t, int Mode>
 TINIT_HD void block_values(const PhiloxKeys& keys, uint64_t stream, uint64_t blk,
-                           const TruncNormalParams<typename Out<out_t>::T>& P,
-                           typename Out<out_t>::T v[4]) {
+                           const TruncNormalParams<typename Out<out_t>::T>& P, typename Out<out_t>::T v[4]) {
   using T = typename Out<out_t>::T;
   uint32_t w[4];
   philox_block(keys, stream, blk, w);
@@ -130,8 +126,7 @@ TINIT_HD void block_values(const PhiloxKeys& keys, uint64_t stream, uint64_t blk
 // Store the values of the block whose word 0 is tensor element `first`
 // (negative, or past the end, for the blocks at the edges of the tensor).
 template <typename out_t>
-TINIT_HD void store_values(out_t* out, int64_t numel, int64_t first, bool vec_ok,
-                           const typename Out<out_t>::T v[4]) {
+TINIT_HD void store_values(out_t* out, int64_t numel, int64_t first, bool vec_ok, const typename Out<out_t>::T v[4]) {
   if (vec_ok && first >= 0 && first + 4 <= numel) {
     Out<out_t>::store4(out + first, v);
     return;
@@ -143,8 +138,7 @@ TINIT_HD void store_values(out_t* out, int64_t numel, int64_t first, bool vec_ok
   }
 }
 
-TINIT_HD void store_words(uint32_t* out, int64_t numel, int64_t first, bool vec_ok,
-                          const uint32_t w[4]) {
+TINIT_HD void store_words(uint32_t* out, int64_t numel, int64_t first, bool vec_ok, const uint32_t w[4]) {
   if (vec_ok && first >= 0 && first + 4 <= numel) {
     *reinterpret_cast<uint4*>(out + first) = make_uint4(w[0], w[1], w[2], w[3]);
     return;
@@ -181,10 +175,9 @@ constexpr int64_t kRunUnits = 4;
 // interior, when every unit starts A elements before a vector boundary: a
 // vector takes the last 4 - A values of one unit and the first A of the next.
 template <typename out_t, int Mode, int A>
-TINIT_HD void fill_runs_shifted(out_t* out, const PhiloxKeys& keys, uint64_t stream,
-                                uint64_t blk0, int64_t skip,
-                                const TruncNormalParams<typename Out<out_t>::T>& P,
-                                int64_t u0, int64_t r, int64_t r_end, int64_t step) {
+TINIT_HD void fill_runs_shifted(out_t* out, const PhiloxKeys& keys, uint64_t stream, uint64_t blk0, int64_t skip,
+                                const TruncNormalParams<typename Out<out_t>::T>& P, int64_t u0, int64_t r,
+                                int64_t r_end, int64_t step) {
   using T = typename Out<out_t>::T;
   for (; r < r_end; r += step) {
     const int64_t g = u0 + kRunUnits * r;
@@ -224,11 +217,9 @@ TINIT_HD void fill_runs_shifted(out_t* out, const PhiloxKeys& keys, uint64_t str
 // units left over from whole runs, and fp64 tensors that are not aligned
 // take store_values.
 template <typename out_t, int Mode>
-TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, const PhiloxKeys& keys, uint64_t stream,
-                              uint64_t offset,
-                              const TruncNormalParams<typename Out<out_t>::T>& P,
-                              bool vec_ok, bool compute_only, int64_t begin, int64_t end,
-                              int64_t lane, int64_t step) {
+TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, const PhiloxKeys& keys, uint64_t stream, uint64_t offset,
+                              const TruncNormalParams<typename Out<out_t>::T>& P, bool vec_ok, bool compute_only,
+                              int64_t begin, int64_t end, int64_t lane, int64_t step) {
   using T = typename Out<out_t>::T;
   const int64_t skip = static_cast<int64_t>(offset & 3u);
   const uint64_t blk0 = offset >> 2;
@@ -295,9 +286,8 @@ TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, const PhiloxKeys& keys,
 // The raw words of this thread's units of [begin, end), as fill_blocks (the
 // interior of an aligned output with one unconditional vector store; no
 // shifted runs: the words are for tests and benchmarks).
-TINIT_HD void philox_fill_blocks(uint32_t* out, int64_t numel, const PhiloxKeys& keys,
-                                 uint64_t stream, uint64_t offset, bool vec_ok,
-                                 int64_t begin, int64_t end, int64_t lane, int64_t step) {
+TINIT_HD void philox_fill_blocks(uint32_t* out, int64_t numel, const PhiloxKeys& keys, uint64_t stream, uint64_t offset,
+                                 bool vec_ok, int64_t begin, int64_t end, int64_t lane, int64_t step) {
   int64_t g = begin + lane;
   const int64_t skip = static_cast<int64_t>(offset & 3u);
   const uint64_t blk0 = offset >> 2;
@@ -330,7 +320,6 @@ bool valid_range(const void* data, int64_t numel, uint64_t offset) {
   if (numel > 0 && data == nullptr) return false;
   return static_cast<uint64_t>(numel) <= (uint64_t{1} << 63) - offset;
 }
-
 
 }  // namespace
 }  // namespace cuda

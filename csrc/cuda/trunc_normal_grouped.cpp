@@ -33,8 +33,8 @@ using cuda::GroupPlan;
 using cuda::valid_mode;
 
 void check_built(cudaError_t err, const char* op) {
-  TORCH_CHECK(err == cudaSuccess, op, ": the launch table was refused (",
-              cudaGetErrorString(err), ") after the arguments passed their checks");
+  TORCH_CHECK(err == cudaSuccess, op, ": the launch table was refused (", cudaGetErrorString(err),
+              ") after the arguments passed their checks");
 }
 
 // Packs, copies and launches `plan` on `device`'s current stream (the caller
@@ -52,42 +52,36 @@ void launch(GroupPlan& plan, uint64_t seed, c10::Device device, const char* op) 
     const GroupPlan::Group& g = plan.groups[k];
     if (g.entries.empty()) continue;
     C10_CUDA_CHECK(tinit_grouped_cuda(base + g.table_offset, static_cast<TinitGroupKind>(k),
-                                      static_cast<int64_t>(g.entries.size()),
-                                      static_cast<int64_t>(g.params.size()), g.chunks, seed,
-                                      stream));
+                                      static_cast<int64_t>(g.entries.size()), static_cast<int64_t>(g.params.size()),
+                                      g.chunks, seed, stream));
   }
 }
 
-void trunc_normal_grouped_cuda(at::TensorList tensors, int64_t seed, at::IntArrayRef streams,
-                               at::IntArrayRef offsets, at::ArrayRef<double> transforms) {
+void trunc_normal_grouped_cuda(at::TensorList tensors, int64_t seed, at::IntArrayRef streams, at::IntArrayRef offsets,
+                               at::ArrayRef<double> transforms) {
   const char* op = "tinit::trunc_normal_grouped_";
   const auto n = static_cast<int64_t>(tensors.size());
-  TORCH_CHECK(static_cast<int64_t>(streams.size()) == n &&
-                  static_cast<int64_t>(offsets.size()) == n,
-              op, ": expected one stream and one offset per tensor, got ", n, " tensors, ",
-              streams.size(), " streams and ", offsets.size(), " offsets");
-  TORCH_CHECK(static_cast<int64_t>(transforms.size()) == n * TINIT_PARAM_COUNT, op,
-              ": expected ", TINIT_PARAM_COUNT, " transform constants per tensor (",
-              n * TINIT_PARAM_COUNT, "), got ", transforms.size());
+  TORCH_CHECK(static_cast<int64_t>(streams.size()) == n && static_cast<int64_t>(offsets.size()) == n, op,
+              ": expected one stream and one offset per tensor, got ", n, " tensors, ", streams.size(), " streams and ",
+              offsets.size(), " offsets");
+  TORCH_CHECK(static_cast<int64_t>(transforms.size()) == n * TINIT_PARAM_COUNT, op, ": expected ", TINIT_PARAM_COUNT,
+              " transform constants per tensor (", n * TINIT_PARAM_COUNT, "), got ", transforms.size());
   if (n == 0) return;
   const c10::Device device = tensors[0].device();
   GroupPlan plan;
   for (int64_t t = 0; t < n; ++t) {
     const at::Tensor& x = tensors[t];
-    TORCH_CHECK(x.is_cuda(), op, ": tensor ", t, " is on ", x.device(),
-                "; expected CUDA tensors");
-    TORCH_CHECK(x.device() == device, op, ": tensor ", t, " is on ", x.device(),
-                " but tensor 0 on ", device, " (one device per call)");
-    TORCH_CHECK(x.is_contiguous(), op, ": tensor ", t,
-                " is not contiguous (tinit.ops copies views)");
+    TORCH_CHECK(x.is_cuda(), op, ": tensor ", t, " is on ", x.device(), "; expected CUDA tensors");
+    TORCH_CHECK(x.device() == device, op, ": tensor ", t, " is on ", x.device(), " but tensor 0 on ", device,
+                " (one device per call)");
+    TORCH_CHECK(x.is_contiguous(), op, ": tensor ", t, " is not contiguous (tinit.ops copies views)");
     TORCH_CHECK(offsets[t] >= 0, op, ": tensor ", t, ": offset must be >= 0, got ", offsets[t]);
-    TORCH_CHECK(x.numel() <= INT64_MAX - offsets[t], op, ": tensor ", t,
-                ": offset + numel must not exceed 2^63 - 1");
+    TORCH_CHECK(x.numel() <= INT64_MAX - offsets[t], op, ": tensor ", t, ": offset + numel must not exceed 2^63 - 1");
     const double* packed = transforms.data() + t * TINIT_PARAM_COUNT;
-    TORCH_CHECK(valid_mode(packed[0]), op, ": tensor ", t,
-                ": transform mode must be 0..3 (tinit/params.py), got ", packed[0]);
-    plan.add(static_cast<TinitGroupKind>(dtype_of(x, op)), x.data_ptr(), x.numel(),
-             static_cast<uint64_t>(streams[t]), static_cast<uint64_t>(offsets[t]), packed);
+    TORCH_CHECK(valid_mode(packed[0]), op, ": tensor ", t, ": transform mode must be 0..3 (tinit/params.py), got ",
+                packed[0]);
+    plan.add(static_cast<TinitGroupKind>(dtype_of(x, op)), x.data_ptr(), x.numel(), static_cast<uint64_t>(streams[t]),
+             static_cast<uint64_t>(offsets[t]), packed);
   }
   const c10::cuda::CUDAGuard guard(device);
   launch(plan, static_cast<uint64_t>(seed), device, op);
@@ -96,8 +90,8 @@ void trunc_normal_grouped_cuda(at::TensorList tensors, int64_t seed, at::IntArra
 // The runs layout's rows (csrc/ops.cpp), as the CPU ops check it, plus what
 // the stream index needs: its last index, offset + the largest start of
 // every outer dim + run - 1, must fit in 63 bits.
-int64_t checked_rows(const at::Tensor& self, int64_t offset, int64_t run,
-                     at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts, const char* op) {
+int64_t checked_rows(const at::Tensor& self, int64_t offset, int64_t run, at::IntArrayRef outer_sizes,
+                     at::IntArrayRef outer_starts, const char* op) {
   TORCH_CHECK(offset >= 0, op, ": offset must be >= 0");
   TORCH_CHECK(run > 0, op, ": run must be > 0");
   int64_t rows = 1, entries = 0;
@@ -107,11 +101,10 @@ int64_t checked_rows(const at::Tensor& self, int64_t offset, int64_t run,
     rows *= size;
     entries += size;
   }
-  TORCH_CHECK(rows <= INT64_MAX / run && rows * run == self.numel(), op, ": ", rows,
-              " runs of ", run, " elements do not cover the ", self.numel(),
-              " of the tensor");
-  TORCH_CHECK(entries == static_cast<int64_t>(outer_starts.size()), op, ": expected ", entries,
-              " outer starts, got ", outer_starts.size());
+  TORCH_CHECK(rows <= INT64_MAX / run && rows * run == self.numel(), op, ": ", rows, " runs of ", run,
+              " elements do not cover the ", self.numel(), " of the tensor");
+  TORCH_CHECK(entries == static_cast<int64_t>(outer_starts.size()), op, ": expected ", entries, " outer starts, got ",
+              outer_starts.size());
   int64_t last = offset;
   const int64_t* start = outer_starts.data();
   for (const int64_t size : outer_sizes) {
@@ -120,50 +113,43 @@ int64_t checked_rows(const at::Tensor& self, int64_t offset, int64_t run,
       TORCH_CHECK(*start >= 0, op, ": outer starts must be >= 0");
       top = std::max(top, *start);
     }
-    TORCH_CHECK(top <= INT64_MAX - last, op,
-                ": offset + outer starts + run must not exceed 2^63 - 1");
+    TORCH_CHECK(top <= INT64_MAX - last, op, ": offset + outer starts + run must not exceed 2^63 - 1");
     last += top;
   }
-  TORCH_CHECK(run <= INT64_MAX - last, op,
-              ": offset + outer starts + run must not exceed 2^63 - 1");
+  TORCH_CHECK(run <= INT64_MAX - last, op, ": offset + outer starts + run must not exceed 2^63 - 1");
   return rows;
 }
 
-void runs_fill(const at::Tensor& self, TinitGroupKind kind, int64_t seed, int64_t stream,
-               int64_t offset, int64_t run, at::IntArrayRef outer_sizes,
-               at::IntArrayRef outer_starts, const double* packed, const char* op) {
+void runs_fill(const at::Tensor& self, TinitGroupKind kind, int64_t seed, int64_t stream, int64_t offset, int64_t run,
+               at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts, const double* packed, const char* op) {
   const int64_t rows = checked_rows(self, offset, run, outer_sizes, outer_starts, op);
   GroupPlan plan;
   check_built(plan.add_runs(kind, self.data_ptr(), static_cast<size_t>(self.element_size()), rows,
-                            static_cast<uint64_t>(stream), static_cast<uint64_t>(offset), run,
-                            outer_sizes.data(), static_cast<int64_t>(outer_sizes.size()),
-                            outer_starts.data(), packed),
+                            static_cast<uint64_t>(stream), static_cast<uint64_t>(offset), run, outer_sizes.data(),
+                            static_cast<int64_t>(outer_sizes.size()), outer_starts.data(), packed),
               op);
   const c10::cuda::CUDAGuard guard(self.device());
   launch(plan, static_cast<uint64_t>(seed), self.device(), op);
 }
 
-void trunc_normal_runs_cuda(at::Tensor self, int64_t seed, int64_t stream, int64_t offset,
-                            int64_t run, at::IntArrayRef outer_sizes,
-                            at::IntArrayRef outer_starts, at::ArrayRef<double> transform) {
+void trunc_normal_runs_cuda(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, int64_t run,
+                            at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts, at::ArrayRef<double> transform) {
   const char* op = "tinit::trunc_normal_runs_";
   check_target(self, op);
   check_transform(transform, op);
   const auto kind = static_cast<TinitGroupKind>(dtype_of(self, op));
   if (self.numel() == 0) return;
-  runs_fill(self, kind, seed, stream, offset, run, outer_sizes, outer_starts, transform.data(),
-            op);
+  runs_fill(self, kind, seed, stream, offset, run, outer_sizes, outer_starts, transform.data(), op);
 }
 
 void philox_runs_cuda(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, int64_t run,
                       at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts) {
   const char* op = "tinit::philox_runs_";
   check_target(self, op);
-  TORCH_CHECK(self.scalar_type() == at::kInt, op,
-              ": expected an int32 tensor for the uint32 words, got ", self.scalar_type());
+  TORCH_CHECK(self.scalar_type() == at::kInt, op, ": expected an int32 tensor for the uint32 words, got ",
+              self.scalar_type());
   if (self.numel() == 0) return;
-  runs_fill(self, TINIT_GROUP_WORDS, seed, stream, offset, run, outer_sizes, outer_starts,
-            nullptr, op);
+  runs_fill(self, TINIT_GROUP_WORDS, seed, stream, offset, run, outer_sizes, outer_starts, nullptr, op);
 }
 
 }  // namespace

@@ -89,8 +89,8 @@ bool sections(TinitGroupKind kind, int64_t n, int64_t m, Sections* s) {
 
 GroupView view_of(const void* table, const Sections& s, int64_t n, int64_t chunks) {
   const auto* base = static_cast<const char*>(table);
-  return {reinterpret_cast<const GroupEntry*>(base),
-          reinterpret_cast<const int64_t*>(base + s.chunk_end), base + s.params, n, chunks};
+  return {reinterpret_cast<const GroupEntry*>(base), reinterpret_cast<const int64_t*>(base + s.chunk_end),
+          base + s.params, n, chunks};
 }
 
 // The entry chunk c belongs to: the first e with chunk_end[e] > c (entries
@@ -129,20 +129,16 @@ TINIT_HD void values_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c
   const bool vec = e.vec_ok != 0;
   switch (P.mode) {
     case kUniform:
-      fill_blocks<out_t, kUniform>(out, e.numel, keys, e.stream, e.offset, P, vec, false,
-                                   g0, g1, lane, kLanes);
+      fill_blocks<out_t, kUniform>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
       break;
     case kTwoSided:
-      fill_blocks<out_t, kTwoSided>(out, e.numel, keys, e.stream, e.offset, P, vec, false,
-                                    g0, g1, lane, kLanes);
+      fill_blocks<out_t, kTwoSided>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
       break;
     case kTwoSidedPrecise:
-      fill_blocks<out_t, kTwoSidedPrecise>(out, e.numel, keys, e.stream, e.offset, P, vec,
-                                           false, g0, g1, lane, kLanes);
+      fill_blocks<out_t, kTwoSidedPrecise>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
       break;
     default:  // kTail: the pack refuses any other mode
-      fill_blocks<out_t, kTail>(out, e.numel, keys, e.stream, e.offset, P, vec, false,
-                                g0, g1, lane, kLanes);
+      fill_blocks<out_t, kTail>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
       break;
   }
 }
@@ -150,16 +146,15 @@ TINIT_HD void values_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c
 TINIT_HD void words_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c, int lane) {
   int64_t g0, g1;
   const GroupEntry& e = chunk_span(t, c, &g0, &g1);
-  philox_fill_blocks(static_cast<uint32_t*>(e.out), e.numel, keys, e.stream, e.offset,
-                     e.vec_ok != 0, g0, g1, lane, kLanes);
+  philox_fill_blocks(static_cast<uint32_t*>(e.out), e.numel, keys, e.stream, e.offset, e.vec_ok != 0, g0, g1, lane,
+                     kLanes);
 }
 
 // What thread `thread` of CUDA block `block` in a grid of `grid` blocks
 // writes: out_t values, or the raw words for out_t = uint32_t. The kernels
 // are this and nothing else, so the host harness runs exactly their code.
 template <typename out_t>
-TINIT_HD void grouped_thread(const GroupView& t, const PhiloxKeys& keys, int64_t block, int thread,
-                             int64_t grid) {
+TINIT_HD void grouped_thread(const GroupView& t, const PhiloxKeys& keys, int64_t block, int thread, int64_t grid) {
   const int lane = thread % kLanes;
   for (int64_t c = block * kWarps + thread / kLanes; c < t.chunks; c += grid * kWarps) {
     if constexpr (std::is_same<out_t, uint32_t>::value) {
@@ -176,15 +171,18 @@ __global__ void __maxnreg__(128) grouped_kernel(const GroupView t, const PhiloxK
 }
 
 template <typename out_t>
-cudaError_t pack_entries(GroupEntry* dst, int64_t* chunk_end, const TinitGroupEntry* src,
-                         int64_t n, int64_t m, bool values) {
+cudaError_t pack_entries(GroupEntry* dst, int64_t* chunk_end, const TinitGroupEntry* src, int64_t n, int64_t m,
+                         bool values) {
   int64_t chunks = 0;
   for (int64_t i = 0; i < n; ++i) {
     const TinitGroupEntry& e = src[i];
     if (!valid_range(e.data, e.numel, e.offset)) return cudaErrorInvalidValue;
     if (values && (e.params_index < 0 || e.params_index >= m)) return cudaErrorInvalidValue;
     auto* out = static_cast<out_t*>(e.data);
-    dst[i] = {e.data, e.numel, e.stream, e.offset,
+    dst[i] = {e.data,
+              e.numel,
+              e.stream,
+              e.offset,
               values ? static_cast<int32_t>(e.params_index) : 0,
               vector_ok(out, e.offset) ? 1 : 0};
     chunks += (block_count(e.numel, e.offset) + kChunkUnits - 1) / kChunkUnits;
@@ -207,16 +205,14 @@ cudaError_t pack_params(void* dst, const TinitTransformParams* src, int64_t m) {
 }  // namespace cuda
 }  // namespace tinit
 
-extern "C" size_t tinit_grouped_table_bytes(TinitGroupKind kind, int64_t entries,
-                                            int64_t params) {
+extern "C" size_t tinit_grouped_table_bytes(TinitGroupKind kind, int64_t entries, int64_t params) {
   tinit::cuda::Sections s;
   return tinit::cuda::sections(kind, entries, params, &s) ? s.bytes : 0;
 }
 
-extern "C" cudaError_t tinit_grouped_pack(void* table, TinitGroupKind kind,
-                                          const TinitGroupEntry* entries, int64_t n_entries,
-                                          const TinitTransformParams* params,
-                                          int64_t n_params, int64_t* chunks) {
+extern "C" cudaError_t tinit_grouped_pack(void* table, TinitGroupKind kind, const TinitGroupEntry* entries,
+                                          int64_t n_entries, const TinitTransformParams* params, int64_t n_params,
+                                          int64_t* chunks) {
   using namespace tinit::cuda;
   Sections s;
   if (!sections(kind, n_entries, n_params, &s) || table == nullptr || chunks == nullptr ||
@@ -253,9 +249,8 @@ extern "C" cudaError_t tinit_grouped_pack(void* table, TinitGroupKind kind,
   return err;
 }
 
-extern "C" cudaError_t tinit_grouped_cuda(const void* device_table, TinitGroupKind kind,
-                                          int64_t n_entries, int64_t n_params, int64_t chunks,
-                                          uint64_t seed, cudaStream_t cuda_stream) {
+extern "C" cudaError_t tinit_grouped_cuda(const void* device_table, TinitGroupKind kind, int64_t n_entries,
+                                          int64_t n_params, int64_t chunks, uint64_t seed, cudaStream_t cuda_stream) {
   using namespace tinit::cuda;
   Sections s;
   if (!sections(kind, n_entries, n_params, &s) || chunks < 0 || (chunks > 0 && n_entries == 0)) {
@@ -288,10 +283,9 @@ extern "C" cudaError_t tinit_grouped_cuda(const void* device_table, TinitGroupKi
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t tinit_runs_entries(TinitGroupEntry* entries, int64_t rows, void* data,
-                                          size_t elem_size, uint64_t stream, uint64_t offset,
-                                          int64_t run, const int64_t* outer_sizes, int64_t dims,
-                                          const int64_t* outer_starts, int64_t params_index) {
+extern "C" cudaError_t tinit_runs_entries(TinitGroupEntry* entries, int64_t rows, void* data, size_t elem_size,
+                                          uint64_t stream, uint64_t offset, int64_t run, const int64_t* outer_sizes,
+                                          int64_t dims, const int64_t* outer_starts, int64_t params_index) {
   constexpr uint64_t kMaxIndex = uint64_t{1} << 63;
   if (run < 1 || dims < 0 || rows < 0 || offset >= kMaxIndex || elem_size == 0 ||
       (rows > 0 && (entries == nullptr || data == nullptr)) ||
@@ -320,8 +314,8 @@ extern "C" cudaError_t tinit_runs_entries(TinitGroupEntry* entries, int64_t rows
         return cudaErrorInvalidValue;
       }
     }
-    entries[r] = {bytes + static_cast<size_t>(r) * static_cast<size_t>(run) * elem_size, run,
-                  stream, start, params_index};
+    entries[r] = {bytes + static_cast<size_t>(r) * static_cast<size_t>(run) * elem_size, run, stream, start,
+                  params_index};
     for (int64_t k = dims - 1; k >= 0 && ++index[k] == outer_sizes[k]; --k) index[k] = 0;
   }
   return cudaSuccess;

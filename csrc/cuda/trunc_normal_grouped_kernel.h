@@ -52,17 +52,14 @@ size_t tinit_grouped_table_bytes(TinitGroupKind kind, int64_t entries, int64_t p
 // *chunks. cudaErrorInvalidValue, with nothing promised about `table`, when
 // an entry has numel < 0, a null pointer, offset + numel > 2^63 or a params
 // index outside [0, params), or a constant set has a mode outside 0..3.
-cudaError_t tinit_grouped_pack(void* table, TinitGroupKind kind,
-                               const TinitGroupEntry* entries, int64_t n_entries,
-                               const TinitTransformParams* params, int64_t n_params,
-                               int64_t* chunks);
+cudaError_t tinit_grouped_pack(void* table, TinitGroupKind kind, const TinitGroupEntry* entries, int64_t n_entries,
+                               const TinitTransformParams* params, int64_t n_params, int64_t* chunks);
 
 // Fills every entry of a packed table, copied to device memory
 // `device_table` (8-byte aligned), in one launch on `cuda_stream`; the counts
 // are those given to tinit_grouped_pack and the chunks it returned.
-cudaError_t tinit_grouped_cuda(const void* device_table, TinitGroupKind kind,
-                               int64_t n_entries, int64_t n_params, int64_t chunks,
-                               uint64_t seed, cudaStream_t cuda_stream);
+cudaError_t tinit_grouped_cuda(const void* device_table, TinitGroupKind kind, int64_t n_entries, int64_t n_params,
+                               int64_t chunks, uint64_t seed, cudaStream_t cuda_stream);
 
 // The rows of a shard laid out as runs (csrc/ops.cpp, trunc_normal_runs_):
 // rows = prod(outer_sizes[0 .. dims)) entries of `run` elements, row r at
@@ -71,9 +68,8 @@ cudaError_t tinit_grouped_cuda(const void* device_table, TinitGroupKind kind,
 // `params_index`. cudaErrorInvalidValue (entries then unspecified) when a
 // size or run is < 1, rows differs from the product, or a row start exceeds
 // 2^63 - 1.
-cudaError_t tinit_runs_entries(TinitGroupEntry* entries, int64_t rows, void* data,
-                               size_t elem_size, uint64_t stream, uint64_t offset,
-                               int64_t run, const int64_t* outer_sizes, int64_t dims,
+cudaError_t tinit_runs_entries(TinitGroupEntry* entries, int64_t rows, void* data, size_t elem_size, uint64_t stream,
+                               uint64_t offset, int64_t run, const int64_t* outer_sizes, int64_t dims,
                                const int64_t* outer_starts, int64_t params_index);
 
 #ifdef __cplusplus

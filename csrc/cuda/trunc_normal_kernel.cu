@@ -34,23 +34,20 @@ constexpr int kMinBlocks = sizeof(out_t) == 8 && Mode == kTail ? 4 : 0;
 
 template <typename out_t, int Mode>
 __global__ void __launch_bounds__(kThreads, (kMinBlocks<out_t, Mode>))
-trunc_normal_kernel(out_t* __restrict__ out, int64_t numel, const PhiloxKeys keys,
-                    uint64_t stream, uint64_t offset,
-                    const TruncNormalParams<typename Out<out_t>::T> P,
-                    bool vec_ok, bool compute_only) {
+    trunc_normal_kernel(out_t* __restrict__ out, int64_t numel, const PhiloxKeys keys, uint64_t stream, uint64_t offset,
+                        const TruncNormalParams<typename Out<out_t>::T> P, bool vec_ok, bool compute_only) {
   using T = typename Out<out_t>::T;
   const uint32_t sink = fill_blocks<out_t, Mode>(
       out, numel, keys, stream, offset, P, vec_ok, compute_only, 0, block_count(numel, offset),
-      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<int64_t>(gridDim.x) * blockDim.x);
+      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, static_cast<int64_t>(gridDim.x) * blockDim.x);
   // Compute-only runs keep every value alive through this (practically never
   // taken) store, so the compiler cannot drop the arithmetic feeding it.
   if (compute_only && sink == 0x2545F491u) out[0] = Out<out_t>::cvt(static_cast<T>(P.mean));
 }
 
 __global__ void __launch_bounds__(kThreads)
-philox_kernel(uint32_t* __restrict__ out, int64_t numel, const PhiloxKeys keys,
-              uint64_t stream, uint64_t offset, bool vec_ok) {
+    philox_kernel(uint32_t* __restrict__ out, int64_t numel, const PhiloxKeys keys, uint64_t stream, uint64_t offset,
+                  bool vec_ok) {
   philox_fill_blocks(out, numel, keys, stream, offset, vec_ok, 0, block_count(numel, offset),
                      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
                      static_cast<int64_t>(gridDim.x) * blockDim.x);
@@ -60,8 +57,7 @@ philox_kernel(uint32_t* __restrict__ out, int64_t numel, const PhiloxKeys keys,
 // loop needs no more), cached per kernel and device: the occupancy query is
 // host-only, so it is also safe while a CUDA graph is being captured.
 template <typename Kernel>
-cudaError_t grid_size(Kernel kernel, std::atomic<int>* cache, int64_t blocks,
-                      int* grid) {
+cudaError_t grid_size(Kernel kernel, std::atomic<int>* cache, int64_t blocks, int* grid) {
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
@@ -81,9 +77,8 @@ cudaError_t grid_size(Kernel kernel, std::atomic<int>* cache, int64_t blocks,
 }
 
 template <typename out_t, int Mode>
-cudaError_t launch_mode(out_t* out, int64_t numel, uint64_t seed, uint64_t stream,
-                        uint64_t offset, const double* packed, bool compute_only,
-                        cudaStream_t cuda_stream) {
+cudaError_t launch_mode(out_t* out, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset,
+                        const double* packed, bool compute_only, cudaStream_t cuda_stream) {
   using T = typename Out<out_t>::T;
   static std::atomic<int> cache[kMaxDevices];
   const auto kernel = &trunc_normal_kernel<out_t, Mode>;
@@ -92,29 +87,24 @@ cudaError_t launch_mode(out_t* out, int64_t numel, uint64_t seed, uint64_t strea
   const cudaError_t err = grid_size(kernel, cache, blocks, &grid);
   if (err != cudaSuccess) return err;
   kernel<<<grid, kThreads, 0, cuda_stream>>>(out, numel, philox_keys(seed), stream, offset,
-                                             TruncNormalParams<T>::from_packed(packed),
-                                             vector_ok(out, offset), compute_only);
+                                             TruncNormalParams<T>::from_packed(packed), vector_ok(out, offset),
+                                             compute_only);
   return cudaGetLastError();
 }
 
 template <typename out_t>
-cudaError_t launch(void* data, int64_t numel, uint64_t seed, uint64_t stream,
-                   uint64_t offset, const double* packed, bool compute_only,
-                   cudaStream_t cuda_stream) {
+cudaError_t launch(void* data, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset, const double* packed,
+                   bool compute_only, cudaStream_t cuda_stream) {
   auto* out = static_cast<out_t*>(data);
   switch (static_cast<int>(packed[0])) {
     case kUniform:
-      return launch_mode<out_t, kUniform>(out, numel, seed, stream, offset, packed,
-                                          compute_only, cuda_stream);
+      return launch_mode<out_t, kUniform>(out, numel, seed, stream, offset, packed, compute_only, cuda_stream);
     case kTwoSided:
-      return launch_mode<out_t, kTwoSided>(out, numel, seed, stream, offset, packed,
-                                           compute_only, cuda_stream);
+      return launch_mode<out_t, kTwoSided>(out, numel, seed, stream, offset, packed, compute_only, cuda_stream);
     case kTwoSidedPrecise:
-      return launch_mode<out_t, kTwoSidedPrecise>(out, numel, seed, stream, offset, packed,
-                                                  compute_only, cuda_stream);
+      return launch_mode<out_t, kTwoSidedPrecise>(out, numel, seed, stream, offset, packed, compute_only, cuda_stream);
     case kTail:
-      return launch_mode<out_t, kTail>(out, numel, seed, stream, offset, packed,
-                                       compute_only, cuda_stream);
+      return launch_mode<out_t, kTail>(out, numel, seed, stream, offset, packed, compute_only, cuda_stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -124,10 +114,8 @@ cudaError_t launch(void* data, int64_t numel, uint64_t seed, uint64_t stream,
 }  // namespace cuda
 }  // namespace tinit
 
-extern "C" cudaError_t tinit_trunc_normal_cuda(void* data, int64_t numel, TinitDtype dtype,
-                                               uint64_t seed, uint64_t stream,
-                                               uint64_t offset,
-                                               const TinitTransformParams* params,
+extern "C" cudaError_t tinit_trunc_normal_cuda(void* data, int64_t numel, TinitDtype dtype, uint64_t seed,
+                                               uint64_t stream, uint64_t offset, const TinitTransformParams* params,
                                                unsigned flags, cudaStream_t cuda_stream) {
   using namespace tinit::cuda;
   if (params == nullptr || !valid_range(data, numel, offset) || !tinit::valid_params(params->packed)) {
@@ -142,8 +130,7 @@ extern "C" cudaError_t tinit_trunc_normal_cuda(void* data, int64_t numel, TinitD
     case TINIT_FLOAT64:
       return launch<double>(data, numel, seed, stream, offset, packed, compute_only, cuda_stream);
     case TINIT_BFLOAT16:
-      return launch<__nv_bfloat16>(data, numel, seed, stream, offset, packed, compute_only,
-                                   cuda_stream);
+      return launch<__nv_bfloat16>(data, numel, seed, stream, offset, packed, compute_only, cuda_stream);
     case TINIT_FLOAT16:
       return launch<__half>(data, numel, seed, stream, offset, packed, compute_only, cuda_stream);
     default:
@@ -151,8 +138,7 @@ extern "C" cudaError_t tinit_trunc_normal_cuda(void* data, int64_t numel, TinitD
   }
 }
 
-extern "C" cudaError_t tinit_philox_cuda(uint32_t* data, int64_t numel, uint64_t seed,
-                                         uint64_t stream, uint64_t offset,
+extern "C" cudaError_t tinit_philox_cuda(uint32_t* data, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset,
                                          cudaStream_t cuda_stream) {
   using namespace tinit::cuda;
   if (!valid_range(data, numel, offset)) return cudaErrorInvalidValue;

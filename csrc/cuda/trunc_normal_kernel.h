@@ -40,15 +40,12 @@ typedef struct TinitTransformParams {
 // index offset + j of (seed, stream). `data` is a device pointer to a
 // contiguous buffer of `dtype` (any alignment of the element type);
 // numel >= 0; offset + numel <= 2^63.
-cudaError_t tinit_trunc_normal_cuda(void* data, int64_t numel, TinitDtype dtype,
-                                    uint64_t seed, uint64_t stream,
-                                    uint64_t offset,
-                                    const TinitTransformParams* params,
-                                    unsigned flags, cudaStream_t cuda_stream);
+cudaError_t tinit_trunc_normal_cuda(void* data, int64_t numel, TinitDtype dtype, uint64_t seed, uint64_t stream,
+                                    uint64_t offset, const TinitTransformParams* params, unsigned flags,
+                                    cudaStream_t cuda_stream);
 
 // Raw stream words: data[j] = word of stream index offset + j.
-cudaError_t tinit_philox_cuda(uint32_t* data, int64_t numel, uint64_t seed,
-                              uint64_t stream, uint64_t offset,
+cudaError_t tinit_philox_cuda(uint32_t* data, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset,
                               cudaStream_t cuda_stream);
 
 #ifdef __cplusplus

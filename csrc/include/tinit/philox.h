@@ -59,8 +59,7 @@ TINIT_HD PhiloxKeys philox_keys(uint64_t seed) {
 
 // Ten rounds in place on the counter words, with the round keys
 // precomputed; the result replaces them.
-TINIT_HD void philox4x32_10(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3,
-                            const PhiloxKeys& keys) {
+TINIT_HD void philox4x32_10(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, const PhiloxKeys& keys) {
 #if defined(__CUDACC__)
 #pragma unroll
 #endif
@@ -99,8 +98,7 @@ TINIT_HD void philox_block(const PhiloxKeys& keys, uint64_t stream, uint64_t blk
 }
 
 // Ten rounds under the key (k0, k1) = (seed mod 2^32, seed >> 32).
-TINIT_HD void philox4x32_10(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0,
-                            uint32_t k1) {
+TINIT_HD void philox4x32_10(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0, uint32_t k1) {
   philox4x32_10(c0, c1, c2, c3, philox_keys((static_cast<uint64_t>(k1) << 32) | k0));
 }
 

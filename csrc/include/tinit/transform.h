@@ -80,24 +80,24 @@ inline bool valid_params(const double* p) {
 // list of tinit.params.TruncNormalParams, the same field names), read as T.
 template <typename T>
 struct TruncNormalParams {
-  int mode;        // TransformMode
-  T sign;          // +1, or -1 when the window was mirrored
-  uint32_t flip;   // ~0 when mirrored (derived from sign: the frame's word is w ^ flip)
-  uint32_t split;  // two-sided: words <= split take the lower side
-  T a_cdf;         // s of word 0, lower side: Phi(alpha') + step / 2
-  T b_sf;          // s of word 0, upper side: Q(beta') + step / 2
-  T a_half;        // a_cdf - 1/2 } q = s - 1/2 without cancellation
-  T b_half;        // b_sf - 1/2  }
-  T step;          // (Phi(beta') - Phi(alpha')) 2^-32: s grows by step a word
-  T mean;          // divided by scale
-  T sd_hi, sd_lo;  // sign std / scale as a T pair (sd_lo = 0 for double)
-  T scale;         // power of two: 1 except in the precise and tail modes
-  T lo, hi;        // [a, b] shrunk to values of the tensor's dtype
-  T edge;          // uniform: a; tail: the nearer bound, divided by scale
-  T width;         // uniform: b - a
-  T slope;         // uniform: linear density term (0 for a flat one)
-  T b0;            // tail: -beta' > 0
-  T ratio;         // tail: Q(a0) / Q(b0), a0 = -alpha'
+  int mode;              // TransformMode
+  T sign;                // +1, or -1 when the window was mirrored
+  uint32_t flip;         // ~0 when mirrored (derived from sign: the frame's word is w ^ flip)
+  uint32_t split;        // two-sided: words <= split take the lower side
+  T a_cdf;               // s of word 0, lower side: Phi(alpha') + step / 2
+  T b_sf;                // s of word 0, upper side: Q(beta') + step / 2
+  T a_half;              // a_cdf - 1/2 } q = s - 1/2 without cancellation
+  T b_half;              // b_sf - 1/2  }
+  T step;                // (Phi(beta') - Phi(alpha')) 2^-32: s grows by step a word
+  T mean;                // divided by scale
+  T sd_hi, sd_lo;        // sign std / scale as a T pair (sd_lo = 0 for double)
+  T scale;               // power of two: 1 except in the precise and tail modes
+  T lo, hi;              // [a, b] shrunk to values of the tensor's dtype
+  T edge;                // uniform: a; tail: the nearer bound, divided by scale
+  T width;               // uniform: b - a
+  T slope;               // uniform: linear density term (0 for a flat one)
+  T b0;                  // tail: -beta' > 0
+  T ratio;               // tail: Q(a0) / Q(b0), a0 = -alpha'
   T l1, l2, l3, l4, l5;  // tail (float): l(e) ~ e (l1 + e (l2 + ...)), see tail_excursion
 
   static TruncNormalParams from_packed(const double* p) {
@@ -228,11 +228,9 @@ TINIT_HD T horner(T t, T c, Rest... rest) {
 // The coefficient rows (scripts/gen_ndtri_table.py). Device code reads its own
 // copy in global memory (cached; lanes of a warp mostly share a few rows);
 // constant memory would serialise lanes that read different rows.
-alignas(16) static constexpr float kNdtriHost[kNdtriSegments * kNdtriRow] =
-    TINIT_NDTRI_COEFFICIENTS;
+alignas(16) static constexpr float kNdtriHost[kNdtriSegments * kNdtriRow] = TINIT_NDTRI_COEFFICIENTS;
 #if defined(__CUDACC__)
-alignas(16) static __device__ const float kNdtriDevice[kNdtriSegments * kNdtriRow] =
-    TINIT_NDTRI_COEFFICIENTS;
+alignas(16) static __device__ const float kNdtriDevice[kNdtriSegments * kNdtriRow] = TINIT_NDTRI_COEFFICIENTS;
 #endif
 
 TINIT_HD const float* ndtri_rows() {
@@ -301,35 +299,31 @@ TINIT_HD double ndtri_lower_f64(double q, double log_s) {
   using A = double;
   const bool central = q >= A(-0.425);
   const A tc = fma_rn(-q, q, A(0.180625));
-  const A num_c = horner<A>(tc, A(3.3871328727963666080e+0), A(1.3314166789178437745e+2),
-                            A(1.9715909503065514427e+3), A(1.3731693765509461125e+4),
-                            A(4.5921953931549871457e+4), A(6.7265770927008700853e+4),
+  const A num_c = horner<A>(tc, A(3.3871328727963666080e+0), A(1.3314166789178437745e+2), A(1.9715909503065514427e+3),
+                            A(1.3731693765509461125e+4), A(4.5921953931549871457e+4), A(6.7265770927008700853e+4),
                             A(3.3430575583588128105e+4), A(2.5090809287301226727e+3));
   const A den_c = horner<A>(tc, A(1), A(4.2313330701600911252e+1), A(6.8718700749205790830e+2),
-                            A(5.3941960214247511077e+3), A(2.1213794301586595867e+4),
-                            A(3.9307895800092710610e+4), A(2.8729085735721942674e+4),
-                            A(5.2264952788528545610e+3));
+                            A(5.3941960214247511077e+3), A(2.1213794301586595867e+4), A(3.9307895800092710610e+4),
+                            A(2.8729085735721942674e+4), A(5.2264952788528545610e+3));
   const A rt = sqrt_rn(-log_s);
   const bool far = rt > A(5);
   const A tt = far ? rt - A(5) : rt - A(1.6);
 #define TINIT_C(near_coef, far_coef) (far ? A(far_coef) : A(near_coef))
-  const A num_t = horner<A>(
-      tt, TINIT_C(1.42343711074968357734e+0, 6.65790464350110377720e+0),
-      TINIT_C(4.63033784615654529590e+0, 5.46378491116411436990e+0),
-      TINIT_C(5.76949722146069140550e+0, 1.78482653991729133580e+0),
-      TINIT_C(3.64784832476320460504e+0, 2.96560571828504891230e-1),
-      TINIT_C(1.27045825245236838258e+0, 2.65321895265761230930e-2),
-      TINIT_C(2.41780725177450611770e-1, 1.24266094738807843860e-3),
-      TINIT_C(2.27238449892691845833e-2, 2.71155556874348757815e-5),
-      TINIT_C(7.74545014278341407640e-4, 2.01033439929228813265e-7));
-  const A den_t = horner<A>(
-      tt, A(1), TINIT_C(2.05319162663775882187e+0, 5.99832206555887937690e-1),
-      TINIT_C(1.67638483018380384940e+0, 1.36929880922735805310e-1),
-      TINIT_C(6.89767334985100004550e-1, 1.48753612908506148525e-2),
-      TINIT_C(1.48103976427480074590e-1, 7.86869131145613259100e-4),
-      TINIT_C(1.51986665636164571966e-2, 1.84631831751005468180e-5),
-      TINIT_C(5.47593808499534494600e-4, 1.42151175831644588870e-7),
-      TINIT_C(1.05075007164441684324e-9, 2.04426310338993978564e-15));
+  const A num_t = horner<A>(tt, TINIT_C(1.42343711074968357734e+0, 6.65790464350110377720e+0),
+                            TINIT_C(4.63033784615654529590e+0, 5.46378491116411436990e+0),
+                            TINIT_C(5.76949722146069140550e+0, 1.78482653991729133580e+0),
+                            TINIT_C(3.64784832476320460504e+0, 2.96560571828504891230e-1),
+                            TINIT_C(1.27045825245236838258e+0, 2.65321895265761230930e-2),
+                            TINIT_C(2.41780725177450611770e-1, 1.24266094738807843860e-3),
+                            TINIT_C(2.27238449892691845833e-2, 2.71155556874348757815e-5),
+                            TINIT_C(7.74545014278341407640e-4, 2.01033439929228813265e-7));
+  const A den_t = horner<A>(tt, A(1), TINIT_C(2.05319162663775882187e+0, 5.99832206555887937690e-1),
+                            TINIT_C(1.67638483018380384940e+0, 1.36929880922735805310e-1),
+                            TINIT_C(6.89767334985100004550e-1, 1.48753612908506148525e-2),
+                            TINIT_C(1.48103976427480074590e-1, 7.86869131145613259100e-4),
+                            TINIT_C(1.51986665636164571966e-2, 1.84631831751005468180e-5),
+                            TINIT_C(5.47593808499534494600e-4, 1.42151175831644588870e-7),
+                            TINIT_C(1.05075007164441684324e-9, 2.04426310338993978564e-15));
 #undef TINIT_C
   const A ratio = select_bits(central, num_c, num_t) / select_bits(central, den_c, den_t);
   return central ? q * ratio : -ratio;
