@@ -242,7 +242,8 @@ def _without_gc_passes(function):
     parameter; in a process holding a large model, the collections that
     thousands of parameters trigger each walk the whole heap and cost more
     than the planning itself. The benchmark ``bench_init_model_overhead`` measures
-    it: 6-11 % of the planning time of a 1,803-tensor Llama (keep this only
+    it: 3-11 % of the planning time of a 1,803-tensor Llama on a loaded 2-core
+    machine (keep this only
     while it pays more than 5 %). Nothing the call makes outlives it in a
     cycle, so nothing is left to collect.
     """
