@@ -239,13 +239,11 @@ def _without_gc_passes(function):
     """Run ``function`` with Python's cyclic garbage collector paused (and restored after).
 
     Planning a model's init allocates a few short-lived objects per
-    parameter; in a process holding a large model, the collections that
-    thousands of parameters trigger each walk the whole heap and cost more
-    than the planning itself. The benchmark ``bench_init_model_overhead`` measures
-    it: 3-11 % of the planning time of a 1,803-tensor Llama on a loaded 2-core
-    machine (keep this only
-    while it pays more than 5 %). Nothing the call makes outlives it in a
-    cycle, so nothing is left to collect.
+    parameter, and the collections that thousands of parameters trigger walk
+    the heap. The benchmark ``bench_init_model_overhead`` measures the pause
+    at 3-11 % of the planning time of a 1,803-tensor Llama on a loaded 2-core
+    machine (three runs); keep it only while it pays more than 5 %. Nothing
+    the call makes outlives it in a cycle, so nothing is left to collect.
     """
 
     @functools.wraps(function)
