@@ -27,7 +27,9 @@ all alike (the figure is the median of --repeats calls):
   hack saves).
 
 A speed hack stays in the library only while this benchmark shows it saves
-more than 5 % of the planning time.
+more than 5 % of the planning time. Prints a markdown table and writes it
+with JSON (machine, versions, commit, load average) under --out
+(bench/results/).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import builtins
 import contextlib
 import gc
 import inspect
+import os
 import statistics
 import time
 from unittest import mock
@@ -91,6 +94,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--ballast", type=int, default=1_000_000, help="extra live objects (0: none)")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     args = parser.parse_args()
 
     model = _model(args.layers)
@@ -112,6 +116,7 @@ def main() -> None:
         )
 
     times: dict[str, list[float]] = {name: [] for name in variants}
+    load_before = os.getloadavg()
     with mock.patch.object(model_init, "write_grouped_", lambda *a, **k: None):
         for function, context in variants.values():  # warm-up: imports, regex compilation, caches
             with context():
@@ -125,16 +130,38 @@ def main() -> None:
                 if summary != reference:
                     raise SystemExit(f"variant {name!r} planned differently from the shipped function")
 
+    load_after = os.getloadavg()
+    from _env import environment, write_report  # beside this file
+
+    env = environment()
     base = statistics.median(times["as shipped"])
-    print(
-        f"tinit {tinit.__version__}, torch {torch.__version__}: Llama width 16, {args.layers} layers, "
-        f"{n_tensors} tensors, {args.ballast:,} ballast objects, median of {args.repeats}"
+    header = (
+        f"`init_model_` planning, tinit {tinit.__version__}, torch {torch.__version__}: HF Llama width 16, "
+        f"{args.layers} layers, {n_tensors} tensors, {args.ballast:,} ballast objects, median of {args.repeats}; "
+        f"load average (1, 5, 15 min) {load_before} before, {load_after} after; {env}"
     )
-    print("| variant | planning (ms) | vs as shipped |")
-    print("|---|---:|---:|")
+    lines = [
+        header,
+        "",
+        "| variant | planning (ms) | vs as shipped |",
+        "|---|---:|---:|",
+    ]
+    rows = {}
     for name, samples in times.items():
         median = statistics.median(samples)
-        print(f"| {name} | {median * 1e3:.2f} | {100 * (median / base - 1):+.1f} % |")
+        rows[name] = {"median_s": median, "samples_s": samples, "vs_shipped": median / base - 1}
+        lines.append(f"| {name} | {median * 1e3:.2f} | {100 * (median / base - 1):+.1f} % |")
+    md = "\n".join(lines) + "\n"
+    print(md)
+    payload = {
+        "rows": rows,
+        "layers": args.layers,
+        "tensors": n_tensors,
+        "ballast": args.ballast,
+        "load_before": load_before,
+        "load_after": load_after,
+    }
+    write_report(args.out, env, "_init_model_overhead", md, payload)
 
 
 if __name__ == "__main__":
