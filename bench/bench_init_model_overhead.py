@@ -76,7 +76,7 @@ def _gc_paused(function):
     return call
 
 
-def _tuple_costs(loops: int = 20_000, repeats: int = 7) -> dict[str, float]:
+def _tuple_costs(loops: int = 5_000, repeats: int = 31) -> dict[str, float]:
     """Seconds per tensor to build its FillItem and ParamInit with the constructors and with tuple.__new__."""
     param, spec = torch.empty(0), schemes.InitSpec(constant=0.0)
     ParamInit, version = model_init.ParamInit, model_init.STREAM_VERSION
