@@ -616,7 +616,7 @@ def markdown(env: dict, rows: list[dict], complete: bool = True, sass_note: str 
     if env.get("planned_estimates"):
         out += ["", "## Estimate (SASS) of each planned case", ""] + env["planned_estimates"]
     gpu_targets = targets(rows) if env["device"].startswith("cuda") else []
-    out += ["", "## Targets (issue 3, window pm2sigma)", ""] + [f"- {t}" for t in gpu_targets or ["(no GPU rows)"]]
+    out += ["", "## Targets (window pm2sigma)", ""] + [f"- {t}" for t in gpu_targets or ["(no GPU rows)"]]
     bounds = [f"- {r['dtype']} {r['size']} {r['window']} tinit_cuda: {r['bound']}" for r in rows if "bound" in r]
     out += ["", "## Bound (from the store-removed kernel)", ""] + (bounds or ["- not measured"])
     if notes:

@@ -13,7 +13,7 @@ loop: the same std and bounds):
     grouped      tinit.init_model_(model, "gpt2")               one native call for all truncated normals
     per_tensor   tinit.init_model_(model, "gpt2", grouped=False) one write_spec_ per tensor
     fill_loop    for name, p in named_parameters: tinit.fill_(p, "gpt2", name=name, n_layers=L, d_model=d,
-                 seed=..., stream=stream_for(name))              the per-tensor Python loop of issue 5
+                 seed=..., stream=stream_for(name))              the per-tensor Python loop
     torch_loop   for each tensor: torch.nn.init.trunc_normal_(p, 0, std, a, b), or p.fill_(c) for constants
     native_fill  only the native calls the grouped fill makes (tinit::trunc_normal_grouped_ over every
                  truncated normal, zero_ and fill_ for the constants), from prepared arguments: the time

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of issue 3, in one run on a fresh GPU machine (torch, triton,
+# The GPU check, in one run on a fresh GPU machine (torch, triton,
 # nvcc already installed; no network, no scipy), inside TINIT_CHECK_BUDGET_S
 # (default 520 s, for a 560 s limit). Throughput numbers come first:
 #   1. build the extension with its CUDA kernels (sm_90 unless

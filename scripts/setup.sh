@@ -27,11 +27,12 @@ PIP=("$PY" -m pip --disable-pip-version-check)
 # Repeating the pin keeps any dependency from moving torch.
 # triton: the Triton kernel runs in its interpreter on CPU-only machines (tests).
 # matplotlib: the PNG of `tinit report`.
-# ruff: the lint of scripts/test.sh, pinned so that its default rules do not move.
+# ruff, clang-format: the lint of scripts/test.sh, pinned so that their rules and
+# output do not move (.pre-commit-config.yaml pins the same versions).
 # setuptools: the build backend (pyproject.toml), which --no-build-isolation
 # takes from the venv; Python 3.11's venv brings an older one, 3.12's none.
 "${PIP[@]}" install "torch==$TORCH_VERSION" numpy scipy pytest hypothesis pytest-benchmark tqdm ninja transformers triton matplotlib \
-  "ruff==0.17.6" "setuptools>=70.1"
+  "ruff==0.17.6" "clang-format==19.1.7" "setuptools>=70.1"
 
 # Reference implementations the recipe tests initialise models with
 # (tests/test_recipes_reference.py), pinned and without their dependencies, so

@@ -30,7 +30,7 @@ def cpu_flags() -> set[str]:
     return set()
 
 
-# GCC's x86-64-v4 / -v3 levels (the target_clones of csrc/cpu/trunc_normal.cpp).
+# GCC's x86-64-v4 / -v3 levels (the target_clones of the CPU transform, ``TINIT_SIMD_CLONES``).
 _X86_64_V4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
 _X86_64_V3 = {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave"}
 
@@ -38,7 +38,8 @@ _X86_64_V3 = {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave"}
 def cpu_simd_level(flags: set[str] | None = None) -> dict[str, str]:
     """The SIMD paths the CPU kernels pick at load time on this CPU.
 
-    Mirrors csrc/cpu/trunc_normal.cpp: Philox uses AVX-512 when
+    Mirrors the CPU kernels' load-time choice (``pick_blocks_fn``,
+    ``TINIT_SIMD_CLONES``): Philox uses AVX-512 when
     ``__builtin_cpu_supports("avx512f")``, else AVX2 when "avx2", else scalar
     code; the transform runs the x86-64-v4, x86-64-v3 or default clone. Read
     from /proc/cpuinfo flags (Linux x86-64), so it can differ from GCC's own

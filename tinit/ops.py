@@ -1,6 +1,6 @@
 """Thin wrappers over ``torch.ops.tinit.*`` and their fake (meta) kernels.
 
-The native extension ``tinit._C`` registers the ops (``csrc/ops.cpp``); this
+The native extension ``tinit._C`` registers the ops (``TORCH_LIBRARY(tinit, m)``); this
 module loads it if it was built and registers the fake kernels that let the
 ops run under FakeTensorMode, meta tensors and ``torch.compile``.
 """
@@ -35,7 +35,7 @@ def native_has_cuda() -> bool:
     """True when the loaded C++ extension was built with its CUDA kernels.
 
     Asks torch's dispatcher whether ``tinit::trunc_normal_`` has a CUDA kernel,
-    which csrc/cuda/trunc_normal.cpp registers; needs no GPU.
+    which the CUDA binding registers (``TORCH_LIBRARY_IMPL(tinit, CUDA, m)``); needs no GPU.
 
     Returns:
         False when the extension is missing or was built CPU-only.

@@ -391,7 +391,7 @@ def report(
     if model is not None and not isinstance(model, Stack):
         raise TypeError(
             f"report: model must be a tinit.report_models.Stack, got {type(model).__name__} "
-            "(the report reads the stream at its hook points; see tinit/report_models.py)"
+            "(the report reads the stream at its hook points; see tinit.report_models)"
         )
     if inputs not in INPUTS:
         raise ValueError(f"report: inputs must be one of {INPUTS}, got {inputs!r}")

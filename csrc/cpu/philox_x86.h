@@ -3,7 +3,7 @@
 // Compilers vectorise the 32x32->64 Philox multiply poorly (vpmullq and
 // permutes), so these kernels use vpmuludq by hand (AVX-512: on counters kept
 // in 64-bit lanes; AVX2: the even/odd pattern). They compute exactly
-// tinit::philox4x32_10 (tinit/philox.h) for 8 blocks at a time and store
+// tinit::philox4x32_10 for 8 blocks at a time and store
 // the words interleaved in element order
 // (block b's four words at 4b .. 4b+3). Callers pick one at run time with
 // __builtin_cpu_supports; tinit::philox4x32_10 handles any remainder.

@@ -6,7 +6,7 @@
 // outer dim (a local shard of a row-major global tensor: the entries are
 // global index x global stride). A contiguous tensor is one run. So the
 // word of local element j is the stream word of index
-//   base + sum_k starts_k[i_k(j / run)] + j % run          (tinit/philox.h)
+//   base + sum_k starts_k[i_k(j / run)] + j % run          (tinit::philox_block)
 // whatever the thread, chunk or grouping.
 #pragma once
 

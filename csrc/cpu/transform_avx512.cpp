@@ -1,14 +1,14 @@
 // AVX-512 entries of the two-sided modes (transform_avx512.h).
 //
-// The same operations, in the same order, as two_sided_value and
-// two_sided_precise_value of tinit/transform.h, sixteen lanes at a time, so
+// The same operations, in the same order, as tinit::two_sided_value and
+// tinit::two_sided_precise_value, sixteen lanes at a time, so
 // the bits equal the portable code's (tests compare the two). What changes
 // is how a lane finds its row of the ndtri table: rows 0..31 (s >= 2^-15,
 // all but ~6e-5 of the lanes) sit transposed in registers and one vpermt2ps
 // per coefficient selects them; a step of four vectors with any deeper lane
 // gathers its rows from memory instead. The compiler cannot do this itself: it
 // vectorises the portable loop with eight gathers per vector, which is
-// several times slower (measured in bench/bench_trunc_normal.py).
+// several times slower (measured by bench_trunc_normal).
 #include "transform_avx512.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)

@@ -1,4 +1,4 @@
-// The CPU transform (tinit/transform.h) over a chunk of words, one compiled
+// The CPU transform (tinit::trunc_normal_value) over a chunk of words, one compiled
 // entry per (dtype, mode), picked once per tensor. Type-erased so the fill,
 // shard and grouped kernels share one set of SIMD clones.
 #pragma once
@@ -28,7 +28,7 @@ struct ChunkTransform {
 };
 
 // The transform for a tensor of `dtype` with the kParamCount packed
-// constants of tinit/params.py. TORCH_CHECK-fails for other dtypes.
+// constants of tinit.params.transform_constants. TORCH_CHECK-fails for other dtypes.
 ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed, const char* op);
 
 }  // namespace cpu

@@ -5,7 +5,7 @@
 // processed in chunks of kChunk elements: the Philox words of the chunk
 // (stream_words.h), then the transform in the tensor's dtype
 // (transform_kernels.h), then the store. The word for element j is a fixed
-// stream word (tinit/philox.h), so results do not depend on the thread count
+// stream word (tinit::philox_block), so results do not depend on the thread count
 // or chunking.
 #include <ATen/Parallel.h>
 #include <torch/library.h>

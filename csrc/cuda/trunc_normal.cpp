@@ -1,5 +1,5 @@
 // CUDA implementation of tinit::trunc_normal_ and tinit::philox_ (schemas in
-// csrc/ops.cpp): argument checks, device guard and current stream around the
+// TORCH_LIBRARY(tinit, m)): argument checks, device guard and current stream around the
 // torch-free launchers of trunc_normal_kernel.cu. Every launch is checked.
 // No host synchronisation, so a fill can be captured in a CUDA graph.
 #include <c10/cuda/CUDAException.h>

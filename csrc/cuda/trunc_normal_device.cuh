@@ -5,7 +5,7 @@
 //
 // Work unit g of a tensor is one Philox counter block, blk = offset / 4 + g,
 // whose four words are the stream indices 4 blk .. 4 blk + 3, i.e. the tensor
-// elements 4 g - offset % 4 .. + 3 (the stream itself: tinit/philox.h). A
+// elements 4 g - offset % 4 .. + 3 (the stream itself: tinit::philox_block). A
 // unit's four values are written with one vector store when its elements are
 // aligned (always for offset % 4 == 0 and a 16-byte aligned tensor); when
 // every unit straddles two vectors (a view or shard starting mid-vector),

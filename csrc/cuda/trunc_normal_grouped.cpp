@@ -1,5 +1,5 @@
 // CUDA implementations of tinit::trunc_normal_grouped_, trunc_normal_runs_
-// and philox_runs_ (schemas and the runs layout in csrc/ops.cpp).
+// and philox_runs_ (schemas and the runs layout in TORCH_LIBRARY(tinit, m)).
 //
 // A model's thousands of tensors, or a row-parallel shard's thousands of
 // rows, would cost one launch each through trunc_normal_; here every output
@@ -87,7 +87,7 @@ void trunc_normal_grouped_cuda(at::TensorList tensors, int64_t seed, at::IntArra
   launch(plan, static_cast<uint64_t>(seed), device, op);
 }
 
-// The runs layout's rows (csrc/ops.cpp), as the CPU ops check it, plus what
+// The runs layout's rows (tinit::trunc_normal_runs_'s schema), as the CPU ops check it, plus what
 // the stream index needs: its last index, offset + the largest start of
 // every outer dim + run - 1, must fit in 63 bits.
 int64_t checked_rows(const at::Tensor& self, int64_t offset, int64_t run, at::IntArrayRef outer_sizes,

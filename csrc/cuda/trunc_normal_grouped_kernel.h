@@ -61,7 +61,7 @@ cudaError_t tinit_grouped_pack(void* table, TinitGroupKind kind, const TinitGrou
 cudaError_t tinit_grouped_cuda(const void* device_table, TinitGroupKind kind, int64_t n_entries, int64_t n_params,
                                int64_t chunks, uint64_t seed, cudaStream_t cuda_stream);
 
-// The rows of a shard laid out as runs (csrc/ops.cpp, trunc_normal_runs_):
+// The rows of a shard laid out as runs (the schema of tinit::trunc_normal_runs_):
 // rows = prod(outer_sizes[0 .. dims)) entries of `run` elements, row r at
 // data + r * run * elem_size, from stream index
 // offset + sum_k outer_starts[k-th block][i_k], all with constant set

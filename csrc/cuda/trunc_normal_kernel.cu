@@ -1,9 +1,9 @@
 // CUDA kernels of tinit::trunc_normal_ and tinit::philox_.
 //
-// Free of torch headers, so any nvcc compiles it (tests/test_cuda_compile.py);
+// Free of torch headers, so any nvcc compiles it (test_kernel_compiles_for_sm90_and_sm80);
 // the torch binding is trunc_normal.cpp. Build with --fmad=false: the shared
 // headers spell every fused step as fma_rn, so the device computes the same
-// float bits as the CPU kernel (csrc/cpu/trunc_normal.cpp), which instantiates
+// float bits as the CPU kernel (trunc_normal_cpu), which instantiates
 // the same trunc_normal_value<T, Mode, A>.
 //
 // Work split: thread unit g is one Philox counter block of the tensor (the

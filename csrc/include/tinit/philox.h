@@ -11,7 +11,7 @@
 //   word     = Philox4x32-10(counter, key)[i % 4]                      (uint32)
 //   uniform  = word * 2^-32 + 2^-33, in the open interval (0, 1); its
 //              complement 1 - uniform is formed the same way from ~word
-//   value    = the truncated-normal transform of tinit/transform.h
+//   value    = the truncated-normal transform, tinit::trunc_normal_value
 //
 // i counts from the start of the logical tensor (a shard adds its global
 // element offset), never from a thread, block or program id, so the values do
