@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -48,14 +49,24 @@ def modules(root: Path) -> tuple[dict, dict]:
     spec = importlib.util.spec_from_file_location(
         _PACKAGE, root / "triton_kernels" / "__init__.py", submodule_search_locations=[str(root / "triton_kernels")]
     )
-    sys.modules[_PACKAGE] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sys.modules[_PACKAGE])
-    mods, errors = {}, {}
-    for name in FILES:
-        try:
-            mods[name] = importlib.import_module(f"{_PACKAGE}.{name}")
-        except Exception as exc:  # noqa: BLE001 - reported as that file's error
-            errors[name] = f"import: {type(exc).__name__}: {exc}"
+    # The copy must be compiled (triton.compile takes no interpreted kernel) even inside a pytest
+    # session that runs Triton interpreted: triton reads TRITON_INTERPRET at each @triton.jit.
+    previous = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "0"
+    try:
+        sys.modules[_PACKAGE] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[_PACKAGE])
+        mods, errors = {}, {}
+        for name in FILES:
+            try:
+                mods[name] = importlib.import_module(f"{_PACKAGE}.{name}")
+            except Exception as exc:  # noqa: BLE001 - reported as that file's error
+                errors[name] = f"import: {type(exc).__name__}: {exc}"
+    finally:
+        if previous is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = previous
     return mods, errors
 
 

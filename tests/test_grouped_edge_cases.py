@@ -15,7 +15,6 @@ import warnings
 
 import pytest
 import torch
-from conftest import triton_interpreted
 from torch import nn
 
 import tinit
@@ -580,12 +579,9 @@ def test_xavier_uniform_stays_inside_its_bounds(dtype):
 
 
 @pytest.fixture
-def triton_interpreter(monkeypatch):
-    """TRITON_INTERPRET=1 with interpreted kernels (restored afterwards), tables limited to 40 elements."""
-    pytest.importorskip("triton")
+def triton_interpreter(triton_interpreter, monkeypatch):
+    """The session's Triton interpreter (skips without it), with tables limited to 40 elements."""
     monkeypatch.setattr(grouped, "GPU_TABLE_MAX_NUMEL", 40)
-    with triton_interpreted():
-        yield
 
 
 class _SmallMixed(nn.Module):
