@@ -22,7 +22,8 @@ import pytest
 
 from tinit import dispatch
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# As triton reads the variable (triton.knobs env_bool).
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
 
 
 def pytest_addoption(parser):
@@ -90,7 +91,12 @@ def backend_skip_reason(case: BackendCase) -> str | None:
     if case.device == "cuda" and not torch.cuda.is_available():
         return "no CUDA GPU visible"
     if case.id == "triton-interpreter" and not INTERPRETED:
-        return "this session compiles Triton (a GPU is visible); run pytest with TRITON_INTERPRET=1 for the interpreter"
+        why = (
+            "a GPU is visible"
+            if "TRITON_INTERPRET" not in os.environ
+            else f"TRITON_INTERPRET={os.environ['TRITON_INTERPRET']}"
+        )
+        return f"this session compiles Triton ({why}); run pytest with TRITON_INTERPRET=1 for the interpreter"
     if case.id == "triton" and INTERPRETED:
         return "this session runs Triton interpreted (TRITON_INTERPRET=1); compiled kernels need a session without it"
     return dispatch.BACKENDS[case.name].why_not(torch.empty(1, device=case.device))
