@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -40,6 +41,24 @@ class _Recorder:
         return lambda *args, **kwargs: self.calls.append((args, kwargs))
 
 
+class _UnregisteredOp:
+    """What ``torch.library.triton_op``/``custom_op`` return, without registering anything."""
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+    def register_fake(self, fn):
+        return fn
+
+
+def _unregistered_op(name, fn=None, /, **kwargs):
+    """Stand-in for ``torch.library.triton_op``/``custom_op`` while the compiled copy is imported."""
+    return _UnregisteredOp(fn) if fn is not None else _UnregisteredOp
+
+
 def modules(root: Path) -> tuple[dict, dict]:
     """(modules, import errors) of triton_kernels/*.py of root, imported as a package (tinit itself
     from root unless already imported); a module that fails to import is reported, not fatal."""
@@ -48,14 +67,36 @@ def modules(root: Path) -> tuple[dict, dict]:
     spec = importlib.util.spec_from_file_location(
         _PACKAGE, root / "triton_kernels" / "__init__.py", submodule_search_locations=[str(root / "triton_kernels")]
     )
-    sys.modules[_PACKAGE] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sys.modules[_PACKAGE])
-    mods, errors = {}, {}
-    for name in FILES:
+    # The copy must be compiled (triton.compile takes no interpreted kernel) even inside a pytest
+    # session that runs Triton interpreted: triton reads TRITON_INTERPRET at each @triton.jit. Its
+    # ops are left unregistered: torch.ops.tinit.* stay the package's own (this copy only compiles).
+    import torch
+
+    previous = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "0"
+    try:
+        saved = {
+            name: getattr(torch.library, name) for name in ("triton_op", "custom_op") if hasattr(torch.library, name)
+        }
+        for name in saved:
+            setattr(torch.library, name, _unregistered_op)
         try:
-            mods[name] = importlib.import_module(f"{_PACKAGE}.{name}")
-        except Exception as exc:  # noqa: BLE001 - reported as that file's error
-            errors[name] = f"import: {type(exc).__name__}: {exc}"
+            sys.modules[_PACKAGE] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules[_PACKAGE])
+            mods, errors = {}, {}
+            for name in FILES:
+                try:
+                    mods[name] = importlib.import_module(f"{_PACKAGE}.{name}")
+                except Exception as exc:  # noqa: BLE001 - reported as that file's error
+                    errors[name] = f"import: {type(exc).__name__}: {exc}"
+        finally:
+            for name, op in saved.items():
+                setattr(torch.library, name, op)
+    finally:
+        if previous is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = previous
     return mods, errors
 
 

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import os
 import statistics
 import time
 from pathlib import Path
 
 import torch
+from _env import environment, load_average, write_report  # bench/_env.py
 
 import tinit
 
@@ -142,7 +141,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()
+    load_before = load_average()
     build, std = _llama(args.layers)
     rows = [_measure(build, std, args.repeats, f"HF LlamaForCausalLM (hidden 2048, ffn 8192, {args.layers} layers)")]
     try:
@@ -151,9 +150,7 @@ def main(argv=None) -> int:
         rows.append({"model": "timm vit_base_patch16_224", "skipped": f"timm does not import ({type(exc).__name__})"})
     else:
         rows.append(_measure(build, std, args.repeats, "timm vit_base_patch16_224"))
-    load_after = os.getloadavg()
-    from _env import environment  # bench/_env.py, beside this file
-
+    load_after = load_average()
     env = environment()
     env["load_average_1_5_15"] = {"before": load_before, "after": load_after}
     header = (
@@ -163,11 +160,7 @@ def main(argv=None) -> int:
     )
     md = f"{header}\n\n{table(rows)}\n"
     print(md)
-    args.out.mkdir(parents=True, exist_ok=True)
-    commit = str(env.get("git_commit") or "nogit")[:12]
-    stem = f"construction_{time.strftime('%Y-%m-%d')}_{commit}{'_dirty' if env.get('git_dirty') else ''}"
-    (args.out / f"{stem}.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1, default=str))
-    (args.out / f"{stem}.md").write_text(md)
+    write_report(args.out, env, "_construction", md, {"threads": args.threads, "rows": rows})
     return 0
 
 

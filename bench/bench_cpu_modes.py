@@ -16,13 +16,11 @@ run) and writes JSON with the machine, versions and commit beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import statistics
-import time
 from pathlib import Path
 
 import torch
+from _env import check_values, environment, median_s, write_report  # bench/_env.py
 
 import tinit
 
@@ -35,23 +33,6 @@ CASES = [
     ("default window (std 0.02, a=-2, b=2)", torch.bfloat16, 0.0, 0.02, -2.0, 2.0),
 ]
 UNIFORM_BOUND = 0.1
-
-
-def _median_s(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _check(x: torch.Tensor, a: float, b: float, what: str) -> None:
-    v = x.float()
-    if not bool(torch.isfinite(v).all()):
-        raise AssertionError(f"{what}: non-finite values")
-    if float(v.min()) < a or float(v.max()) > b:
-        raise AssertionError(f"{what}: values outside [{a}, {b}]")
 
 
 def _window_row(
@@ -67,10 +48,10 @@ def _window_row(
 ) -> dict:
     x = torch.empty(numel, dtype=dtype)
     tinit.trunc_normal_at_(x, mean, std, a, b, seed=1)
-    _check(x, a, b, f"tinit {name}")
-    t_tinit = _median_s(lambda: tinit.trunc_normal_at_(x, mean, std, a, b, seed=1), repeats)
+    check_values(x, a, b, f"tinit {name}", round_bounds=False)
+    t_tinit = median_s(lambda: tinit.trunc_normal_at_(x, mean, std, a, b, seed=1), repeats)
     x.normal_(mean, std)
-    t_normal = _median_s(lambda: x.normal_(mean, std), repeats)
+    t_normal = median_s(lambda: x.normal_(mean, std), repeats)
     row = {
         "case": name,
         "dtype": str(dtype).replace("torch.", ""),
@@ -81,7 +62,7 @@ def _window_row(
     if torch_trunc and dtype == torch.float32 and math.isfinite(a) and b - a < 1.0:
         torch.nn.init.trunc_normal_(x, mean, std, a, b)
         row["torch_trunc_g_per_s"] = (
-            numel / _median_s(lambda: torch.nn.init.trunc_normal_(x, mean, std, a, b), max(1, repeats // 2)) / 1e9
+            numel / median_s(lambda: torch.nn.init.trunc_normal_(x, mean, std, a, b), max(1, repeats // 2)) / 1e9
         )
     return row
 
@@ -94,9 +75,9 @@ def _uniform_row(dtype: torch.dtype, numel: int, repeats: int) -> dict:
 
     fill()
     bound = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
-    _check(w.data, -bound, bound, "tinit xavier_uniform")
-    t_tinit = _median_s(fill, repeats)
-    t_uniform = _median_s(lambda: w.data.uniform_(-bound, bound), repeats)
+    check_values(w.data, -bound, bound, "tinit xavier_uniform", round_bounds=False)
+    t_tinit = median_s(fill, repeats)
+    t_uniform = median_s(lambda: w.data.uniform_(-bound, bound), repeats)
     return {
         "case": "xavier_uniform (fill_) vs uniform_",
         "dtype": str(dtype).replace("torch.", ""),
@@ -143,8 +124,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     rows = run(args.numel, args.repeats, not args.no_torch_trunc)
-    from _env import environment  # bench/_env.py, beside this file
-
     env = environment()
     label = args.label or f"tinit {tinit.__version__}"
     stream = getattr(tinit, "STREAM_VERSION", 1)
@@ -154,14 +133,8 @@ def main(argv=None) -> int:
     )
     md = f"{header}\n\n{table(rows)}\n"
     print(md)
-    args.out.mkdir(parents=True, exist_ok=True)
-    # The commit keeps two runs of one version on one day apart.
-    commit = str(env.get("git_commit") or "nogit")[:12]
-    stem = f"cpu_modes_{time.strftime('%Y-%m-%d')}_{label.replace(' ', '_')}_{commit}"
-    (args.out / f"{stem}.json").write_text(
-        json.dumps({"label": label, "stream_version": stream, "env": env, "rows": rows}, indent=1, default=str)
-    )
-    (args.out / f"{stem}.md").write_text(md)
+    payload = {"label": label, "stream_version": stream, "threads": args.threads, "rows": rows}
+    write_report(args.out, env, f"_cpu_modes_{label.replace(' ', '_')}", md, payload)
     return 0
 
 

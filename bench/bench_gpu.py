@@ -48,7 +48,6 @@ $OUT when it is set.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -59,13 +58,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from _env import REPO
+from _env import environment as base_environment
 
-import tinit
 from tinit import dispatch, info, ops
 from tinit.params import Mode, transform_constants, uniform_constants
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import REPO, git_commit
 
 SEED = 1234
 REP_BUDGET_S = 0.25
@@ -480,19 +477,14 @@ def _derive(rows: list[dict]) -> None:
 
 
 def environment(device: torch.device) -> dict:
-    """GPU, versions, commit and date beside every figure."""
+    """GPU, versions, commit and date beside every figure: ``_env.environment`` (machine, versions,
+    commit, date) and the CUDA toolchain, the device and the CPU tinit.info names."""
     build = info.build_info()
-    commit, dirty = git_commit()
     env = {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "git_commit": os.environ.get("TINIT_COMMIT") or commit,
-        "git_dirty": dirty,
-        "tinit": tinit.__version__,
-        "torch": torch.__version__,
+        **base_environment(),
         "torch_cuda": torch.version.cuda,
         "triton": build["triton"],
         "nvcc": build["nvcc"],
-        "python": build["python"],
         "native_cuda_kernels": build["native_cuda_kernels"],
         "device": str(device),
         "cpu": info.device_info()[0]["name"],

@@ -58,19 +58,17 @@ import traceback
 import warnings
 from pathlib import Path
 
+import bench_grouped
 import torch
+from _env import REPO
+from bench_gpu import environment, environment_lines, label, parse_size, save
+from bench_trunc_normal import STD, A, B
 
 import tinit
 from tinit import dispatch, ops
 from tinit.model_init import stream_for
 from tinit.params import transform_constants
 from tinit.sharding import ShardLayout
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_grouped
-from _env import REPO
-from bench_gpu import environment, environment_lines, label, parse_size, save
-from bench_trunc_normal import STD, A, B
 
 SEED, STREAM = 1234, 7
 CHECK = 4096

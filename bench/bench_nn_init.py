@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import statistics
-import time
 from pathlib import Path
 
 import torch
+from _env import check_values, environment, load_average, median_s, write_report  # bench/_env.py
 
 import tinit
 import tinit.nn.init as tnn
@@ -42,15 +40,6 @@ CASES = [
     ("kaiming_uniform_", torch.float32, {"a": math.sqrt(5)}, "a=sqrt(5) (nn.Linear)"),
     ("kaiming_normal_", torch.float32, {"mode": "fan_out", "nonlinearity": "relu"}, "fan_out, relu"),
 ]
-
-
-def _median_s(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _target(name: str, shape: tuple[int, int], kwargs: dict) -> tuple[float, float, float]:
@@ -78,31 +67,17 @@ def _target(name: str, shape: tuple[int, int], kwargs: dict) -> tuple[float, flo
     return std, -math.inf, math.inf
 
 
-def _validate(x: torch.Tensor, std: float, low: float, high: float, what: str) -> None:
-    v = x.double()
-    if not bool(torch.isfinite(v).all()):
-        raise AssertionError(f"{what}: non-finite values")
-    # torch rounds the bounds to the tensor's dtype (bf16: -0.04 -> -0.0400390625)
-    low = min(low, float(torch.tensor(low, dtype=x.dtype)))
-    high = max(high, float(torch.tensor(high, dtype=x.dtype)))
-    if float(v.min()) < low or float(v.max()) > high:
-        raise AssertionError(f"{what}: values outside [{low}, {high}]")
-    got = float(v.std())
-    if abs(got / std - 1.0) > 0.01:
-        raise AssertionError(f"{what}: sample std {got:.6g}, expected {std:.6g}")
-
-
 def _row(name: str, dtype: torch.dtype, kwargs: dict, label: str, numel: int, repeats: int) -> dict:
     shape = (numel // WIDTH, WIDTH)
     x = torch.empty(shape, dtype=dtype)
     std, low, high = _target(name, shape, kwargs)
     ours, theirs = getattr(tnn, name), getattr(torch.nn.init, name)
     dtype_name = str(dtype).removeprefix("torch.")
-    _validate(ours(x, **kwargs), std, low, high, f"tinit {name} {dtype_name}")
-    t_tinit = _median_s(lambda: ours(x, **kwargs), repeats)
-    _validate(theirs(x, **kwargs), std, low, high, f"torch {name} {dtype_name}")
+    check_values(ours(x, **kwargs), low, high, f"tinit {name} {dtype_name}", std=std)
+    t_tinit = median_s(lambda: ours(x, **kwargs), repeats)
+    check_values(theirs(x, **kwargs), low, high, f"torch {name} {dtype_name}", std=std)
     slow = name == "trunc_normal_" and "a" in kwargs
-    t_torch = _median_s(lambda: theirs(x, **kwargs), max(1, repeats // 2) if slow else repeats)
+    t_torch = median_s(lambda: theirs(x, **kwargs), max(1, repeats // 2) if slow else repeats)
     return {
         "function": name,
         "case": label,
@@ -139,11 +114,9 @@ def main(argv=None) -> int:
         parser.error(f"--numel must be a positive multiple of {WIDTH}")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    load_before = os.getloadavg()
+    load_before = load_average()
     rows = [_row(*case, args.numel, args.repeats) for case in CASES]
-    load_after = os.getloadavg()
-    from _env import environment, write_report  # bench/_env.py, beside this file
-
+    load_after = load_average()
     env = environment()
     header = (
         f"tinit {tinit.__version__} (stream version {tinit.STREAM_VERSION}) `tinit.nn.init` vs `torch.nn.init`, "

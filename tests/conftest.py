@@ -1,28 +1,29 @@
-"""Shared helpers for the tinit tests: dtype tables, ulp distances, the fp64
-oracle of the transform, and stream positions holding chosen words.
+"""Session-wide fixtures and hooks of the tinit tests; the helpers live in tests/helpers
+(``from helpers import ...``).
 
-scipy is imported by the helpers that use it (``oracle``, ``exact_moments``),
-not here: the GPU suite (tests/test_gpu.py) collects on machines without it."""
+The Triton interpreter is chosen once per pytest session, here, before any of tinit's Triton
+kernels is created (triton decides at ``@triton.jit`` time): ``TRITON_INTERPRET`` as the caller
+set it, else ``1`` when no CUDA GPU is visible (Triton then runs only interpreted, on CPU
+tensors) and compiled kernels when one is. No module is reloaded to switch it; a test that
+needs the other mode runs it in a subprocess.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import math
 import os
+from dataclasses import dataclass
 
-import numpy as np
-import numpy_philox
-import pytest
 import torch
 
-import tinit
+if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
 
-DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
-DTYPE_PARAMS = [pytest.param(dtype, id=name) for name, dtype in DTYPES.items()]
-FLOAT_DTYPE_PARAMS = [pytest.param(torch.float32, id="f32"), pytest.param(torch.float64, id="f64")]
-LOW_DTYPE_PARAMS = [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, id="f16")]
-WORD_COUNT = 2**32
+import pytest
+
+from tinit import dispatch
+
+# As triton reads the variable (triton.knobs env_bool).
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
 
 
 def pytest_addoption(parser):
@@ -34,6 +35,9 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a tensor of several GiB; runs only with --run-slow")
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (tests/test_gpu.py); skipped without one")
+    config.addinivalue_line(
+        "markers", "own_process: runs its Triton in a subprocess, so it suits either interpreter choice of the session"
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -45,151 +49,71 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def fill_at(shape, dtype, mean, std, a, b, *, seed, stream=0, offset=0, backend="auto"):
-    """A fresh tensor filled by ``tinit.trunc_normal_at_``."""
-    tensor = torch.empty(shape, dtype=dtype)
-    return tinit.trunc_normal_at_(tensor, mean, std, a, b, seed=seed, stream=stream, offset=offset, backend=backend)
+@dataclass(frozen=True)
+class BackendCase:
+    """One backend of the ``backend`` fixture: the ``backend=`` name tinit takes and the device it fills.
 
-
-def ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
-    """The spacing of ``dtype`` at each |value| (fp64 array in, fp64 array out).
-
-    For v with 2**e <= |v| < 2**(e+1) this is eps * 2**e, never less than the
-    smallest subnormal of ``dtype``.
+    Attributes:
+        id: the test id (``cpu``, ``torch``, ``triton-interpreter``, ``cuda``, ``triton``).
+        name: the ``tinit.dispatch.BACKENDS`` key.
+        device: the device its tensors live on (``"cpu"`` or ``"cuda"``).
+        small: True where the backend is slow (the interpreter, the fp64 reference): tests keep sizes tiny.
     """
-    info = torch.finfo(dtype)
-    _, exponent = np.frexp(np.abs(np.asarray(values, dtype=np.float64)))  # |v| = m 2**e, m in [0.5, 1)
-    return np.maximum(np.ldexp(info.eps, exponent - 1), info.smallest_normal * info.eps)
+
+    id: str
+    name: str
+    device: str
+    small: bool = False
+
+    def supports(self, dtype: torch.dtype) -> bool:
+        """Whether this backend fills ``dtype`` (e.g. Triton has no float64)."""
+        return dtype in dispatch.BACKENDS[self.name].dtypes
+
+    def skip_unless(self, dtype: torch.dtype) -> None:
+        """Skip the test, naming the backend's reason, when it cannot fill ``dtype``."""
+        reason = dispatch.BACKENDS[self.name].why_not(torch.empty(1, dtype=dtype, device=self.device))
+        if reason is not None:
+            pytest.skip(f"{self.id} cannot fill {str(dtype).removeprefix('torch.')}: {reason}")
 
 
-def assert_within_ulp(
-    actual, expected, *, scale: float, dtype: torch.dtype, max_ulp: float, what: str, words=None
-) -> float:
-    """Check |actual - expected| <= max_ulp ulp of ``dtype`` at max(|expected|, scale).
+BACKEND_CASES = (
+    BackendCase("cpu", "cpu", "cpu"),
+    BackendCase("torch", "torch", "cpu", small=True),
+    BackendCase("triton-interpreter", "triton", "cpu", small=True),
+    BackendCase("cuda", "cuda", "cuda"),
+    BackendCase("triton", "triton", "cuda"),
+)
 
-    Args:
-        actual: values under test (tensor or array, any float dtype).
-        expected: fp64 reference values, same shape.
-        scale: the floor of the magnitude whose ulp is the unit (e.g. std).
-        what: a label for the failure message.
-        words: the stream words the values came from, reported on failure.
 
-    Returns:
-        The largest distance found, in ulp.
-    """
-    got = torch.as_tensor(actual).double().numpy().reshape(-1)
-    ref = np.asarray(expected, dtype=np.float64).reshape(-1)
-    err = np.abs(got - ref) / ulp(np.maximum(np.abs(ref), scale), dtype)
-    err = np.where(np.isnan(err), np.inf, err)
-    worst = int(np.argmax(err))
-    if err[worst] > max_ulp:
-        where = f"index {worst}" + (
-            "" if words is None else f" (stream word {int(np.asarray(words).reshape(-1)[worst])})"
+def backend_skip_reason(case: BackendCase) -> str | None:
+    """Why ``case`` cannot run in this session (its device, the session's interpreter choice, or the
+    backend's own ``why_not``), or None."""
+    if case.device == "cuda" and not torch.cuda.is_available():
+        return "no CUDA GPU visible"
+    if case.id == "triton-interpreter" and not INTERPRETED:
+        why = (
+            "a GPU is visible"
+            if "TRITON_INTERPRET" not in os.environ
+            else f"TRITON_INTERPRET={os.environ['TRITON_INTERPRET']}"
         )
-        raise AssertionError(
-            f"{what}: {int(np.sum(err > max_ulp))} of {err.size} values differ by more than "
-            f"{max_ulp} ulp; worst at {where}: got {got[worst]!r}, expected {ref[worst]!r}, "
-            f"{err[worst]:.3f} ulp of max(|expected|, {scale})"
-        )
-    return float(err[worst])
+        return f"this session compiles Triton ({why}); run pytest with TRITON_INTERPRET=1 for the interpreter"
+    if case.id == "triton" and INTERPRETED:
+        return "this session runs Triton interpreted (TRITON_INTERPRET=1); compiled kernels need a session without it"
+    return dispatch.BACKENDS[case.name].why_not(torch.empty(1, device=case.device))
 
 
-def window_frame(mean: float, std: float, a: float, b: float) -> tuple[float, float, float]:
-    """(alpha', beta', sign) of the standardised window in the frame tinit samples in.
-
-    When alpha > -beta tinit samples -X on [-beta, -alpha] (sign -1), so that
-    the window's heavier side is the lower tail (transform.h); that frame
-    takes the complement uniform 1 - u, so the value is F^-1(u) either way.
-    """
-    alpha, beta = (a - mean) / std, (b - mean) / std
-    if alpha > -beta:
-        return -beta, -alpha, -1.0
-    return alpha, beta, 1.0
+@pytest.fixture(params=BACKEND_CASES, ids=[case.id for case in BACKEND_CASES])
+def backend(request) -> BackendCase:
+    """Every backend in turn; one this session cannot run skips with the backend's reason."""
+    reason = backend_skip_reason(request.param)
+    if reason is not None:
+        pytest.skip(f"backend {request.param.id!r} unavailable: {reason}")
+    return request.param
 
 
-def uniforms_of(words) -> np.ndarray:
-    """u = (w + 1/2) / 2**32 in fp64 (exact) for uint32 words."""
-    return (np.asarray(words, dtype=np.float64) + 0.5) / WORD_COUNT
-
-
-def frame_uniforms_of(words, sign: float) -> np.ndarray:
-    """The uniform of the sampling frame: u, or 1 - u = (~w + 1/2) / 2**32 when mirrored."""
-    words = np.asarray(words, dtype=np.int64)
-    return uniforms_of(words if sign > 0 else (WORD_COUNT - 1) - words)
-
-
-def oracle(words, mean: float, std: float, a: float, b: float) -> np.ndarray:
-    """fp64 value of each stream word: mean + std * F^-1(u), F the truncated normal cdf.
-
-    Computed with scipy.stats.truncnorm's ppf in the sampling frame (see
-    ``window_frame``), from the exact u or 1 - u, so a tail window keeps its
-    digits; against an 80-digit mpmath inversion this is within ~4 fp64 ulp
-    of max(|z|, 1) for every window in these tests (test_accuracy checks it).
-    """
-    import scipy.stats
-
-    alpha, beta, sign = window_frame(mean, std, a, b)
-    z = scipy.stats.truncnorm.ppf(frame_uniforms_of(words, sign), alpha, beta)
-    return mean + std * (sign * z)
-
-
-def place_words(words, seed: int = 1) -> list[tuple[int, int, int, list[int]]]:
-    """Stream positions whose words are exactly ``words``, four per counter block.
-
-    Philox is a bijection of the counter for a fixed key, so the counter that
-    yields a chosen block of four words can be computed; its high half is the
-    stream id and its low half the block index (seeds are tried upwards from
-    ``seed`` until the block index keeps offsets below 2**63).
-
-    Returns:
-        One (seed, stream, offset, block_words) per block of four words
-        (``words`` is padded with 2**31 to a multiple of 4).
-    """
-    words = [int(w) for w in words]
-    words += [2**31] * (-len(words) % 4)
-    placed = []
-    for start in range(0, len(words), 4):
-        block = words[start : start + 4]
-        key = seed
-        while True:
-            c0, c1, c2, c3 = numpy_philox.philox4x32_10_inverse(block, (key & 0xFFFFFFFF, key >> 32))
-            if c1 < 2**29:
-                break
-            key += 1
-        placed.append((key, c2 | (c3 << 32), 4 * (c0 | (c1 << 32)), block))
-    return placed
-
-
-def exact_moments(mean: float, std: float, a: float, b: float) -> tuple[float, float]:
-    """Mean and standard deviation of N(mean, std^2) truncated to [a, b] (scipy)."""
-    import scipy.stats
-
-    alpha, beta = (a - mean) / std, (b - mean) / std
-    m, v = scipy.stats.truncnorm.stats(alpha, beta, loc=mean, scale=std, moments="mv")
-    return float(m), math.sqrt(float(v))
-
-
-@contextlib.contextmanager
-def triton_interpreted():
-    """TRITON_INTERPRET=1 with both Triton kernel modules (single tensor, grouped) reloaded into
-    the interpreter when they were compiled; the variable and the compiled kernels are restored after."""
-    tk = importlib.import_module("tinit.triton_kernels.trunc_normal")
-    tg = importlib.import_module("tinit.triton_kernels.trunc_normal_grouped")
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    reload_tk, reload_tg = not tk.interpreted(), not tg.interpreted()
-    if reload_tk:
-        importlib.reload(tk)
-    if reload_tg:
-        importlib.reload(tg)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = previous
-        if reload_tk:
-            importlib.reload(tk)
-        if reload_tg:
-            importlib.reload(tg)
+@pytest.fixture
+def triton_interpreter() -> None:
+    """Skip unless this session runs tinit's Triton kernels in the interpreter (see the module docstring)."""
+    reason = backend_skip_reason(BACKEND_CASES[2])
+    if reason is not None:
+        pytest.skip(f"the Triton interpreter is unavailable: {reason}")

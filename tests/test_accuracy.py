@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import (
+from helpers import (
     FLOAT_DTYPE_PARAMS,
     LOW_DTYPE_PARAMS,
     assert_within_ulp,

@@ -8,7 +8,7 @@ import math
 import pytest
 import scipy.stats
 import torch
-from conftest import DTYPE_PARAMS, fill_at
+from helpers import DTYPE_PARAMS, fill_at
 
 import tinit
 from tinit.params import transform_constants

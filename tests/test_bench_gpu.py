@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import exact_moments
+from helpers import exact_moments
 
 import tinit
 

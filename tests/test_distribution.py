@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import scipy.stats
 import torch
-from conftest import (
+from helpers import (
     DTYPE_PARAMS,
     FLOAT_DTYPE_PARAMS,
     LOW_DTYPE_PARAMS,

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 import scipy.stats
 import torch
-from conftest import assert_within_ulp, fill_at, oracle, place_words
+from helpers import assert_within_ulp, fill_at, oracle, place_words
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy.special import ndtr, ndtri

@@ -37,7 +37,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from conftest import assert_within_ulp
+from helpers import assert_within_ulp
 
 import tinit
 from tinit import dispatch, ops

@@ -14,7 +14,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import DTYPE_PARAMS, FLOAT_DTYPE_PARAMS, triton_interpreted
+from helpers import DTYPE_PARAMS, FLOAT_DTYPE_PARAMS
 from torch.torch_version import TorchVersion
 
 import tinit
@@ -418,17 +418,15 @@ def test_deprecated_aliases_warn_and_fill(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_triton_interpreted_equals_cpu(name, monkeypatch):
+def test_triton_interpreted_equals_cpu(name, monkeypatch, triton_interpreter):
     """The Triton kernel (interpreter, a tiny tensor) writes the CPU kernel's bits for the same key."""
-    pytest.importorskip("triton")
     if dispatch.BACKENDS["cpu"].install_reason() is not None:
         pytest.skip("the CPU kernel is the reference here")
     torch.manual_seed(3)
     want = call(name, torch.empty(5, 7))
-    with triton_interpreted():
-        monkeypatch.setenv("TINIT_BACKEND", "triton")
-        torch.manual_seed(3)
-        got = call(name, torch.empty(5, 7))
+    monkeypatch.setenv("TINIT_BACKEND", "triton")
+    torch.manual_seed(3)
+    got = call(name, torch.empty(5, 7))
     torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 

@@ -8,13 +8,12 @@ true fused multiply-add), changed by seed and stream; and the sm_90 code,
 compiled without a GPU, uses only IEEE fp32 operations (no fp64 at all) and
 exactly transform.h's fmas.
 
-The interpreter is chosen when a kernel is decorated, so TRITON_INTERPRET=1 is
-set while tinit's kernels (tinit.triton_kernels.trunc_normal, reloaded if it
-was imported before) and this module's test kernels are created, and while its
-tests run; afterwards the variable and compiled kernels are restored. triton
-itself is imported before the variable is set, so that triton.language's own
-@triton.jit helpers stay compiled for the rest of the process (tinit's kernels
-use none of them); the check of tl.philox, which is one, runs in a subprocess.
+The interpreter is chosen once per pytest session (tests/conftest.py, before
+tinit's kernels and this module's test kernels are created); the tests that run
+kernels in-process skip with the reason in a session that compiles Triton. The
+checks that need the other mode (tl.philox interpreted; the module without
+triton; the sm_90 code compiled) run in a subprocess and run in any session
+(marker ``own_process``).
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ except ImportError:
         "triton is not installed (pip install triton): the triton backend is not tested", allow_module_level=True
     )
 import torch
-from conftest import place_words
+from helpers import place_words
 
 import tinit
 from tinit import ops
@@ -52,20 +51,7 @@ from tinit.params import (
 )
 
 _MODULE = "tinit.triton_kernels.trunc_normal"
-_PREVIOUS_INTERPRET = os.environ.get("TRITON_INTERPRET")
-
-
-def _restore_interpret_env() -> None:
-    if _PREVIOUS_INTERPRET is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = _PREVIOUS_INTERPRET
-
-
-os.environ["TRITON_INTERPRET"] = "1"  # until the test kernels below are defined
 tk = importlib.import_module(_MODULE)
-if not tk.interpreted():  # imported earlier outside the interpreter: re-create its kernels in it
-    tk = importlib.reload(tk)
 
 needs_native = pytest.mark.skipif(
     not ops.native_available(),
@@ -130,25 +116,11 @@ def _kat_kernel(out_ptr, c0, c1, c2, c3, k0, k1):
     tl.store(out_ptr + 3 + lane, r3.to(tl.int32, bitcast=True))
 
 
-_restore_interpret_env()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _interpreter():
-    """TRITON_INTERPRET=1 while this module's tests run; afterwards the previous
-    value and, unless the interpreter was on before, compiled kernels again.
-
-    The module is reloaded first: since this file was collected, a copy of it
-    imported in this process under another name (bench/sass_budget.py compiles
-    one) may have registered torch.ops.tinit.trunc_normal_triton_ again with
-    compiled kernels.
-    """
-    os.environ["TRITON_INTERPRET"] = "1"
-    importlib.reload(tk)
-    yield
-    _restore_interpret_env()
-    if _PREVIOUS_INTERPRET != "1":
-        importlib.reload(tk)
+@pytest.fixture(autouse=True)
+def _interpreter(request):
+    """Every test but those marked ``own_process`` runs kernels in this process: the session's interpreter."""
+    if request.node.get_closest_marker("own_process") is None:
+        request.getfixturevalue("triton_interpreter")
 
 
 def test_kernels_run_in_the_interpreter():
@@ -171,6 +143,7 @@ def test_philox_rounds_known_answers(vector):
     assert _kat_words(_kat_kernel, vector) == expected, "Triton Philox rounds vs published vector"
 
 
+@pytest.mark.own_process
 def test_tl_philox_has_the_same_convention():
     """tl.philox(seed, c0..c3) keys with (seed mod 2^32, seed >> 32) and takes the counter
     in philox.h's order: it also meets the published vectors (interpreted, in a subprocess)."""
@@ -371,12 +344,6 @@ def test_values_do_not_depend_on_block(name):
     assert _bit_mismatches(small, large).numel() == 0, f"window {name}: BLOCK 16 and 1024 differ"
 
 
-def test_shard_equals_slice_of_whole():
-    whole = _fill_triton(torch.bfloat16, WINDOWS["two_sided"], numel=2000)
-    shard = _fill_triton(torch.bfloat16, WINDOWS["two_sided"], numel=1001, offset=OFFSET + 999)
-    torch.testing.assert_close(shard, whole[999:], rtol=0, atol=0)
-
-
 def test_inner_dim_shard_through_the_backend_equals_cpu():
     """A column block of a (40, 30) weight via backend="triton" (one launch for all row runs): the CPU kernel's bits."""
     window = WINDOWS["two_sided"]
@@ -398,20 +365,6 @@ def test_registered_op_matches_direct_launch():
     tk.trunc_normal_triton_(via_op, SEED, STREAM, OFFSET, transform_constants(*WINDOWS["tail"], torch.float16))
     direct = _fill_triton(torch.float16, WINDOWS["tail"], numel=1031, block=64)
     torch.testing.assert_close(via_op, direct, rtol=0, atol=0)
-
-
-@pytest.mark.parametrize(
-    ("seed", "stream"),
-    [
-        pytest.param(SEED + 1, STREAM, id="seed"),
-        pytest.param(SEED, STREAM + 1, id="stream"),
-        pytest.param(SEED, STREAM + 2**32, id="stream-high-word"),
-    ],
-)
-def test_seed_and_stream_change_values(seed, stream):
-    base = _fill_triton(torch.float32, WINDOWS["two_sided"], numel=512)
-    other = _fill_triton(torch.float32, WINDOWS["two_sided"], numel=512, seed=seed, stream=stream)
-    assert int((base == other).sum()) < 8, "a different seed or stream should give a different tensor"
 
 
 def test_kernel_arguments_are_the_record_fields():
@@ -480,6 +433,7 @@ def test_bad_arguments_raise(tensor, offset, constants, error):
         tk.trunc_normal_triton_(tensor, 1, 2, offset, constants)
 
 
+@pytest.mark.own_process
 def test_module_imports_without_triton():
     """Without triton the module imports, says why, and raises ImportError only when called."""
     code = textwrap.dedent("""
@@ -511,6 +465,7 @@ def test_module_imports_without_triton():
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+@pytest.mark.own_process
 def test_stream_arguments_do_not_specialize():
     """Seed, stream and offset halves (and numel, flip, split) are not specialised, so a new
     seed, stream or offset value reuses the compiled kernel (checked on the compiled kernels)."""
@@ -548,6 +503,7 @@ PTX_CONVERSIONS = {Mode.UNIFORM: 1, Mode.TWO_SIDED: 1, Mode.TWO_SIDED_PRECISE: 1
 PTX_DIV_SQRT = {Mode.UNIFORM: (0, 0), Mode.TWO_SIDED: (0, 0), Mode.TWO_SIDED_PRECISE: (0, 0), Mode.TAIL: (3, 1)}
 
 
+@pytest.mark.own_process
 def test_gpu_code_is_ieee_fp32_and_uncontracted():
     """Compiled for sm_90 (no GPU needed), every dtype and mode: no fp64 instruction, only
     correctly rounded division and square root, no approximate or flush-to-zero arithmetic,

@@ -8,9 +8,9 @@ input before writing anything. The sm_90 code is compiled without a GPU; the
 compiled kernels on a GPU are checked by ``test_compiled_on_gpu`` (skipped
 without CUDA).
 
-TRITON_INTERPRET=1 is set, and both kernel modules are reloaded into the
-interpreter when they were compiled, while this module's tests run; afterwards
-the variable and, if they were reloaded, compiled kernels are restored.
+The interpreter is the session's (tests/conftest.py): the tests that run
+kernels in-process skip with the reason in a session that compiles Triton; the
+subprocess checks (marker ``own_process``) run in any session.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ except ImportError:
         "triton is not installed (pip install triton): the triton backend is not tested", allow_module_level=True
     )
 import torch
-from conftest import triton_interpreted
 
 import tinit
 from tinit import ops
@@ -65,11 +64,11 @@ STREAM = 0xD1B54A32D192ED03  # >= 2**63
 FAR = 2**34 + 5  # an offset past 2**34 (odd: its counter block starts before it)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _interpreter():
-    """TRITON_INTERPRET=1 and interpreted kernels while this module's tests run."""
-    with triton_interpreted():
-        yield
+@pytest.fixture(autouse=True)
+def _interpreter(request):
+    """Every test but those marked ``own_process`` runs kernels in this process: the session's interpreter."""
+    if request.node.get_closest_marker("own_process") is None:
+        request.getfixturevalue("triton_interpreter")
 
 
 @pytest.fixture
@@ -384,6 +383,7 @@ MODE_FMAS = {Mode.UNIFORM: 3, Mode.TWO_SIDED: 10, Mode.TWO_SIDED_PRECISE: 12, Mo
 MODE_CONVERSIONS = {Mode.UNIFORM: 1, Mode.TWO_SIDED: 1, Mode.TWO_SIDED_PRECISE: 1, Mode.TAIL: 2}
 
 
+@pytest.mark.own_process
 def test_gpu_code_compiles_without_inexact_math():
     """Compiled for sm_90 (no GPU needed), every dtype: the address casts and the run-time
     mode branch lower, only IEEE fp32 operations appear (no fp64), and the kernel holds
@@ -446,6 +446,7 @@ def test_gpu_code_compiles_without_inexact_math():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.own_process
 def test_compiled_on_gpu():
     """On a GPU, compiled (in a subprocess without TRITON_INTERPRET): opcheck of both ops,
     grouped and runs fills bit-identical to the single-tensor Triton kernel."""

@@ -184,12 +184,9 @@ def _triton_grouped_module():
     module, reason = _triton_module()
     if module is not None:
         try:
-            grouped = importlib.import_module(TRITON_GROUPED_MODULE)
-            # Tests reload the single-tensor module to switch TRITON_INTERPRET;
-            # the grouped kernel inlines its helpers, so it must follow.
-            if grouped.interpreted() != module.interpreted():
-                grouped = importlib.reload(grouped)
-            return grouped
+            # Both modules are created once per process, in the TRITON_INTERPRET mode in effect at
+            # their first import; the grouped kernel refuses to mix modes (it inlines the helpers).
+            return importlib.import_module(TRITON_GROUPED_MODULE)
         except Exception as exc:  # noqa: BLE001  reported as the backend's reason
             reason = f"{TRITON_GROUPED_MODULE} does not import ({type(exc).__name__}: {exc})"
     raise RuntimeError(f"tinit backend 'triton' cannot fill shards or groups: {reason}")

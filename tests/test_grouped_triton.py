@@ -1,0 +1,61 @@
+"""init_model_ on the Triton backend in the session's interpreter: the CPU backend's bits, and
+a float64 parameter refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers.grouped import (
+    SEED,
+    assert_same_bits,
+    assert_unchanged,
+    prefilled,
+    snapshot,
+)
+from torch import nn
+
+import tinit
+from tinit import grouped
+
+# --- Triton backend in the interpreter ----------------------------------------
+
+
+@pytest.fixture
+def triton_interpreter(triton_interpreter, monkeypatch):
+    """The session's Triton interpreter (skips without it), with tables limited to 40 elements."""
+    monkeypatch.setattr(grouped, "GPU_TABLE_MAX_NUMEL", 40)
+
+
+class _SmallMixed(nn.Module):
+    """bf16/fp16/fp32 only (Triton has no fp64): fused dim-0 parts, tensors on both sides of the table limit."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(10, 6).to(torch.bfloat16)
+        self.h = nn.ModuleList([nn.Module() for _ in range(2)])
+        for i, block in enumerate(self.h):
+            block.ln_1 = nn.LayerNorm(6).half()
+            block.attn = nn.Module()
+            block.attn.qkv = nn.Linear(6, 18).to([torch.float32, torch.float16][i])
+            block.attn.c_proj = nn.Linear(6, 6).to([torch.bfloat16, torch.float32][i])
+        self.lm_head = nn.Linear(6, 10, bias=False)
+
+
+@pytest.mark.parametrize("scheme", ["deepnorm", "xavier_uniform", "mitchell"])
+def test_triton_backend_equals_cpu_backend(triton_interpreter, scheme):
+    a, b = prefilled(_SmallMixed()), prefilled(_SmallMixed())
+    want = tinit.init_model_(a, scheme, seed=SEED, backend="cpu")
+    got = tinit.init_model_(b, scheme, seed=SEED, backend="triton")
+    assert [(e.name, e.spec) for e in got] == [(e.name, e.spec) for e in want]
+    for (name, p), q in zip(b.named_parameters(), a.parameters(), strict=True):
+        assert_same_bits(p, q, f"triton vs cpu at {name}")
+
+
+def test_triton_backend_refuses_fp64_last_before_writing(triton_interpreter):
+    model = prefilled(_SmallMixed())
+    model.register_parameter("zz_gate", nn.Parameter(torch.full((3, 3), 7.0, dtype=torch.float64)))
+    before = snapshot(model)
+    with pytest.raises(RuntimeError, match="triton"):
+        tinit.init_model_(model, "normal", seed=SEED, backend="triton", overrides={"^zz_": "mlp_in"})
+    assert_unchanged(model, before)
