@@ -72,12 +72,20 @@ def _python_mode_name(cpp_name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", cpp_name[1:]).upper()
 
 
+def _packed_name(field: str) -> str:
+    """a_cdf -> kPackedACdf: the PackedField enumerator of a field."""
+    return "kPacked" + "".join(word[:1].upper() + word[1:] for word in field.split("_"))
+
+
 def test_field_names_and_order_match_the_cpp_struct():
     header = (ROOT / "csrc" / "include" / "tinit" / "transform.h").read_text()
-    reads = re.findall(r"r\.(\w+) = static_cast<[\w_]+>\(p\[(\d+)\]\)", header)
+    enum = re.search(r"enum PackedField : int \{(.*?)\};", header, re.DOTALL).group(1)
+    positions = re.findall(r"\b(kPacked\w+),", enum)
+    assert positions == [*(_packed_name(f) for f in TruncNormalParams._fields), "kPackedFieldCount"]
+    assert re.search(r"kParamCount = kPackedFieldCount;", header)
+    reads = re.findall(r"r\.(\w+) = static_cast<[\w_]+>\(p\[(\w+)\]\)", header)
     assert [name for name, _ in reads] == list(TruncNormalParams._fields)
-    assert [int(i) for _, i in reads] == list(range(PARAM_COUNT))
-    assert re.search(rf"kParamCount = {PARAM_COUNT};", header)
+    assert [position for _, position in reads] == [_packed_name(f) for f in TruncNormalParams._fields]
 
 
 def test_from_packed_reads_every_field_by_name(dump):
