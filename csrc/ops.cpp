@@ -1,5 +1,7 @@
 // Every tinit op schema, defined once; backend files only add implementations.
-// Python registers the fake (meta) kernels in tinit/ops.py.
+// The public ops are the `tinit` library; ops only the benchmarks call are the
+// separate `tinit_bench` library, so they are not part of the public schema.
+// Python registers the fake (meta) kernels in tinit.ops.
 #include <Python.h>
 #include <torch/csrc/autograd/VariableTypeUtils.h>
 #include <torch/library.h>
@@ -31,12 +33,6 @@ TORCH_LIBRARY(tinit, m) {
   m.def(
       "trunc_normal_grouped_(Tensor(a!)[] tensors, int seed, int[] streams, "
       "int[] offsets, float[] transform) -> ()");
-  // trunc_normal_ computing every value but storing none (the contents of
-  // `self` are then unspecified): benchmarks time it to tell compute-bound
-  // from memory-bound fills. Implemented for CUDA only.
-  m.def(
-      "_trunc_normal_compute_only_(Tensor(a!) self, int seed, int stream, "
-      "int offset, float[] transform) -> ()");
   // Raw uint32 stream words (stored in an int32 tensor) for tests and tools.
   m.def("philox_(Tensor(a!) self, int seed, int stream, int offset) -> ()");
   // philox_ with the layout of trunc_normal_runs_.
@@ -46,6 +42,15 @@ TORCH_LIBRARY(tinit, m) {
   // One raw Philox4x32-10 call on explicit counter and key words (each a
   // uint32 in an int), for the known-answer test of the engine itself.
   m.def("philox4x32_10(int[] counter, int[] key) -> int[]");
+}
+
+TORCH_LIBRARY(tinit_bench, m) {
+  // trunc_normal_ computing every value but storing none (the contents of
+  // `self` are then unspecified): benchmarks time it to tell compute-bound
+  // from memory-bound fills. Implemented for CUDA only.
+  m.def(
+      "trunc_normal_compute_only_(Tensor(a!) self, int seed, int stream, "
+      "int offset, float[] transform) -> ()");
 }
 
 namespace {
@@ -68,9 +73,12 @@ void write_list_then_bump_versions(const c10::OperatorHandle& op, c10::DispatchK
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tinit, ADInplaceOrView, m) {
-  for (const char* name :
-       {"trunc_normal_", "_trunc_normal_compute_only_", "philox_", "trunc_normal_runs_", "philox_runs_"}) {
+  for (const char* name : {"trunc_normal_", "philox_", "trunc_normal_runs_", "philox_runs_"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&write_self_then_bump_version>());
   }
   m.impl("trunc_normal_grouped_", torch::CppFunction::makeFromBoxedFunction<&write_list_then_bump_versions>());
+}
+
+TORCH_LIBRARY_IMPL(tinit_bench, ADInplaceOrView, m) {
+  m.impl("trunc_normal_compute_only_", torch::CppFunction::makeFromBoxedFunction<&write_self_then_bump_version>());
 }

@@ -40,7 +40,7 @@ void run_values(unsigned char* out, int64_t numel, uint64_t seed, uint64_t strea
 template <typename out_t>
 void run_dtype(unsigned char* out, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset, const double* packed,
                int64_t threads, bool compute_only) {
-  switch (static_cast<int>(packed[0])) {
+  switch (static_cast<int>(packed[tinit::kPackedMode])) {
     case tinit::kUniform:
       return run_values<out_t, tinit::kUniform>(out, numel, seed, stream, offset, packed, threads, compute_only);
     case tinit::kTwoSided:

@@ -1,15 +1,31 @@
-// Reads kParamCount doubles (argv), builds TruncNormalParams<double> with
-// from_packed, and prints every field as "name value", in declaration order:
-// tests/test_params_record.py checks the names and values against
-// tinit.params.TruncNormalParams.
+// Two dumps of transform.h for tests/test_params_record.py, which checks them
+// against tinit.params.TruncNormalParams and tinit.params.Mode:
+//   params_record_dump <kParamCount doubles>: builds TruncNormalParams<double>
+//     with from_packed and prints every field as "name value", in declaration
+//     order (then the derived flip);
+//   params_record_dump --modes: prints "kModeCount n", every TransformMode
+//     enumerator as "mode kName value", and valid_mode(m) for m in -2 .. n + 1
+//     as "valid m 0|1".
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "tinit/transform.h"
 
 #define TINIT_FIELD(name) std::printf(#name " %.17g\n", static_cast<double>(r.name))
+#define TINIT_MODE(name) std::printf("mode " #name " %d\n", static_cast<int>(tinit::name))
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--modes") == 0) {
+    std::printf("kModeCount %d\n", tinit::kModeCount);
+    TINIT_MODE(kUniform);
+    TINIT_MODE(kTwoSided);
+    TINIT_MODE(kTwoSidedPrecise);
+    TINIT_MODE(kTail);
+    for (int m = -2; m <= tinit::kModeCount + 1; ++m) std::printf("valid %d %d\n", m, tinit::valid_mode(m) ? 1 : 0);
+    std::printf("valid 0.5 %d\n", tinit::valid_mode(0.5) ? 1 : 0);
+    return 0;
+  }
   if (argc != 1 + tinit::kParamCount) return 1;
   double packed[tinit::kParamCount];
   for (int i = 0; i < tinit::kParamCount; ++i) packed[i] = std::strtod(argv[1 + i], nullptr);

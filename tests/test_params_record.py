@@ -1,10 +1,13 @@
 """The transform record is one record: tinit.params.TruncNormalParams and the C++
-TruncNormalParams (csrc/include/tinit/transform.h) name the same fields in the
-same order, and from_packed reads each packed value into the field of that name.
+TruncNormalParams (transform.h) name the same fields in the same order, and
+from_packed reads each packed value into the field of that name; tinit.params.Mode
+is TransformMode (the same names and values), and transform.h's valid_mode accepts
+exactly the values of Mode.
 
-A small C++ program (tests/params_record_dump.cpp) includes transform.h,
-builds the record from a packed list with from_packed and prints every field
-by name; the test feeds it records of every mode, each field a distinct value.
+A small C++ program (params_record_dump.cpp, next to this file) includes
+transform.h, builds the record from a packed list with from_packed and prints
+every field by name, or prints TransformMode's enumerators and valid_mode's
+answers; the test feeds it records of every mode, each field a distinct value.
 Skipped, saying so, without a C++ compiler.
 """
 
@@ -54,25 +57,43 @@ def dump(tmp_path_factory) -> Path:
     return exe
 
 
+def _run(dump: Path, *args: str) -> list[list[str]]:
+    out = subprocess.run([str(dump), *args], check=True, capture_output=True, text=True, timeout=30).stdout
+    return [line.split() for line in out.splitlines()]
+
+
 def _fields(dump: Path, packed) -> dict[str, float]:
-    out = subprocess.run(
-        [str(dump), *(repr(float(v)) for v in packed)], check=True, capture_output=True, text=True, timeout=30
-    ).stdout
-    return {name: float(value) for name, value in (line.split() for line in out.splitlines())}
+    return {name: float(value) for name, value in _run(dump, *(repr(float(v)) for v in packed))}
+
+
+def _python_mode_name(cpp_name: str) -> str:
+    """kTwoSidedPrecise -> TWO_SIDED_PRECISE."""
+    assert cpp_name.startswith("k"), cpp_name
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", cpp_name[1:]).upper()
+
+
+def _packed_name(field: str) -> str:
+    """a_cdf -> kPackedACdf: the PackedField enumerator of a field."""
+    return "kPacked" + "".join(word[:1].upper() + word[1:] for word in field.split("_"))
 
 
 def test_field_names_and_order_match_the_cpp_struct():
     header = (ROOT / "csrc" / "include" / "tinit" / "transform.h").read_text()
-    reads = re.findall(r"r\.(\w+) = static_cast<[\w_]+>\(p\[(\d+)\]\)", header)
+    enum = re.search(r"enum PackedField : int \{(.*?)\};", header, re.DOTALL).group(1)
+    positions = re.findall(r"\b(kPacked\w+),", enum)
+    assert positions == [*(_packed_name(f) for f in TruncNormalParams._fields), "kPackedFieldCount"]
+    assert re.search(r"kParamCount = kPackedFieldCount;", header)
+    reads = re.findall(r"r\.(\w+) = static_cast<[\w_]+>\(p\[(\w+)\]\)", header)
     assert [name for name, _ in reads] == list(TruncNormalParams._fields)
-    assert [int(i) for _, i in reads] == list(range(PARAM_COUNT))
-    assert re.search(rf"kParamCount = {PARAM_COUNT};", header)
+    assert [position for _, position in reads] == [_packed_name(f) for f in TruncNormalParams._fields]
 
 
 def test_from_packed_reads_every_field_by_name(dump):
     # Distinct, exactly representable values: any swapped index shows.
     packed = TruncNormalParams(*[float(Mode.TAIL) if i == 0 else (i + 0.5) * (-1) ** i for i in range(PARAM_COUNT)])
-    got = _fields(dump, packed)
+    lines = _run(dump, *(repr(v) for v in packed))
+    assert [name for name, _ in lines] == [*TruncNormalParams._fields, "flip"]
+    got = {name: float(value) for name, value in lines}
     for name, value in packed._asdict().items():
         expect = float(int(value)) if name in ("mode", "split") else value
         assert got[name] == expect, f"field {name}: C++ read {got[name]}, Python packed {value}"
@@ -93,3 +114,19 @@ def test_records_of_every_mode_round_trip(dump, record):
     assert got["mode"] == record.mode
     for name in TruncNormalParams._fields:
         assert got[name] == pytest.approx(getattr(record, name), rel=1e-15, abs=0.0), name
+
+
+def test_mode_is_transform_mode(dump):
+    lines = _run(dump, "--modes")
+    counts = [int(line[1]) for line in lines if line[0] == "kModeCount"]
+    cpp = {_python_mode_name(line[1]): int(line[2]) for line in lines if line[0] == "mode"}
+    assert counts == [len(Mode)]
+    assert cpp == {m.name: m.value for m in Mode}
+    assert [name for name in cpp] == [m.name for m in Mode]  # declaration order too
+
+
+def test_valid_mode_accepts_exactly_the_modes(dump):
+    answers = {float(line[1]): line[2] == "1" for line in _run(dump, "--modes") if line[0] == "valid"}
+    assert len(answers) == len(Mode) + 5
+    for m, valid in answers.items():
+        assert valid == (m in {float(x) for x in Mode}), m

@@ -65,9 +65,10 @@ if native_available():
     def _trunc_normal_grouped_fake(tensors, seed, streams, offsets, transform):
         return None
 
-    if hasattr(torch.ops.tinit, "_trunc_normal_compute_only_"):  # absent from builds before it
+    # The benchmarks' op, in its own library (csrc/ops.cpp's tinit_bench), outside the public schema.
+    if hasattr(torch.ops.tinit_bench, "trunc_normal_compute_only_"):  # absent from builds before it
 
-        @torch.library.register_fake("tinit::_trunc_normal_compute_only_")
+        @torch.library.register_fake("tinit_bench::trunc_normal_compute_only_")
         def _trunc_normal_compute_only_fake(self, seed, stream, offset, transform):
             return None
 
@@ -129,7 +130,7 @@ def trunc_normal_grouped_native(
 def trunc_normal_compute_only(
     tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: tuple[float, ...]
 ) -> None:
-    """Run the CUDA fill's arithmetic without its stores (benchmarks only).
+    """Run the CUDA fill's arithmetic without its stores (benchmarks only: ``torch.ops.tinit_bench``).
 
     Args:
         tensor: contiguous CUDA tensor (float32, float64, bfloat16 or float16);
@@ -140,7 +141,7 @@ def trunc_normal_compute_only(
         RuntimeError: the extension was built without CUDA, or ``tensor`` is
             not a contiguous CUDA tensor.
     """
-    torch.ops.tinit._trunc_normal_compute_only_(tensor, as_int64(seed), as_int64(stream), offset, list(constants))
+    torch.ops.tinit_bench.trunc_normal_compute_only_(tensor, as_int64(seed), as_int64(stream), offset, list(constants))
 
 
 def philox_words(

@@ -54,31 +54,10 @@ if triton is not None and not hasattr(torch.library, "triton_op"):
 OP_NAME = "tinit::trunc_normal_triton_"
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _MODES = tuple(int(mode) for mode in Mode)
-# The fp32 fields of TruncNormalParams<float> the kernels take, by name (mode
-# is the MODE constexpr; sign only gives flip; split is a uint32).
-FLOAT_FIELDS = (
-    "a_cdf",
-    "b_sf",
-    "a_half",
-    "b_half",
-    "step",
-    "mean",
-    "sd_hi",
-    "sd_lo",
-    "scale",
-    "lo",
-    "hi",
-    "edge",
-    "width",
-    "slope",
-    "b0",
-    "ratio",
-    "l1",
-    "l2",
-    "l3",
-    "l4",
-    "l5",
-)
+# The fp32 fields of TruncNormalParams<float> the kernels take, by name and in
+# the record's order (mode is the MODE constexpr; sign only gives flip; split
+# is a uint32).
+FLOAT_FIELDS = tuple(name for name in TruncNormalParams._fields if name not in ("mode", "sign", "split"))
 # Counter blocks (four elements each) per program and warps per program. The
 # interpreter's cost is per program, so it takes larger programs.
 DEFAULT_BLOCK = 256
@@ -178,7 +157,9 @@ def _kernel_constants(constants) -> dict:
             in bounds.
     """
     if len(constants) != PARAM_COUNT:
-        raise ValueError(f"expected {PARAM_COUNT} transform constants (tinit/params.py), got {len(constants)}")
+        raise ValueError(
+            f"expected {PARAM_COUNT} transform constants (tinit.params.TruncNormalParams), got {len(constants)}"
+        )
     p = TruncNormalParams(*constants)
     if p.mode not in _MODES:  # valid_mode (transform.h); NaN and inf too
         raise ValueError(f"unknown transform mode {p.mode!r}; expected one of {_MODES} (tinit.params.Mode)")
@@ -231,11 +212,12 @@ def _grid(numel: int, offset: int, block: int) -> tuple[int]:
 
 if triton is not None:
     # Kernels may read module globals only as constexprs: the modes of
-    # tinit.params.Mode (TransformMode) and ndtri_table's shape.
-    _UNIFORM = tl.constexpr(int(Mode.UNIFORM))
-    _TWO_SIDED = tl.constexpr(int(Mode.TWO_SIDED))
-    _TWO_SIDED_PRECISE = tl.constexpr(int(Mode.TWO_SIDED_PRECISE))
-    _TAIL = tl.constexpr(int(Mode.TAIL))
+    # tinit.params.Mode (TransformMode), named here once for both kernels, and
+    # ndtri_table's shape.
+    MODE_UNIFORM = tl.constexpr(int(Mode.UNIFORM))
+    MODE_TWO_SIDED = tl.constexpr(int(Mode.TWO_SIDED))
+    MODE_TWO_SIDED_PRECISE = tl.constexpr(int(Mode.TWO_SIDED_PRECISE))
+    MODE_TAIL = tl.constexpr(int(Mode.TAIL))
     _NDTRI_ROW = tl.constexpr(_ROW)
 
     # ---------------------------------------------------------------- stream
@@ -512,7 +494,7 @@ if triton is not None:
         # the interpreter; tl.cast makes both fp32 (exact: they are fp32 values).
         lo = tl.cast(lo, tl.float32)
         hi = tl.cast(hi, tl.float32)
-        if MODE == _UNIFORM:
+        if MODE == MODE_UNIFORM:
             x = _uniform_value(
                 word,
                 lo,
@@ -522,7 +504,7 @@ if triton is not None:
                 tl.cast(slope, tl.float32),
                 tl.cast(scale, tl.float32),
             )
-        elif MODE == _TAIL:
+        elif MODE == MODE_TAIL:
             x = _tail_value(
                 word ^ _u32(flip),
                 tl.cast(sd_hi, tl.float32),
@@ -539,7 +521,7 @@ if triton is not None:
                 tl.cast(l4, tl.float32),
                 tl.cast(l5, tl.float32),
             )
-        elif MODE == _TWO_SIDED_PRECISE:
+        elif MODE == MODE_TWO_SIDED_PRECISE:
             x = _two_sided_precise_value(
                 word ^ _u32(flip),
                 table_ptr,
@@ -557,7 +539,7 @@ if triton is not None:
                 hi,
             )
         else:
-            tl.static_assert(MODE == _TWO_SIDED, "MODE must be a tinit.params.Mode value")
+            tl.static_assert(MODE == MODE_TWO_SIDED, "MODE must be a tinit.params.Mode value")
             x = _two_sided_value(
                 word ^ _u32(flip),
                 table_ptr,
@@ -818,7 +800,7 @@ def trunc_normal_triton_(
         seed: unsigned 64-bit Philox key, 0 <= seed < 2**64.
         stream: unsigned 64-bit stream id (upper counter words).
         offset: stream index of element 0, 0 <= offset and offset + numel <= 2**63.
-        constants: the 24 floats of ``transform_constants(mean, std, a, b, tensor.dtype)``
+        constants: the PARAM_COUNT floats of ``transform_constants(mean, std, a, b, tensor.dtype)``
             (or ``uniform_constants``), a ``tinit.params.TruncNormalParams``.
         block: counter blocks per program (a power of two; 4*block elements);
             None for the default through the registered op. The values do not

@@ -18,7 +18,7 @@ O(elements):
                                (prefix counts of programs per entry; increasing)
     entry_base + 5 e + [0,5)   entry e: output address (tensor.data_ptr()), numel,
                                stream, offset (stream index of element 0), constants row
-    const_base + 12 c + [0,12) constants row c as 24 int32 (ROW_FIELDS): the fp32
+    const_base + 12 c + [0,12) constants row c as PARAM_COUNT int32 (ROW_FIELDS): the fp32
                                bit patterns of the TruncNormalParams fields
                                FLOAT_FIELDS (a_cdf, ..., l5), then mode, flip, split
 
@@ -70,44 +70,18 @@ tl = _tn.tl
 
 GROUPED_OP_NAME = "tinit::trunc_normal_grouped_triton_"
 RUNS_OP_NAME = "tinit::trunc_normal_runs_triton_"
+# The DTYPE constexpr of _grouped_kernel.
 _DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 _ENTRY_WORDS = 5  # int64 words per entry
 # A constants row: these int32 words, by the kernel arguments' names of
 # _trunc_normal_kernel (the float fields as fp32 bit patterns).
 ROW_FIELDS = (*FLOAT_FIELDS, "mode", "flip", "split")
 _CONST_WORDS = len(ROW_FIELDS) // 2  # int64 words per constants row
-# _grouped_kernel reads the row in this order (the fields of TruncNormalParams<float>).
-assert ROW_FIELDS == (
-    "a_cdf",
-    "b_sf",
-    "a_half",
-    "b_half",
-    "step",
-    "mean",
-    "sd_hi",
-    "sd_lo",
-    "scale",
-    "lo",
-    "hi",
-    "edge",
-    "width",
-    "slope",
-    "b0",
-    "ratio",
-    "l1",
-    "l2",
-    "l3",
-    "l4",
-    "l5",
-    "mode",
-    "flip",
-    "split",
-), ROW_FIELDS
 # Smallest program: a shard's rows may be a few elements long, and one
 # program per row of 4 * BLOCK elements would mostly compute values it masks.
 _MIN_BLOCK = 16
 # Sub-blocks of BLOCK counter blocks per program (a loop in the kernel): the
-# entry search and the 24 constants are loaded once per REPS sub-blocks.
+# entry search and the constants row are loaded once per REPS sub-blocks.
 _REPS = 8
 _MAX_GRID = 2**31 - 1  # CUDA grid x-dimension limit
 _U64 = 2**64 - 1
@@ -132,10 +106,10 @@ def interpreted() -> bool:
 
 if triton is not None:
     from .trunc_normal import (
-        _TAIL,
-        _TWO_SIDED,
-        _TWO_SIDED_PRECISE,
-        _UNIFORM,
+        MODE_TAIL,
+        MODE_TWO_SIDED,
+        MODE_TWO_SIDED_PRECISE,
+        MODE_UNIFORM,
         _store_block,
         _stream_words_at,
         _trunc_normal_value,
@@ -144,6 +118,13 @@ if triton is not None:
     # Kernels may read module globals only as constexprs.
     _ENTRY = tl.constexpr(_ENTRY_WORDS)
     _CONST = tl.constexpr(_CONST_WORDS)
+    _FP32 = tl.constexpr(_DTYPE_CODES[torch.float32])
+    _BF16 = tl.constexpr(_DTYPE_CODES[torch.bfloat16])
+    # Positions in a constants row (ROW_FIELDS) of its int32 words; the floats
+    # are its first len(FLOAT_FIELDS) words, in FLOAT_FIELDS order.
+    _ROW_MODE = tl.constexpr(ROW_FIELDS.index("mode"))
+    _ROW_FLIP = tl.constexpr(ROW_FIELDS.index("flip"))
+    _ROW_SPLIT = tl.constexpr(ROW_FIELDS.index("split"))
 
     @triton.jit
     def _word(table_ptr, index):
@@ -257,7 +238,7 @@ if triton is not None:
         Args (device): table_ptr: int32 view of the table (module docstring).
         ndtri_ptr: fp32 ndtri_table rows. n_entries: E >= 1. entry_base, const_base: int64 positions of the
         entries and constants rows. seed: uint64 as two int32 bit patterns.
-        DTYPE: 0 fp32, 1 bf16, 2 fp16 (every entry's). LOG: search steps,
+        DTYPE: _DTYPE_CODES of every entry's dtype. LOG: search steps,
         2**LOG >= E. BLOCK: counter blocks per program (4 BLOCK elements).
         """
         pid = tl.program_id(0).to(tl.int64)
@@ -278,7 +259,7 @@ if triton is not None:
         offset_lo = tl.load(table_ptr + 2 * (row + 3))
         offset_hi = tl.load(table_ptr + 2 * (row + 3) + 1)
         c = 2 * (const_base + _CONST * _word(table_ptr, row + 4).to(tl.int64))
-        # The row in ROW_FIELDS order.
+        # The row's floats in FLOAT_FIELDS order (the record's), then its ints.
         a_cdf = _f32_at(table_ptr, c)
         b_sf = _f32_at(table_ptr, c + 1)
         a_half = _f32_at(table_ptr, c + 2)
@@ -300,18 +281,18 @@ if triton is not None:
         l3 = _f32_at(table_ptr, c + 18)
         l4 = _f32_at(table_ptr, c + 19)
         l5 = _f32_at(table_ptr, c + 20)
-        mode = tl.load(table_ptr + c + 21)
-        flip = tl.load(table_ptr + c + 22)
-        split = tl.load(table_ptr + c + 23)
+        mode = tl.load(table_ptr + c + _ROW_MODE)
+        flip = tl.load(table_ptr + c + _ROW_FLIP)
+        split = tl.load(table_ptr + c + _ROW_SPLIT)
 
         # The vector path of _store_block: the entry's address and offset aligned for 4-element
         # stores (16 bytes of fp32, 8 of bf16/fp16). vec_ptr is the address rounded down to that
         # alignment, which it always has (the hint is true), and equals out_ptr when aligned.
-        align: tl.constexpr = 16 if DTYPE == 0 else 8
+        align: tl.constexpr = 16 if DTYPE == _FP32 else 8
         aligned = ((addr & (align - 1)) == 0) & ((offset_lo & 3) == 0)
-        if DTYPE == 0:
+        if DTYPE == _FP32:
             elem: tl.constexpr = tl.float32
-        elif DTYPE == 1:
+        elif DTYPE == _BF16:
             elem: tl.constexpr = tl.bfloat16
         else:
             elem: tl.constexpr = tl.float16
@@ -353,9 +334,11 @@ if triton is not None:
             l5,
         )
         # Every mode is compiled; the branch taken is uniform over the program.
-        if mode == _TAIL:
-            _fill_subs(words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, row, _TAIL, REPS, BLOCK)
-        elif mode == _TWO_SIDED_PRECISE:
+        if mode == MODE_TAIL:
+            _fill_subs(
+                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, row, MODE_TAIL, REPS, BLOCK
+            )
+        elif mode == MODE_TWO_SIDED_PRECISE:
             _fill_subs(
                 words_args,
                 ndtri_ptr,
@@ -366,17 +349,17 @@ if triton is not None:
                 program,
                 subs,
                 row,
-                _TWO_SIDED_PRECISE,
+                MODE_TWO_SIDED_PRECISE,
                 REPS,
                 BLOCK,
             )
-        elif mode == _UNIFORM:
+        elif mode == MODE_UNIFORM:
             _fill_subs(
-                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, row, _UNIFORM, REPS, BLOCK
+                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, row, MODE_UNIFORM, REPS, BLOCK
             )
         else:
             _fill_subs(
-                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, row, _TWO_SIDED, REPS, BLOCK
+                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, row, MODE_TWO_SIDED, REPS, BLOCK
             )
 
 
@@ -691,7 +674,7 @@ def trunc_normal_grouped_(
         seed: unsigned 64-bit Philox key, 0 <= seed < 2**64, shared by all.
         streams: one unsigned 64-bit stream id per tensor.
         offsets: stream index of each tensor's element 0; offset + numel <= 2**63.
-        packed: one tuple of 24 constants (a ``TruncNormalParams``) per tensor,
+        packed: one ``TruncNormalParams`` (PARAM_COUNT constants) per tensor,
             ``tinit.params.transform_constants(mean, std, a, b, tensor.dtype)``.
         block: counter blocks per program (a power of two; 4 block
             elements); None picks one from the largest tensor and goes
@@ -748,7 +731,7 @@ def trunc_normal_runs_(
         seed: unsigned 64-bit Philox key.
         stream: unsigned 64-bit stream id.
         runs: a ``tinit.sharding.StreamRuns`` (e.g. ``ShardLayout.runs(offset)``).
-        packed: the 24 constants of ``tinit.params.transform_constants`` (a ``TruncNormalParams``).
+        packed: the ``TruncNormalParams`` of ``tinit.params.transform_constants``.
         block: counter blocks per program (a power of two); None picks one
             from the run length and goes through the registered op.
 

@@ -28,8 +28,8 @@ inline void check_offset(int64_t offset, int64_t numel, const char* op) {
 inline void check_transform(c10::ArrayRef<double> transform, const char* op) {
   TORCH_CHECK(static_cast<int64_t>(transform.size()) == TINIT_PARAM_COUNT, op, ": expected ", TINIT_PARAM_COUNT,
               " transform constants (tinit/params.py), got ", transform.size());
-  TORCH_CHECK(tinit::valid_mode(transform[0]), op, ": transform mode must be 0..", tinit::kModeCount - 1,
-              " (tinit.params.Mode), got ", transform[0]);
+  TORCH_CHECK(tinit::valid_mode(transform[tinit::kPackedMode]), op, ": transform mode must be 0..",
+              tinit::kModeCount - 1, " (tinit.params.Mode), got ", transform[tinit::kPackedMode]);
   TORCH_CHECK(tinit::valid_params(transform.data()), op,
               ": two-sided constants outside their range (tinit.params.transform_constants)");
 }

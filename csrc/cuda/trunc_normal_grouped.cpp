@@ -30,7 +30,6 @@ using cuda::check_target;
 using cuda::check_transform;
 using cuda::dtype_of;
 using cuda::GroupPlan;
-using cuda::valid_mode;
 
 void check_built(cudaError_t err, const char* op) {
   TORCH_CHECK(err == cudaSuccess, op, ": the launch table was refused (", cudaGetErrorString(err),
@@ -78,8 +77,8 @@ void trunc_normal_grouped_cuda(at::TensorList tensors, int64_t seed, at::IntArra
     TORCH_CHECK(offsets[t] >= 0, op, ": tensor ", t, ": offset must be >= 0, got ", offsets[t]);
     TORCH_CHECK(x.numel() <= INT64_MAX - offsets[t], op, ": tensor ", t, ": offset + numel must not exceed 2^63 - 1");
     const double* packed = transforms.data() + t * TINIT_PARAM_COUNT;
-    TORCH_CHECK(valid_mode(packed[0]), op, ": tensor ", t, ": transform mode must be 0..3 (tinit/params.py), got ",
-                packed[0]);
+    TORCH_CHECK(valid_mode(packed[kPackedMode]), op, ": tensor ", t, ": transform mode must be 0..", kModeCount - 1,
+                " (tinit.params.Mode), got ", packed[kPackedMode]);
     plan.add(static_cast<TinitGroupKind>(dtype_of(x, op)), x.data_ptr(), x.numel(), static_cast<uint64_t>(streams[t]),
              static_cast<uint64_t>(offsets[t]), packed);
   }

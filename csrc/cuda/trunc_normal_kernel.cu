@@ -96,7 +96,7 @@ template <typename out_t>
 cudaError_t launch(void* data, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset, const double* packed,
                    bool compute_only, cudaStream_t cuda_stream) {
   auto* out = static_cast<out_t*>(data);
-  switch (static_cast<int>(packed[0])) {
+  switch (static_cast<int>(packed[tinit::kPackedMode])) {
     case kUniform:
       return launch_mode<out_t, kUniform>(out, numel, seed, stream, offset, packed, compute_only, cuda_stream);
     case kTwoSided:

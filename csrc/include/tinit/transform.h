@@ -50,7 +50,37 @@ enum TransformMode : int {
   kTail = 3,
 };
 constexpr int kModeCount = 4;
-constexpr int kParamCount = 24;
+// Positions of the fields in the packed list of doubles: the order of
+// TruncNormalParams below and of tinit.params.TruncNormalParams; the count
+// follows from the list.
+enum PackedField : int {
+  kPackedMode,
+  kPackedSign,
+  kPackedSplit,
+  kPackedACdf,
+  kPackedBSf,
+  kPackedAHalf,
+  kPackedBHalf,
+  kPackedStep,
+  kPackedMean,
+  kPackedSdHi,
+  kPackedSdLo,
+  kPackedScale,
+  kPackedLo,
+  kPackedHi,
+  kPackedEdge,
+  kPackedWidth,
+  kPackedSlope,
+  kPackedB0,
+  kPackedRatio,
+  kPackedL1,
+  kPackedL2,
+  kPackedL3,
+  kPackedL4,
+  kPackedL5,
+  kPackedFieldCount,
+};
+constexpr int kParamCount = kPackedFieldCount;
 constexpr int kNdtriSegments = TINIT_NDTRI_SEGMENTS;
 constexpr int kNdtriRow = TINIT_NDTRI_ROW;
 // Rows 0 .. kNdtriFastSegments - 1 cover s >= 2^-15 (|z| <= 4.0): the CPU
@@ -69,9 +99,10 @@ TINIT_HD bool valid_mode(double mode) {
 // constants keep s <= 1/2 + 2^-25). The upper side's s0 counts only when a
 // word can take it (split < 2^32 - 1). NaN fails.
 inline bool valid_params(const double* p) {
-  if (!valid_mode(p[0])) return false;
-  if (p[0] != kTwoSided && p[0] != kTwoSidedPrecise) return true;
-  const double split = p[2], a_cdf = p[3], b_sf = p[4], step = p[7];
+  const double mode = p[kPackedMode];
+  if (!valid_mode(mode)) return false;
+  if (mode != kTwoSided && mode != kTwoSidedPrecise) return true;
+  const double split = p[kPackedSplit], a_cdf = p[kPackedACdf], b_sf = p[kPackedBSf], step = p[kPackedStep];
   const bool upper_ok = split == 4294967295.0 || (b_sf >= 0.0 && b_sf <= 0.75);
   return upper_ok && a_cdf >= 0.0 && a_cdf <= 0.75 && step >= 0.0 && step <= 0x1p-32;
 }
@@ -102,31 +133,31 @@ struct TruncNormalParams {
 
   static TruncNormalParams from_packed(const double* p) {
     TruncNormalParams r;
-    r.mode = static_cast<int>(p[0]);
-    r.sign = static_cast<T>(p[1]);
-    r.flip = p[1] < 0 ? 0xffffffffu : 0u;
-    r.split = static_cast<uint32_t>(p[2]);
-    r.a_cdf = static_cast<T>(p[3]);
-    r.b_sf = static_cast<T>(p[4]);
-    r.a_half = static_cast<T>(p[5]);
-    r.b_half = static_cast<T>(p[6]);
-    r.step = static_cast<T>(p[7]);
-    r.mean = static_cast<T>(p[8]);
-    r.sd_hi = static_cast<T>(p[9]);
-    r.sd_lo = static_cast<T>(p[10]);
-    r.scale = static_cast<T>(p[11]);
-    r.lo = static_cast<T>(p[12]);
-    r.hi = static_cast<T>(p[13]);
-    r.edge = static_cast<T>(p[14]);
-    r.width = static_cast<T>(p[15]);
-    r.slope = static_cast<T>(p[16]);
-    r.b0 = static_cast<T>(p[17]);
-    r.ratio = static_cast<T>(p[18]);
-    r.l1 = static_cast<T>(p[19]);
-    r.l2 = static_cast<T>(p[20]);
-    r.l3 = static_cast<T>(p[21]);
-    r.l4 = static_cast<T>(p[22]);
-    r.l5 = static_cast<T>(p[23]);
+    r.mode = static_cast<int>(p[kPackedMode]);
+    r.sign = static_cast<T>(p[kPackedSign]);
+    r.flip = p[kPackedSign] < 0 ? 0xffffffffu : 0u;
+    r.split = static_cast<uint32_t>(p[kPackedSplit]);
+    r.a_cdf = static_cast<T>(p[kPackedACdf]);
+    r.b_sf = static_cast<T>(p[kPackedBSf]);
+    r.a_half = static_cast<T>(p[kPackedAHalf]);
+    r.b_half = static_cast<T>(p[kPackedBHalf]);
+    r.step = static_cast<T>(p[kPackedStep]);
+    r.mean = static_cast<T>(p[kPackedMean]);
+    r.sd_hi = static_cast<T>(p[kPackedSdHi]);
+    r.sd_lo = static_cast<T>(p[kPackedSdLo]);
+    r.scale = static_cast<T>(p[kPackedScale]);
+    r.lo = static_cast<T>(p[kPackedLo]);
+    r.hi = static_cast<T>(p[kPackedHi]);
+    r.edge = static_cast<T>(p[kPackedEdge]);
+    r.width = static_cast<T>(p[kPackedWidth]);
+    r.slope = static_cast<T>(p[kPackedSlope]);
+    r.b0 = static_cast<T>(p[kPackedB0]);
+    r.ratio = static_cast<T>(p[kPackedRatio]);
+    r.l1 = static_cast<T>(p[kPackedL1]);
+    r.l2 = static_cast<T>(p[kPackedL2]);
+    r.l3 = static_cast<T>(p[kPackedL3]);
+    r.l4 = static_cast<T>(p[kPackedL4]);
+    r.l5 = static_cast<T>(p[kPackedL5]);
     return r;
   }
 };
