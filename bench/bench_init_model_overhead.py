@@ -32,7 +32,6 @@ commit, load average) under --out (bench/results/).
 from __future__ import annotations
 
 import argparse
-import gc
 import inspect
 import os
 import statistics
@@ -61,19 +60,6 @@ def _model(layers: int) -> torch.nn.Module:
         tie_word_embeddings=False,
     )
     return LlamaForCausalLM(config)
-
-
-def _gc_paused(function):
-    def call(*args, **kwargs):
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            if enabled:
-                gc.enable()
-
-    return call
 
 
 def _tuple_costs(loops: int = 5_000, repeats: int = 31) -> dict[str, float]:
@@ -111,7 +97,10 @@ def main() -> None:
     shipped = model_init.init_model_
     pauses_gc = hasattr(shipped, "__wrapped__")
     other = "gc not paused" if pauses_gc else "gc paused"
-    variants = {"as shipped": shipped, other: shipped.__wrapped__ if pauses_gc else _gc_paused(shipped)}
+    variants = {
+        "as shipped": shipped,
+        other: shipped.__wrapped__ if pauses_gc else model_init._without_gc_passes(shipped),
+    }
 
     times: dict[str, list[float]] = {name: [] for name in variants}
     load_before = os.getloadavg()
