@@ -1,0 +1,319 @@
+"""The docs name only what exists: links, file paths, ``tinit.*`` names and CLI flags.
+
+Checked in README.md, CONTRIBUTING.md and every docs/*.md (CHANGELOG.md names the files of past
+releases and is left out):
+
+- every relative markdown link ``[text](target#anchor)`` points to an existing file, and its anchor
+  to a heading of that file (GitHub's slugs);
+- every repository path (``tinit/...``, ``tests/...``, ``bench/...``, ``scripts/...``, ``csrc/...``,
+  ``docs/...``, ``triton_kernels/...``, ``.ci/...``, in code spans, fenced blocks or prose) exists;
+  ``{a,b}`` alternatives are expanded, ``*`` globs must match something, placeholders (``<unit>``)
+  and results written at run time are skipped;
+- every dotted name in a code span that starts with ``tinit.`` resolves: the longest importable
+  module prefix, then ``getattr`` for the rest, so a module moved behind a re-export still passes;
+- every ``--flag`` in a code span that runs tinit's CLI (``tinit init ...``, ``python -m tinit
+  report ...``) is an option of that subcommand's ``--help``; a ``--flag`` of ``python
+  scripts/x.py`` or ``python bench/x.py`` appears in that script's source; a code span that is
+  only a flag (``--set KEY=VALUE``, ``--md PATH``) is an option of some tinit subcommand, appears in
+  the source of a script, conftest or folder the same document names, or is another tool's
+  (``OTHER_TOOLS_FLAGS``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import glob
+import importlib
+import io
+import re
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")])
+TOP_DIRS = ("tinit", "tests", "bench", "scripts", "csrc", "docs", "triton_kernels", ".ci")
+# Flags of tools other than tinit that the docs quote on their own (pip, pytest, the linters).
+OTHER_TOOLS_FLAGS = {
+    "--no-build-isolation",
+    "--no-deps",
+    "--dry-run",
+    "--Werror",
+    "--check",
+    "--all-files",
+    "--benchmark-json",
+}
+# Paths that exist only once a command has run (results a benchmark or gpu_check.sh writes).
+RUNTIME_OUTPUTS = ("bench/results/",)
+# Where ``Class.attr`` code spans find their class (resolved as public names, so a moved module that
+# is re-exported still counts).
+CLASS_MODULES = (
+    "tinit",
+    "tinit.schemes",
+    "tinit.params",
+    "tinit.architecture",
+    "tinit.buffers",
+    "tinit.dispatch",
+    "tinit.grouped",
+    "tinit.sharding",
+    "tinit.nn.init",
+)
+
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+_CODE_SPAN = re.compile(r"(?<!`)(`+)([^`\n]+?)\1(?!`)")
+_PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(re.escape(d) for d in TOP_DIRS) + r")/[\w./{},*<>-]*)")
+_NAME = re.compile(r"^(tinit(?:\.\w+)+)")
+_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
+
+
+def _doc_id(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, markup and punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    headings = re.findall(r"^#{1,6} (.+)$", _strip_fences(_text(path)), re.MULTILINE)
+    return {_slug(h) for h in headings}
+
+
+def _strip_fences(text: str) -> str:
+    return re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def _code_spans(text: str) -> list[str]:
+    return [span for _, span in _CODE_SPAN.findall(_strip_fences(text))]
+
+
+def _python_blocks(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
+def _expand(path: str) -> list[str]:
+    """``a.{md,json}`` -> ``a.md``, ``a.json`` (one level of braces)."""
+    match = re.search(r"\{([^{}]*)\}", path)
+    if not match:
+        return [path]
+    return [path[: match.start()] + alt + path[match.end() :] for alt in match.group(1).split(",")]
+
+
+def _paths(text: str) -> set[str]:
+    found = set()
+    for raw in _PATH.findall(text):
+        raw = raw.rstrip(".,;:)")
+        if "<" in raw or raw.startswith(RUNTIME_OUTPUTS) and raw != "bench/results/":
+            continue
+        found.update(_expand(raw))
+    return found
+
+
+@functools.cache
+def _cli_options(subcommand: str) -> frozenset[str]:
+    """The options ``python -m tinit [subcommand] --help`` lists, run in this process."""
+    argv = ["tinit", *([subcommand] if subcommand else []), "--help"]
+    out = io.StringIO()
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+            runpy.run_module("tinit", run_name="__main__", alter_sys=False)
+    finally:
+        sys.argv = saved
+    return frozenset(_FLAG.findall(out.getvalue()))
+
+
+def _subcommands() -> list[str]:
+    return ["init", "report"]
+
+
+def _resolve(name: str):
+    """``tinit.a.b.c``: import the longest module prefix, getattr the rest; raises on failure."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError as err:
+            if err.name is not None and not ".".join(parts[:cut]).startswith(err.name):
+                raise  # the module exists but one of its own imports is missing
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ModuleNotFoundError(name)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
+def test_relative_links_resolve(doc):
+    broken = []
+    for target in _LINK.findall(_text(doc)):
+        if re.match(r"^[a-z][a-z+.-]*:", target):  # http:, https:, mailto:
+            continue
+        file_part, _, anchor = target.partition("#")
+        dest = (doc.parent / file_part).resolve() if file_part else doc
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(f"{target}: no heading with anchor #{anchor}")
+    assert not broken, f"{_doc_id(doc)}: " + "; ".join(broken)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
+def test_repository_paths_exist(doc):
+    missing = sorted(p for p in _paths(_text(doc)) if not glob.glob(str(ROOT / p)))
+    assert not missing, f"{_doc_id(doc)} names paths that do not exist: {missing}"
+
+
+@functools.cache
+def _tinit_classes() -> dict[str, type]:
+    """Public classes of tinit's public modules by their bare name (``Scheme``, ``Mode``, ...)."""
+    classes: dict[str, type] = {}
+    for module in CLASS_MODULES:
+        try:
+            obj = _resolve(module)
+        except (ImportError, AttributeError):
+            continue
+        for name, value in vars(obj).items():
+            if isinstance(value, type) and not name.startswith("_") and value.__module__.startswith("tinit"):
+                classes.setdefault(name, value)
+    return classes
+
+
+def _names(text: str) -> set[str]:
+    """``tinit.x.y`` in code spans and in python blocks."""
+    names = {m.group(1) for span in _code_spans(text) if (m := _NAME.match(span.strip()))}
+    for block in _python_blocks(text):
+        names |= set(re.findall(r"(?<![\w.])(tinit(?:\.\w+)+)", block))
+    return names
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
+def test_tinit_class_attributes_resolve(doc):
+    """``Scheme.spec``, ``Mode.TAIL``, ``InitSpec.segments``: a code span naming an attribute of a
+    tinit class names one it has."""
+    classes = _tinit_classes()
+    missing = []
+    for span in _code_spans(_text(doc)):
+        match = re.match(r"^([A-Z]\w*)\.(\w+)(?:\(|$)", span.strip())
+        if match and match.group(1) in classes and not hasattr(classes[match.group(1)], match.group(2)):
+            missing.append(span)
+    assert not missing, f"{_doc_id(doc)} names attributes tinit's classes do not have: {missing}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
+def test_tinit_names_resolve(doc):
+    names = _names(_text(doc))
+    unresolved = []
+    for name in sorted(names):
+        try:
+            _resolve(name)
+        except (ImportError, AttributeError) as err:
+            unresolved.append(f"{name} ({type(err).__name__}: {err})")
+    assert not unresolved, f"{_doc_id(doc)} names what tinit does not have: {unresolved}"
+
+
+@functools.cache
+def _repository_file_names() -> frozenset[str]:
+    names = set()
+    for top in TOP_DIRS:
+        names |= {p.name for p in (ROOT / top).rglob("*") if p.is_file()}
+    return frozenset(names | {p.name for p in ROOT.iterdir()})
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
+def test_bare_file_names_exist(doc):
+    """A native or shell file named without its folder in a code span (``philox.h``), or a test,
+    benchmark or generator script (``test_gpu.py``, ``bench_gpu.py``, ``gen_coverage.py``), is a file
+    of the repository. Other bare ``.py`` names are the reference implementations' files."""
+    pattern = r"[\w.-]+\.(?:h|cuh|cu|cpp|sh)|(?:test|bench|gen)_\w+\.py"
+    bare = {span.strip() for span in _code_spans(_text(doc)) if re.fullmatch(pattern, span.strip())}
+    missing = sorted(name for name in bare if name not in _repository_file_names())
+    assert not missing, f"{_doc_id(doc)} names files the repository does not have: {missing}"
+
+
+@functools.cache
+def _test_functions() -> frozenset[str]:
+    names = set()
+    for path in (ROOT / "tests").rglob("*.py"):
+        names |= set(re.findall(r"^(?:async )?def (test_\w+)", _text(path), re.MULTILINE))
+    return frozenset(names)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
+def test_named_tests_exist(doc):
+    """A test function named in a code span (``test_gpt2_against_hf_gpt2``) is one of the suite."""
+    named = {span.strip() for span in _code_spans(_text(doc)) if re.fullmatch(r"test_\w+", span.strip())}
+    missing = sorted(named - _test_functions())
+    assert not missing, f"{_doc_id(doc)} names tests that do not exist: {missing}"
+
+
+def _command_flags(span: str) -> tuple[str, set[str]] | None:
+    """(what runs, its flags) for a code span that runs tinit's CLI or a repository script."""
+    span = span.strip()
+    cli = re.match(r"^(?:\S*/)?(?:tinit|python -m tinit)(?:\s+(\w+))?", span)
+    if cli and not span.startswith(("tinit.", "python -m tinit.")):
+        sub = cli.group(1) if cli.group(1) in _subcommands() else ""
+        return f"tinit {sub}".strip(), set(_FLAG.findall(span))
+    script = re.match(r"^(?:\S*python\S*\s+)?((?:scripts|bench)/\w+\.py)\b", span)
+    if script:
+        return script.group(1), set(_FLAG.findall(span))
+    return None
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
+def test_cli_flags_exist(doc):
+    text = _text(doc)
+    spans = _code_spans(text) + re.findall(r"^```(?:bash|sh)?\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    every_cli_flag = set().union(*(_cli_options(s) for s in ["", *_subcommands()]))
+    named_sources = set()
+    for path in _paths(text):
+        for hit in glob.glob(str(ROOT / path)):
+            hit = Path(hit)
+            files = [hit] if hit.is_file() else [*hit.glob("*.py"), *hit.glob("*.sh")]
+            named_sources |= {f for f in files if f.suffix in (".py", ".sh")}
+    source_flags = set().union(*(set(_FLAG.findall(_text(f))) for f in named_sources))
+    unknown = []
+    for block in spans:
+        for span in block.splitlines() if "\n" in block else [block]:
+            span = re.sub(r"^\$ ", "", span.strip())
+            command = _command_flags(span)
+            if command is not None:
+                what, flags = command
+                if what.startswith("tinit"):
+                    known = _cli_options(what.partition(" ")[2])
+                else:
+                    known = set(_FLAG.findall(_text(ROOT / what))) if (ROOT / what).is_file() else set()
+                unknown += [f"{what} {flag}" for flag in sorted(flags - known - {"--help"})]
+            elif re.fullmatch(r"(--[\w-]+)(?:[ =]\S+)?(?:/--[\w-]+)*", span):
+                for flag in _FLAG.findall(span):
+                    if flag not in every_cli_flag | source_flags | OTHER_TOOLS_FLAGS:
+                        unknown.append(flag)
+    assert not unknown, f"{_doc_id(doc)} quotes flags no parser has: {unknown}"
+
+
+def test_the_checks_can_fail(tmp_path):
+    """The helpers reject what does not exist (so a passing test means something)."""
+    with pytest.raises((ImportError, AttributeError)):
+        _resolve("tinit.no_such_module.thing")
+    with pytest.raises(AttributeError):
+        _resolve("tinit.no_such_function")
+    assert "--no-such-flag" not in _cli_options("init") and "--compare" in _cli_options("init")
+    assert _paths("see `tinit/nothing_here.py` and scripts/{a,b}.py") == {
+        "tinit/nothing_here.py",
+        "scripts/a.py",
+        "scripts/b.py",
+    }
+    assert _slug("Keys under `patch_torch_init(seed=s)`") == "keys-under-patch_torch_initseeds"
+    assert _code_spans("``a.b`` and `c`") == ["a.b", "c"]
+    assert "Scheme" in _tinit_classes() and not hasattr(_tinit_classes()["Scheme"], "no_such_method")
