@@ -7,7 +7,7 @@ Every scheme of ``tinit.schemes.SCHEMES`` is asked, through its public ``Scheme.
 ``InitSpec`` of each role of ``tinit.schemes.ROLES`` in one fixed model: GPT-2 small's shapes
 (``CONTEXT``), blocks 0 and L - 1. The first table gives each recipe's summary line (its class
 docstring), its default truncation, its options and their defaults (the signature of its rule);
-the second the std and bounds of every role. Only the part between the ``BEGIN``/``END`` markers
+the second the std and bounds of every role; then the roles. Only the part between the ``BEGIN``/``END`` markers
 is written; the notes on references and disputes around it are written by hand.
 ``tests/test_recipes_doc.py`` checks that the file matches a fresh run. Deterministic.
 """
@@ -153,6 +153,15 @@ def render() -> str:
     ]
     for name, scheme in schemes.SCHEMES.items():
         lines.append(f"| `{name}` | " + " | ".join(_role_cell(scheme, role) for role in SHAPES) + " |")
+    finer = ", ".join(f"{role} (as {base})" for role, base in schemes.BASE_ROLE.items())
+    base = ", ".join(role for role in schemes.ROLES if role not in schemes.BASE_ROLE)
+    lines += [
+        "",
+        f"### Roles ({len(schemes.ROLES)})",
+        "",
+        f"Base roles (`tinit.schemes.ROLES`): {base}. Finer roles, each treated as its base role unless a",
+        f"recipe says otherwise (`tinit.schemes.BASE_ROLE`): {finer}.",
+    ]
     lines += ["", END]
     return "\n".join(lines)
 
