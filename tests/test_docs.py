@@ -317,3 +317,31 @@ def test_the_checks_can_fail(tmp_path):
     assert _slug("Keys under `patch_torch_init(seed=s)`") == "keys-under-patch_torch_initseeds"
     assert _code_spans("``a.b`` and `c`") == ["a.b", "c"]
     assert "Scheme" in _tinit_classes() and not hasattr(_tinit_classes()["Scheme"], "no_such_method")
+
+
+def _doc_number(text: str) -> float:
+    """``8``, ``8.3``, ``1/64``, ``2¹⁰⁰``, ``0xFFFFFF7F`` as a float."""
+    superscripts = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
+    if text.startswith("2") and len(text) > 1 and text[1] in "⁰¹²³⁴⁵⁶⁷⁸⁹⁻":
+        return 2.0 ** int(text[1:].translate(superscripts))
+    if "/" in text:
+        num, den = text.split("/")
+        return float(num) / float(den)
+    return float(int(text, 16)) if text.startswith("0x") else float(text)
+
+
+def test_stream_record_and_thresholds_match_the_code():
+    """docs/stream.md's record fields, mode values and host thresholds are those of the code."""
+    params = _resolve("tinit.params")
+    text = _text(ROOT / "docs" / "stream.md")
+    section = text.split("### The record", 1)[1]
+    fields = re.search(r"tied by a round-trip test:\n`([^`]+)`", section, re.DOTALL).group(1)
+    assert [f.strip() for f in fields.replace("\n", " ").split(",")] == list(params.TruncNormalParams._fields)
+    modes = dict(re.findall(r"`(\w+)` = (\d+)", section.split("The host's thresholds", 1)[0]))
+    assert {name: int(v) for name, v in modes.items()} == {m.name: int(m) for m in params.Mode}
+    rows = re.findall(r"^\| `(_\w+)` \| ([^|]+) \|", section, re.MULTILINE)
+    assert rows
+    for name, value in rows:
+        actual = getattr(params, name)
+        actual = set(actual.values()) if isinstance(actual, dict) else {actual}
+        assert actual == {_doc_number(value.strip())}, f"docs/stream.md: {name} = {value.strip()}, code {actual}"
