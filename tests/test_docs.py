@@ -16,7 +16,12 @@ releases and is left out):
   scripts/x.py`` or ``python bench/x.py`` appears in that script's source; a code span that is
   only a flag (``--set KEY=VALUE``, ``--md PATH``) is an option of some tinit subcommand, appears in
   the source of a script, conftest or folder the same document names, or is another tool's
-  (``OTHER_TOOLS_FLAGS``).
+  (``OTHER_TOOLS_FLAGS``);
+- ``Class.attr`` of a tinit class (``Scheme.spec``, ``Mode.TAIL``) names an attribute it has;
+- a bare native file, test, benchmark or generator name (``philox.h``, ``test_gpu.py``), a test
+  function (``test_gpt2_against_hf_gpt2``) and an identifier alone in a code span
+  (``ndtri_segment``) exist in the repository;
+- docs/stream.md's record fields, mode values and host thresholds equal ``tinit.params``'s.
 """
 
 from __future__ import annotations
@@ -345,3 +350,30 @@ def test_stream_record_and_thresholds_match_the_code():
         actual = getattr(params, name)
         actual = set(actual.values()) if isinstance(actual, dict) else {actual}
         assert actual == {_doc_number(value.strip())}, f"docs/stream.md: {name} = {value.strip()}, code {actual}"
+
+
+@functools.cache
+def _source_text() -> str:
+    """Every source file of the repository (not the benchmark results), concatenated."""
+    suffixes = {".py", ".h", ".cpp", ".cu", ".cuh", ".sh", ".toml", ".yaml"}
+    chunks = [_text(ROOT / name) for name in ("setup.py", "pyproject.toml") if (ROOT / name).is_file()]
+    for top in TOP_DIRS:
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.is_file() and path.suffix in suffixes and "results" not in path.parts:
+                chunks.append(path.read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(chunks)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
+def test_identifiers_exist_in_the_source(doc):
+    """A function, constant or class named alone in a code span (``ndtri_segment``, ``_linear_window``,
+    ``TruncNormalParams``, ``split()``) occurs in the repository's source: a rename that leaves the
+    docs behind fails here. The reference implementations' names are in ``tests/`` (their tests or
+    vendored copies)."""
+    spans = {span.strip().removesuffix("()") for span in _code_spans(_text(doc))}
+    identifiers = {
+        s for s in spans if re.fullmatch(r"[A-Za-z_]\w*", s) and ("_" in s.strip("_") or re.search(r"[a-z][A-Z]", s))
+    }
+    source = _source_text()
+    missing = sorted(s for s in identifiers if not re.search(rf"\b{re.escape(s)}\b", source))
+    assert not missing, f"{_doc_id(doc)} names identifiers no source file has: {missing}"
