@@ -6,7 +6,7 @@ version 2): bit-identical to the CPU kernel in every mode (tinit.params.Mode)
 and dtype, at odd offsets and for every BLOCK (the interpreter's tl.fma is a
 true fused multiply-add), changed by seed and stream; and the sm_90 code,
 compiled without a GPU, uses only IEEE fp32 operations (no fp64 at all) and
-exactly transform.h's fmas.
+exactly the fmas of tinit::trunc_normal_value.
 
 The interpreter is chosen once per pytest session (tests/conftest.py, before
 tinit's kernels and this module's test kernels are created); the tests that run
@@ -52,6 +52,9 @@ from tinit.params import (
 
 _MODULE = "tinit.triton_kernels.trunc_normal"
 tk = importlib.import_module(_MODULE)
+philox = importlib.import_module("tinit.triton_kernels.philox")
+transform = importlib.import_module("tinit.triton_kernels.transform")
+host = importlib.import_module("tinit.triton_kernels._host")
 
 needs_native = pytest.mark.skipif(
     not ops.native_available(),
@@ -101,13 +104,13 @@ INT_VIEW = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float
 def _kat_kernel(out_ptr, c0, c1, c2, c3, k0, k1):
     """One call of the kernel's Philox rounds on explicit words (int32 bit patterns)."""
     zero = tl.full([1], 0, tl.uint32)
-    r0, r1, r2, r3 = tk._philox4x32_10(
-        zero + tk._u32(c0),
-        zero + tk._u32(c1),
-        zero + tk._u32(c2),
-        zero + tk._u32(c3),
-        zero + tk._u32(k0),
-        zero + tk._u32(k1),
+    r0, r1, r2, r3 = philox.philox4x32_10(
+        zero + philox.u32(c0),
+        zero + philox.u32(c1),
+        zero + philox.u32(c2),
+        zero + philox.u32(c3),
+        zero + philox.u32(k0),
+        zero + philox.u32(k1),
     )
     lane = tl.arange(0, 1)
     tl.store(out_ptr + lane, r0.to(tl.int32, bitcast=True))
@@ -131,7 +134,7 @@ def test_kernels_run_in_the_interpreter():
 
 
 def _kat_words(kernel, vector) -> list[int]:
-    args = [tk._i32_bits(int(w, 16)) for w in vector["counter"] + vector["key"]]
+    args = [host.i32_bits(int(w, 16)) for w in vector["counter"] + vector["key"]]
     out = torch.zeros(4, dtype=torch.int32)
     kernel[(1,)](out, *args)
     return [w & 0xFFFFFFFF for w in out.tolist()]
@@ -146,26 +149,27 @@ def test_philox_rounds_known_answers(vector):
 @pytest.mark.own_process
 def test_tl_philox_has_the_same_convention():
     """tl.philox(seed, c0..c3) keys with (seed mod 2^32, seed >> 32) and takes the counter
-    in philox.h's order: it also meets the published vectors (interpreted, in a subprocess)."""
+    in tinit::philox4x32_10's order: it also meets the published vectors (interpreted, in a subprocess)."""
     code = textwrap.dedent("""
         import json, sys
         import torch
         import triton
         import triton.language as tl
-        from tinit.triton_kernels import trunc_normal as tk
+        from tinit.triton_kernels import philox
+        from tinit.triton_kernels._host import i32_bits
 
         @triton.jit
         def kat(out_ptr, c0, c1, c2, c3, k0, k1):
             zero = tl.full([1], 0, tl.uint32)
-            r0, r1, r2, r3 = tl.philox(tk._join_u64(k0, k1), zero + tk._u32(c0), zero + tk._u32(c1),
-                                       zero + tk._u32(c2), zero + tk._u32(c3))
+            r0, r1, r2, r3 = tl.philox(philox.join_u64(k0, k1), zero + philox.u32(c0), zero + philox.u32(c1),
+                                       zero + philox.u32(c2), zero + philox.u32(c3))
             words = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [4])
             tl.store(out_ptr + tl.arange(0, 4), words.to(tl.int32, bitcast=True))
 
         result = []
         for vector in json.loads(sys.argv[1]):
             out = torch.zeros(4, dtype=torch.int32)
-            kat[(1,)](out, *[tk._i32_bits(int(w, 16)) for w in vector["counter"] + vector["key"]])
+            kat[(1,)](out, *[i32_bits(int(w, 16)) for w in vector["counter"] + vector["key"]])
             result.append([w & 0xFFFFFFFF for w in out.tolist()])
         print(json.dumps(result))
     """)
@@ -245,8 +249,8 @@ def _assert_bits_equal(got: torch.Tensor, expected: torch.Tensor, what: str) -> 
     assert bad.numel() == 0, (
         f"{what}: {bad.numel()} of {expected.numel()} values differ in bits from the CPU kernel; "
         f"first at index {int(bad[0])}: got {float(got[bad[0]])!r}, expected {float(expected[bad[0]])!r}. "
-        "triton_kernels/trunc_normal.py and csrc/include/tinit/transform.h are out of step, or the "
-        "native extension was built from an older transform.h (rebuild it)"
+        "tinit.triton_kernels.transform and tinit::trunc_normal_value are out of step, or the "
+        "native extension was built from an older tinit::trunc_normal_value (rebuild it)"
     )
 
 
@@ -262,7 +266,7 @@ def test_windows_cover_every_mode(dtype):
 @pytest.mark.parametrize("name", WINDOW_PARAMS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_values_bit_identical_to_cpu_kernel(dtype, name):
-    """The kernel mirrors transform.h op for op, so every value has the CPU kernel's bits."""
+    """The kernel mirrors tinit::trunc_normal_value op for op, so every value has the CPU kernel's bits."""
     got, expected = _pair(dtype, name)
     _assert_bits_equal(got, expected, f"{dtype}, window {name}")
     a, b = WINDOWS[name][2:]
@@ -369,15 +373,20 @@ def test_registered_op_matches_direct_launch():
 
 def test_kernel_arguments_are_the_record_fields():
     """The kernel takes TruncNormalParams<float> by field name: every float field but sign
-    (which only gives flip), and split; the mode is the MODE constexpr."""
+    (which only gives flip), and split; the mode is the MODE constexpr. Its arguments flip ... l5
+    are, in order, the fields of the KernelParams record it passes to the transform."""
     constants = transform_constants(*WINDOWS["mirrored"], torch.float32)
-    args = tk._kernel_constants(constants)
+    args = transform.kernel_constants(constants)
     assert set(tk.FLOAT_FIELDS) | {"mode", "sign", "split"} == set(TruncNormalParams._fields)
     assert args["MODE"] == Mode.TWO_SIDED and args["flip"] == -1
-    assert args["split"] == tk._i32_bits(int(constants.split))
+    assert args["split"] == host.i32_bits(int(constants.split))
     for name in tk.FLOAT_FIELDS:
-        assert args[name] == tk._f32(getattr(constants, name)), name
+        assert args[name] == host.f32(getattr(constants, name)), name
     assert set(tk.FLOAT_FIELDS) <= set(tk._trunc_normal_kernel.arg_names)
+    fields = transform.KernelParams._fields
+    assert fields == ("flip", "split", *tk.FLOAT_FIELDS)
+    names = tk._trunc_normal_kernel.arg_names
+    assert tuple(names[names.index("flip") : names.index("flip") + len(fields)]) == fields, names
 
 
 # ------------------------------------------------------------- the op, errors
@@ -489,7 +498,7 @@ def test_stream_arguments_do_not_specialize():
     assert found["_grouped_kernel"] >= {"seed_lo", "seed_hi", "n_entries", "entry_base", "const_base"}, found
 
 
-# fp32 fused multiply-adds per element of each mode, counted from transform.h:
+# fp32 fused multiply-adds per element of each mode, counted from tinit::trunc_normal_value:
 # UNIFORM: uniform_open 1, g 1, width g + edge 1. TWO_SIDED: two_sided_s's q and
 # s 2, ndtri_poly 6 (horner 5 + the c0 step), mean + std z 2. TWO_SIDED_PRECISE:
 # 2, ndtri_poly with p_lo 7, z_lo 1, main and small 2. TAIL: two uniforms 2,
@@ -507,7 +516,7 @@ PTX_DIV_SQRT = {Mode.UNIFORM: (0, 0), Mode.TWO_SIDED: (0, 0), Mode.TWO_SIDED_PRE
 def test_gpu_code_is_ieee_fp32_and_uncontracted():
     """Compiled for sm_90 (no GPU needed), every dtype and mode: no fp64 instruction, only
     correctly rounded division and square root, no approximate or flush-to-zero arithmetic,
-    and exactly the fmas of transform.h (once per copy of the computation: the compiler may
+    and exactly the fmas of tinit::trunc_normal_value (once per copy of the computation: the compiler may
     compute a cheap mode once for each of the two store paths)."""
     code = textwrap.dedent("""
         import json, re, sys
@@ -560,7 +569,7 @@ def test_gpu_code_is_ieee_fp32_and_uncontracted():
         copies = insts.count("cvt.rn.f32.u32") / (per_thread * PTX_CONVERSIONS[mode])
         assert copies in (1, 2), f"{key}: {copies} copies of the uniform conversions"
         fmas = insts.count("fma.rn.f32") / (per_thread * copies)
-        assert fmas == PTX_FMAS[mode], f"{key}: {fmas} fmas per element, transform.h has {PTX_FMAS[mode]}"
+        assert fmas == PTX_FMAS[mode], f"{key}: {fmas} fmas per element, tinit::trunc_normal_value has {PTX_FMAS[mode]}"
         div_sqrt = (
             insts.count("div.rn.f32") / (per_thread * copies),
             insts.count("sqrt.rn.f32") / (per_thread * copies),

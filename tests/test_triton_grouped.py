@@ -377,8 +377,8 @@ def test_opcheck_grouped_and_runs():
     torch.library.opcheck(torch.ops.tinit.trunc_normal_runs_triton_, args)
 
 
-# fp32 fmas and word -> fp32 conversions per element of each mode (transform.h;
-# the derivation is beside PTX_FMAS in tests/test_triton.py).
+# fp32 fmas and word -> fp32 conversions per element of each mode (tinit::trunc_normal_value;
+# the derivation is beside test_triton.PTX_FMAS).
 MODE_FMAS = {Mode.UNIFORM: 3, Mode.TWO_SIDED: 10, Mode.TWO_SIDED_PRECISE: 12, Mode.TAIL: 37}
 MODE_CONVERSIONS = {Mode.UNIFORM: 1, Mode.TWO_SIDED: 1, Mode.TWO_SIDED_PRECISE: 1, Mode.TAIL: 2}
 

@@ -5,9 +5,10 @@ contiguous range of the stream, ``tinit.sharding.StreamRuns``), would each cost
 one launch of ``_trunc_normal_kernel``. Here one launch per dtype fills them
 all from a metadata table, as NVIDIA apex's multi-tensor apply does. Every
 element gets exactly the value ``trunc_normal_triton_`` gives it alone (same
-counter blocks, element indexing and transform, from the helpers of
-``trunc_normal.py``): values depend only on (seed, stream, stream index) and
-the constants, never on program ids, BLOCK or how the tensors were batched.
+counter blocks, element indexing and transform: the helpers of ``philox``
+and ``transform`` that ``_trunc_normal_kernel`` inlines too): values depend
+only on (seed, stream, stream index) and the constants, never on program ids,
+BLOCK or how the tensors were batched.
 
 Table (one int64 device tensor per launch, read by the kernel through its
 int32 view: little-endian halves, lo first, as every CUDA GPU and the x86
@@ -21,6 +22,7 @@ O(elements):
     const_base + 12 c + [0,12) constants row c as PARAM_COUNT int32 (ROW_FIELDS): the fp32
                                bit patterns of the TruncNormalParams fields
                                FLOAT_FIELDS (a_cdf, ..., l5), then mode, flip, split
+                               (read back as a transform.KernelParams)
 
 Program p finds its entry by a binary search of ``first`` (LOG fixed steps,
 LOG = ceil(log2 E) rounded up to a multiple of 4 so that few variants
@@ -41,7 +43,6 @@ raises ImportError.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -50,31 +51,33 @@ import torch
 from tinit.ops import as_int64
 from tinit.params import PARAM_COUNT
 
-from . import trunc_normal as _tn
-from .trunc_normal import (
-    _INTERPRETER_BLOCK,
+from . import philox
+from ._host import (
     DEFAULT_BLOCK,
-    FLOAT_FIELDS,
+    INTERPRETER_BLOCK,
     LAUNCH_OPTIONS,
-    SUPPORTED_DTYPES,
-    _check_block,
-    _i32_bits,
-    _kernel_constants,
-    _ndtri_table_on,
-    _require_triton,
+    check_block,
+    check_int,
+    check_stream_range,
+    check_tensor,
+    is_interpreted,
+    ndtri_table_on,
+    on_device,
+    require_triton,
+    tl,
+    triton,
     triton_available,
 )
-
-triton = _tn.triton
-tl = _tn.tl
+from .philox import counter_blocks, split_u64
+from .transform import FLOAT_FIELDS, kernel_constants
 
 GROUPED_OP_NAME = "tinit::trunc_normal_grouped_triton_"
 RUNS_OP_NAME = "tinit::trunc_normal_runs_triton_"
 # The DTYPE constexpr of _grouped_kernel.
 _DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 _ENTRY_WORDS = 5  # int64 words per entry
-# A constants row: these int32 words, by the kernel arguments' names of
-# _trunc_normal_kernel (the float fields as fp32 bit patterns).
+# A constants row: these int32 words, by the field names of transform.KernelParams
+# (the float fields as fp32 bit patterns) and mode.
 ROW_FIELDS = (*FLOAT_FIELDS, "mode", "flip", "split")
 _CONST_WORDS = len(ROW_FIELDS) // 2  # int64 words per constants row
 # Smallest program: a shard's rows may be a few elements long, and one
@@ -84,35 +87,31 @@ _MIN_BLOCK = 16
 # entry search and the constants row are loaded once per REPS sub-blocks.
 _REPS = 8
 _MAX_GRID = 2**31 - 1  # CUDA grid x-dimension limit
-_U64 = 2**64 - 1
 
 
 def interpreted() -> bool:
     """Whether this module's kernel runs in the Triton interpreter.
 
-    Decided when the module is imported (or reloaded); the helpers it imports
-    from ``trunc_normal.py`` must have been created in the same mode, so
-    reload that module first.
+    Decided when the module is imported: ``TRITON_INTERPRET=1`` must be set
+    before then (the helpers it inlines, of ``philox`` and ``transform``, are
+    created in the same mode when they are imported with it).
 
     Returns:
         True for an interpreted kernel, False for a compiled one or without triton.
     """
-    if not triton_available():
-        return False
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return isinstance(_grouped_kernel, InterpretedFunction)
+    return is_interpreted(_grouped_kernel) if triton_available() else False
 
 
 if triton is not None:
-    from .trunc_normal import (
+    from .philox import join_u64, stream_words_at
+    from .transform import (
         MODE_TAIL,
         MODE_TWO_SIDED,
         MODE_TWO_SIDED_PRECISE,
         MODE_UNIFORM,
-        _store_block,
-        _stream_words_at,
-        _trunc_normal_value,
+        KernelParams,
+        store_block,
+        trunc_normal_value,
     )
 
     # Kernels may read module globals only as constexprs.
@@ -129,6 +128,8 @@ if triton is not None:
     @triton.jit
     def _word(table_ptr, index):
         """The uint64 at int64 position ``index`` of the table (two int32 halves, lo first)."""
+        # Not philox.join_u64(load lo, load hi): it widens hi before lo, an order that changes the
+        # fp16 kernel's SASS (ptxas schedules the search loop differently).
         lo = tl.load(table_ptr + 2 * index).to(tl.uint32, bitcast=True).to(tl.uint64)
         hi = tl.load(table_ptr + 2 * index + 1).to(tl.uint32, bitcast=True).to(tl.uint64)
         return (hi << 32) | lo
@@ -139,27 +140,34 @@ if triton is not None:
         return tl.load(table_ptr + index).to(tl.float32, bitcast=True)
 
     @triton.jit
-    def _fill_subs(
-        words_args,
-        ndtri_ptr,
-        out_ptr,
-        vec_ptr,
-        aligned,
-        numel,
-        program,
-        subs,
-        row,
-        MODE: tl.constexpr,
-        REPS: tl.constexpr,
-        BLOCK: tl.constexpr,
-    ):
-        """Sub-blocks REPS program + [0, subs) of one entry: words, the MODE transform, the store.
-
-        words_args: (seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi). row: the
-        entry's constants, flip, split and then the fields of FLOAT_FIELDS in their order.
-        """
-        seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi = words_args
-        (
+    def _row_params(table_ptr, c):
+        """(mode, the ``KernelParams``) of the constants row at int32 position ``c`` (ROW_FIELDS)."""
+        # The row's floats in FLOAT_FIELDS order (the record's), then its ints.
+        a_cdf = _f32_at(table_ptr, c)
+        b_sf = _f32_at(table_ptr, c + 1)
+        a_half = _f32_at(table_ptr, c + 2)
+        b_half = _f32_at(table_ptr, c + 3)
+        step = _f32_at(table_ptr, c + 4)
+        mean = _f32_at(table_ptr, c + 5)
+        sd_hi = _f32_at(table_ptr, c + 6)
+        sd_lo = _f32_at(table_ptr, c + 7)
+        scale = _f32_at(table_ptr, c + 8)
+        lo = _f32_at(table_ptr, c + 9)
+        hi = _f32_at(table_ptr, c + 10)
+        edge = _f32_at(table_ptr, c + 11)
+        width = _f32_at(table_ptr, c + 12)
+        slope = _f32_at(table_ptr, c + 13)
+        b0 = _f32_at(table_ptr, c + 14)
+        ratio = _f32_at(table_ptr, c + 15)
+        l1 = _f32_at(table_ptr, c + 16)
+        l2 = _f32_at(table_ptr, c + 17)
+        l3 = _f32_at(table_ptr, c + 18)
+        l4 = _f32_at(table_ptr, c + 19)
+        l5 = _f32_at(table_ptr, c + 20)
+        mode = tl.load(table_ptr + c + _ROW_MODE)
+        flip = tl.load(table_ptr + c + _ROW_FLIP)
+        split = tl.load(table_ptr + c + _ROW_SPLIT)
+        P = KernelParams(
             flip,
             split,
             a_cdf,
@@ -183,41 +191,37 @@ if triton is not None:
             l3,
             l4,
             l5,
-        ) = row
+        )
+        return mode, P
+
+    @triton.jit
+    def _fill_subs(
+        words_args,
+        ndtri_ptr,
+        out_ptr,
+        vec_ptr,
+        aligned,
+        numel,
+        program,
+        subs,
+        P,
+        MODE: tl.constexpr,
+        REPS: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
+        """Sub-blocks REPS program + [0, subs) of one entry: words, the MODE transform, the store.
+
+        words_args: (seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi). P: the
+        entry's ``KernelParams``.
+        """
+        seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi = words_args
         for r in range(subs):
             sub = program * REPS + r
-            words, local, start = _stream_words_at(
+            words, local, start = stream_words_at(
                 seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, sub, BLOCK
             )
-            x = _trunc_normal_value(
-                words,
-                ndtri_ptr,
-                flip,
-                split,
-                a_cdf,
-                b_sf,
-                a_half,
-                b_half,
-                step,
-                mean,
-                sd_hi,
-                sd_lo,
-                scale,
-                lo,
-                hi,
-                edge,
-                width,
-                slope,
-                b0,
-                ratio,
-                l1,
-                l2,
-                l3,
-                l4,
-                l5,
-                MODE,
-            )
-            _store_block(out_ptr, vec_ptr, sub * (4 * BLOCK), aligned, start, local, numel, x)
+            x = trunc_normal_value(words, ndtri_ptr, P, MODE)
+            store_block(out_ptr, vec_ptr, sub * (4 * BLOCK), aligned, start, local, numel, x)
 
     @triton.jit(do_not_specialize=["n_entries", "entry_base", "const_base", "seed_lo", "seed_hi"])
     def _grouped_kernel(
@@ -258,34 +262,9 @@ if triton is not None:
         stream_hi = tl.load(table_ptr + 2 * (row + 2) + 1)
         offset_lo = tl.load(table_ptr + 2 * (row + 3))
         offset_hi = tl.load(table_ptr + 2 * (row + 3) + 1)
-        c = 2 * (const_base + _CONST * _word(table_ptr, row + 4).to(tl.int64))
-        # The row's floats in FLOAT_FIELDS order (the record's), then its ints.
-        a_cdf = _f32_at(table_ptr, c)
-        b_sf = _f32_at(table_ptr, c + 1)
-        a_half = _f32_at(table_ptr, c + 2)
-        b_half = _f32_at(table_ptr, c + 3)
-        step = _f32_at(table_ptr, c + 4)
-        mean = _f32_at(table_ptr, c + 5)
-        sd_hi = _f32_at(table_ptr, c + 6)
-        sd_lo = _f32_at(table_ptr, c + 7)
-        scale = _f32_at(table_ptr, c + 8)
-        lo = _f32_at(table_ptr, c + 9)
-        hi = _f32_at(table_ptr, c + 10)
-        edge = _f32_at(table_ptr, c + 11)
-        width = _f32_at(table_ptr, c + 12)
-        slope = _f32_at(table_ptr, c + 13)
-        b0 = _f32_at(table_ptr, c + 14)
-        ratio = _f32_at(table_ptr, c + 15)
-        l1 = _f32_at(table_ptr, c + 16)
-        l2 = _f32_at(table_ptr, c + 17)
-        l3 = _f32_at(table_ptr, c + 18)
-        l4 = _f32_at(table_ptr, c + 19)
-        l5 = _f32_at(table_ptr, c + 20)
-        mode = tl.load(table_ptr + c + _ROW_MODE)
-        flip = tl.load(table_ptr + c + _ROW_FLIP)
-        split = tl.load(table_ptr + c + _ROW_SPLIT)
+        mode, P = _row_params(table_ptr, 2 * (const_base + _CONST * _word(table_ptr, row + 4).to(tl.int64)))
 
-        # The vector path of _store_block: the entry's address and offset aligned for 4-element
+        # The vector path of store_block: the entry's address and offset aligned for 4-element
         # stores (16 bytes of fp32, 8 of bf16/fp16). vec_ptr is the address rounded down to that
         # alignment, which it always has (the hint is true), and equals out_ptr when aligned.
         align: tl.constexpr = 16 if DTYPE == _FP32 else 8
@@ -302,41 +281,14 @@ if triton is not None:
         # BLOCK counter blocks, the last program fewer: the search and the constants above are
         # paid once per REPS sub-blocks.
         program = pid - first
-        off = (offset_hi.to(tl.uint32, bitcast=True).to(tl.int64) << 32) | offset_lo.to(tl.uint32, bitcast=True).to(
-            tl.int64
-        )
+        off = join_u64(offset_lo, offset_hi).to(tl.int64)
         units = ((off & 3) + numel + 3) >> 2
         subs = tl.minimum((units + BLOCK - 1) // BLOCK - program * REPS, REPS).to(tl.int32)
         words_args = (seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi)
-        row = (
-            flip,
-            split,
-            a_cdf,
-            b_sf,
-            a_half,
-            b_half,
-            step,
-            mean,
-            sd_hi,
-            sd_lo,
-            scale,
-            lo,
-            hi,
-            edge,
-            width,
-            slope,
-            b0,
-            ratio,
-            l1,
-            l2,
-            l3,
-            l4,
-            l5,
-        )
         # Every mode is compiled; the branch taken is uniform over the program.
         if mode == MODE_TAIL:
             _fill_subs(
-                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, row, MODE_TAIL, REPS, BLOCK
+                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, P, MODE_TAIL, REPS, BLOCK
             )
         elif mode == MODE_TWO_SIDED_PRECISE:
             _fill_subs(
@@ -348,18 +300,18 @@ if triton is not None:
                 numel,
                 program,
                 subs,
-                row,
+                P,
                 MODE_TWO_SIDED_PRECISE,
                 REPS,
                 BLOCK,
             )
         elif mode == MODE_UNIFORM:
             _fill_subs(
-                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, row, MODE_UNIFORM, REPS, BLOCK
+                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, P, MODE_UNIFORM, REPS, BLOCK
             )
         else:
             _fill_subs(
-                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, row, MODE_TWO_SIDED, REPS, BLOCK
+                words_args, ndtri_ptr, out_ptr, vec_ptr, aligned, numel, program, subs, P, MODE_TWO_SIDED, REPS, BLOCK
             )
 
 
@@ -368,26 +320,13 @@ if triton is not None:
 
 def _require_consistent() -> None:
     """The kernel and the helpers it inlines must come from the same mode (compiled or interpreted)."""
-    _require_triton()
-    # trunc_normal.py reloaded in the other mode since this module was imported (tests switch modes).
-    if type(_grouped_kernel) is not type(_tn._stream_words_at):
+    require_triton()
+    # philox reloaded in the other mode since this module was imported.
+    if type(_grouped_kernel) is not type(philox.stream_words_at):
         raise RuntimeError(
             "tinit.triton_kernels.trunc_normal_grouped was imported in a different TRITON_INTERPRET mode "
-            "than tinit.triton_kernels.trunc_normal now has: reload it (importlib.reload) after that module"
+            "than tinit.triton_kernels.philox now has: reload it (importlib.reload) after that module"
         )
-
-
-def _check_int(name: str, value, low: int, high: int) -> int:
-    """``value`` as a Python int (numpy and 0-d integer tensors too) in [low, high); TypeError, ValueError."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
-    if not low <= value < high:
-        raise ValueError(f"{name} must be in [{low}, {high}), got {value}")
-    return value
 
 
 def _check_device(device: torch.device, what: str) -> None:
@@ -407,18 +346,9 @@ def _check_device(device: torch.device, what: str) -> None:
         raise ValueError(f"{what}: tensors must be on a CUDA device (or the CPU when interpreted), got {device}")
 
 
-def _check_tensor(tensor, what: str) -> None:
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"{what}: fills float32, bfloat16 and float16 tensors, got {tensor.dtype}")
-    if not tensor.is_contiguous():
-        raise ValueError(f"{what}: expected a contiguous tensor")
-
-
 def _const_row(constants: Sequence[float]) -> np.ndarray:
     """Constants row (int32[2 _CONST_WORDS], ROW_FIELDS) of one packed tuple; ValueError when malformed."""
-    args = _kernel_constants(tuple(constants))
+    args = kernel_constants(tuple(constants))
     floats = np.array([args[name] for name in FLOAT_FIELDS], dtype=np.float32).view(np.int32)
     ints = np.array(
         [args["MODE"] if name == "mode" else args[name] for name in ROW_FIELDS[len(FLOAT_FIELDS) :]], dtype=np.int32
@@ -428,7 +358,7 @@ def _const_row(constants: Sequence[float]) -> np.ndarray:
 
 def _auto_block(max_blocks: int) -> int:
     """Counter blocks per program: enough for the largest entry, within [_MIN_BLOCK, default]."""
-    cap = _INTERPRETER_BLOCK if interpreted() else DEFAULT_BLOCK
+    cap = INTERPRETER_BLOCK if interpreted() else DEFAULT_BLOCK
     return min(cap, max(_MIN_BLOCK, 1 << max(0, max_blocks - 1).bit_length()))
 
 
@@ -456,7 +386,7 @@ def _plan(
         ValueError: more programs than a grid holds.
     """
     n_entries = len(addresses)
-    nblk = ((offsets & 3) + numels + 3) >> 2
+    nblk = counter_blocks(numels, offsets)
     if block is None:
         block = _auto_block(int(nblk.max()))
     programs = -(-nblk // (block * _REPS))
@@ -474,15 +404,15 @@ def _launch(plan: tuple[np.ndarray, int, int, int], dtype: torch.dtype, device: 
     """One launch of ``_grouped_kernel`` over a ``_plan`` (every entry of dtype ``dtype`` on ``device``)."""
     table, n_entries, n_programs, block = plan
     table_dev = torch.from_numpy(table).to(device)
-    seed_bits = seed & _U64
+    seed_args = split_u64("seed", seed)
     args = (
         table_dev.view(torch.int32),
-        _ndtri_table_on(device),
+        ndtri_table_on(device),
         n_entries,
         n_entries,
         n_entries * (1 + _ENTRY_WORDS),
-        _i32_bits(seed_bits & 0xFFFFFFFF),
-        _i32_bits(seed_bits >> 32),
+        seed_args["seed_lo"],
+        seed_args["seed_hi"],
     )
     meta = {
         "DTYPE": _DTYPE_CODES[dtype],
@@ -491,10 +421,7 @@ def _launch(plan: tuple[np.ndarray, int, int, int], dtype: torch.dtype, device: 
         "BLOCK": block,
         **LAUNCH_OPTIONS,
     }
-    if device.type == "cuda":
-        with torch.cuda.device(device):
-            _grouped_kernel[(n_programs,)](*args, **meta)
-    else:
+    with on_device(device):
         _grouped_kernel[(n_programs,)](*args, **meta)
 
 
@@ -519,23 +446,22 @@ def _fill_grouped(
         raise ValueError(
             f"{op}: expected {PARAM_COUNT} transform constants per tensor ({n * PARAM_COUNT}), got {len(transform)}"
         )
-    seed = _check_int("seed", seed, -(2**63), 2**63)
-    streams = [_check_int(f"streams[{t}]", stream, -(2**63), 2**63) for t, stream in enumerate(streams)]
+    seed = check_int("seed", seed, -(2**63), 2**63)
+    streams = [check_int(f"streams[{t}]", stream, -(2**63), 2**63) for t, stream in enumerate(streams)]
     rows: dict[tuple, int] = {}
     const_rows: list[np.ndarray] = []
     by_dtype: dict[torch.dtype, list[tuple[int, int]]] = {}  # dtype -> (tensor index, constants row)
     device = None
     for t, tensor in enumerate(tensors):
         what = f"{op}: tensor {t}"
-        _check_tensor(tensor, what)
+        check_tensor(tensor, what)
         if device is None:
             device = tensor.device
             _check_device(device, op)
         elif tensor.device != device:
             raise ValueError(f"{what} is on {tensor.device}, tensor 0 on {device}: one device per call")
-        offset = _check_int(f"offsets[{t}]", offsets[t], 0, 2**63)
-        if offset + tensor.numel() > 2**63:
-            raise ValueError(f"{what}: stream indices past 2**63 (offset {offset}, numel {tensor.numel()})")
+        offset = check_int(f"offsets[{t}]", offsets[t], 0, 2**63)
+        check_stream_range(offset, tensor.numel(), what)
         key = tuple(transform[t * PARAM_COUNT : (t + 1) * PARAM_COUNT])
         row = rows.get(key)
         if row is None:
@@ -576,16 +502,16 @@ def _fill_runs(
     """Check everything, then fill every row of ``run`` elements in one launch (seed, stream: int64 bits)."""
     _require_consistent()
     op = RUNS_OP_NAME
-    _check_tensor(tensor, op)
+    check_tensor(tensor, op)
     _check_device(tensor.device, op)
-    seed = _check_int("seed", seed, -(2**63), 2**63)
-    stream = _check_int("stream", stream, -(2**63), 2**63)
-    offset = _check_int("offset", offset, 0, 2**63)
-    run = _check_int("run", run, 0, 2**63)
-    sizes = [_check_int("outer_sizes[k]", size, 0, 2**63) for size in outer_sizes]
+    seed = check_int("seed", seed, -(2**63), 2**63)
+    stream = check_int("stream", stream, -(2**63), 2**63)
+    offset = check_int("offset", offset, 0, 2**63)
+    run = check_int("run", run, 0, 2**63)
+    sizes = [check_int("outer_sizes[k]", size, 0, 2**63) for size in outer_sizes]
     if len(outer_starts) != sum(sizes):
         raise ValueError(f"{op}: outer_starts has {len(outer_starts)} values, outer_sizes {sizes} need {sum(sizes)}")
-    starts = [_check_int("outer_starts[k]", start, 0, 2**63) for start in outer_starts]
+    starts = [check_int("outer_starts[k]", start, 0, 2**63) for start in outer_starts]
     rows = int(np.prod(sizes, dtype=object)) if sizes else 1
     if tensor.numel() != rows * run:
         raise ValueError(f"{op}: tensor has {tensor.numel()} elements, runs describe {rows} x {run}")
@@ -691,26 +617,26 @@ def trunc_normal_grouped_(
             stream or offset out of range, or malformed constants. Every
             check runs before anything is written.
     """
-    _require_triton()
+    require_triton()
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"tensors must be a list of tensors, got {type(tensors).__name__}")
     if len(packed) != len(tensors):
         raise ValueError(f"expected one constants tuple per tensor, got {len(packed)} for {len(tensors)} tensors")
     # What the op's schema cannot carry is refused here, with the op's own checks' errors.
     for t, tensor in enumerate(tensors):
-        _check_tensor(tensor, f"tensor {t}")
+        check_tensor(tensor, f"tensor {t}")
         if tensor.device != tensors[0].device:  # else the dispatcher might pick the fake kernel for all
             raise ValueError(f"tensor {t} is on {tensor.device}, tensor 0 on {tensors[0].device}: one device per call")
-    seed64 = as_int64(_check_int("seed", seed, 0, 2**64))
-    streams64 = [as_int64(_check_int(f"streams[{t}]", s, 0, 2**64)) for t, s in enumerate(streams)]
-    offsets = [_check_int(f"offsets[{t}]", offset, 0, 2**63) for t, offset in enumerate(offsets)]
+    seed64 = as_int64(check_int("seed", seed, 0, 2**64))
+    streams64 = [as_int64(check_int(f"streams[{t}]", s, 0, 2**64)) for t, s in enumerate(streams)]
+    offsets = [check_int(f"offsets[{t}]", offset, 0, 2**63) for t, offset in enumerate(offsets)]
     transform = []
     for t, constants in enumerate(packed):
         if len(constants) != PARAM_COUNT:
             raise ValueError(f"packed[{t}]: expected {PARAM_COUNT} transform constants, got {len(constants)}")
         transform.extend(float(c) for c in constants)
     if block is not None:
-        _check_block(block)
+        check_block(block)
         _fill_grouped(list(tensors), seed64, streams64, offsets, transform, block)
     elif tensors:
         torch.ops.tinit.trunc_normal_grouped_triton_(list(tensors), seed64, streams64, offsets, transform)
@@ -746,11 +672,11 @@ def trunc_normal_runs_(
             outside [0, 2**63], or malformed constants; all checked before
             anything is written.
     """
-    _require_triton()
-    _check_tensor(tensor, "trunc_normal_runs_")
-    seed64 = as_int64(_check_int("seed", seed, 0, 2**64))
-    stream64 = as_int64(_check_int("stream", stream, 0, 2**64))
-    _check_int("runs.base", runs.base, 0, 2**63)
+    require_triton()
+    check_tensor(tensor, "trunc_normal_runs_")
+    seed64 = as_int64(check_int("seed", seed, 0, 2**64))
+    stream64 = as_int64(check_int("stream", stream, 0, 2**64))
+    check_int("runs.base", runs.base, 0, 2**63)
     if len(packed) != PARAM_COUNT:
         raise ValueError(f"expected {PARAM_COUNT} transform constants, got {len(packed)}")
     args = (
@@ -764,7 +690,7 @@ def trunc_normal_runs_(
         [float(c) for c in packed],
     )
     if block is not None:
-        _check_block(block)
+        check_block(block)
         _fill_runs(*args, block)
     else:
         torch.ops.tinit.trunc_normal_runs_triton_(*args)

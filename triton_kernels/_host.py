@@ -1,0 +1,136 @@
+"""Host-side helpers shared by the Triton fills: the triton import, launch settings, argument checks,
+64-bit integers as int32 bit patterns, and tables uploaded to the device.
+
+Private to ``tinit.triton_kernels``; the public names are re-exported by ``trunc_normal`` and
+``trunc_normal_grouped``. Importing this module never requires triton.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+
+import numpy as np
+import torch
+
+from tinit._ndtri_table import COEFFICIENTS as _NDTRI_COEFFICIENTS
+
+try:
+    import triton
+    import triton.language as tl
+
+    IMPORT_ERROR: str | None = None
+except ImportError as exc:  # the modules stay importable; calls raise ImportError
+    triton = None
+    tl = None
+    IMPORT_ERROR = f"triton failed to import ({exc})"
+if triton is not None and not hasattr(torch.library, "triton_op"):
+    triton = None
+    IMPORT_ERROR = f"torch {torch.__version__} has no torch.library.triton_op (torch >= 2.6 has)"
+
+INSTALL_HINT = "install triton (`pip install triton`, or tinit[triton]) to use the triton backend"
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# Counter blocks (four elements each) per program and warps per program. The
+# interpreter's cost is per program, so it takes larger programs.
+DEFAULT_BLOCK = 256
+INTERPRETER_BLOCK = 2048
+NUM_WARPS = 4
+# Compile options of the fills: no contraction of a*b + c into an fma beyond the
+# explicit tl.fma calls (the C++ builds use -ffp-contract=off).
+LAUNCH_OPTIONS = {"num_warps": NUM_WARPS, "enable_fp_fusion": False}
+_NDTRI_TABLES: dict[torch.device, torch.Tensor] = {}
+
+
+def triton_available() -> bool:
+    """Whether the Triton backend can run at all.
+
+    Returns:
+        True when triton imports and torch has ``torch.library.triton_op``.
+    """
+    return IMPORT_ERROR is None
+
+
+def require_triton() -> None:
+    """Raise ImportError (with the install hint) unless ``triton_available()``."""
+    if not triton_available():
+        raise ImportError(f"tinit's triton backend cannot run: {IMPORT_ERROR}; {INSTALL_HINT}")
+
+
+def is_interpreted(kernel) -> bool:
+    """Whether ``kernel`` (a @triton.jit function) runs in the Triton interpreter: TRITON_INTERPRET=1
+    was set when it was created. False without triton."""
+    if not triton_available():
+        return False
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(kernel, InterpretedFunction)
+
+
+def check_int(name: str, value, low: int, high: int) -> int:
+    """``value`` as a Python int (numpy and 0-d integer tensors too) in [low, high).
+
+    Raises:
+        TypeError: a bool or a value without ``__index__``.
+        ValueError: outside [low, high).
+    """
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+    if not low <= value < high:
+        raise ValueError(f"{name} must be in [{low}, {high}), got {value}")
+    return value
+
+
+def check_block(block: int) -> None:
+    """ValueError unless ``block`` (counter blocks per program) is a power of two."""
+    if not (isinstance(block, int) and block > 0 and block & (block - 1) == 0):
+        raise ValueError(f"block must be a power of two, got {block!r}")
+
+
+def check_tensor(tensor, what: str) -> None:
+    """TypeError for a non-tensor or a dtype outside SUPPORTED_DTYPES, ValueError for a non-contiguous tensor."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{what}: fills float32, bfloat16 and float16 tensors, got {tensor.dtype}")
+    if not tensor.is_contiguous():
+        raise ValueError(f"{what}: expected a contiguous tensor")
+
+
+def check_stream_range(offset: int, numel: int, what: str) -> None:
+    """ValueError when stream indices offset + [0, numel) pass 2**63 (the int64 stream index)."""
+    if offset + numel > 2**63:
+        raise ValueError(f"{what}: stream indices past 2**63 (offset {offset}, numel {numel})")
+
+
+def i32_bits(word: int) -> int:
+    """A uint32 as the int32 with the same bits (so triton types it i32)."""
+    return word - 2**32 if word >= 2**31 else word
+
+
+def f32(value: float) -> float:
+    """``static_cast<float>(value)`` (round to nearest even), as a Python float."""
+    return float(np.float32(value))
+
+
+def ndtri_table_on(device: torch.device) -> torch.Tensor:
+    """The fp32 coefficient rows of ndtri_table (SEGMENTS x ROW, row-major) on ``device``, made once."""
+    table = _NDTRI_TABLES.get(device)
+    if table is None:
+        table = ndtri_table_made_on(device)
+        _NDTRI_TABLES[device] = table
+    return table
+
+
+def ndtri_table_made_on(device: torch.device) -> torch.Tensor:
+    """A new copy of ndtri_table's rows on ``device`` (a traced fill makes its own in the trace)."""
+    return torch.tensor(_NDTRI_COEFFICIENTS, dtype=torch.float32, device=device)
+
+
+def on_device(device: torch.device):
+    """Context in which Triton launches on ``device``: it launches on the current CUDA device, so a
+    cuda:1 tensor filled from a cuda:0 thread needs cuda:1 made current."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
