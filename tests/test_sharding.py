@@ -295,7 +295,7 @@ def test_grouped_bumps_versions():
 
 
 def test_init_model_grouped_equals_ungrouped():
-    from tinit.models import GPT, GPTConfig
+    from tinit.tools.toy_models import GPT, GPTConfig
 
     config = GPTConfig(n_layers=3, d_model=32, n_heads=2, vocab=97, n_ctx=16)
     a, b = GPT(config), GPT(config)

@@ -23,7 +23,7 @@ from tinit.model_init import init_model_, materialise_, stream_for
 from tinit.mup_groups import mup_param_groups
 from tinit.params import STREAM_VERSION, InferenceTensorError, InternalOverlapError
 from tinit.patch import patch_torch_init
-from tinit.report import report
+from tinit.tools.report import report
 
 __all__ = [
     "STREAM_VERSION",

@@ -51,7 +51,7 @@ from tqdm import tqdm
 
 from tinit import schemes as _schemes
 from tinit.model_init import init_model_
-from tinit.report_models import NORMS, Stack, StackConfig
+from tinit.tools.toy_models import NORMS, Stack, StackConfig
 
 INPUTS = ("embeds", "tokens")
 KINDS = ("attn", "mlp")
