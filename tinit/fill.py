@@ -184,7 +184,7 @@ def trunc_normal_at_(
     stream version 2 (docs/stream.md): a table of polynomials as Phi^-1 in
     fp32 (AS 241, Wichura 1988, for fp64 tensors), the uniform mode for
     windows narrow against std, the excursion from the bound beyond 8 std
-    (the native ``trunc_normal_value`` of transform.h).
+    (the native ``tinit::trunc_normal_value``).
     """
     local, layout = _resolve(tensor, global_shape, shard_offsets)
     constants = transform_constants(mean, std, a, b, local.dtype)
