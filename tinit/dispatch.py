@@ -55,7 +55,7 @@ class Backend:
         tensor_reason: returns None when it can fill this tensor, else why
             not, for conditions beyond device type and dtype (e.g. Triton on
             CPU needs the interpreter).
-        summary: one line for ``python -m tinit.info``.
+        summary: one line for ``python -m tinit.tools.info``.
         fill_runs: ``fill_runs(tensor, seed, stream, runs, constants)`` writes
             a contiguous tensor laid out as ``runs`` (a
             ``tinit.sharding.StreamRuns``: a shard split along an inner dim)

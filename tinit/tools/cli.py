@@ -288,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FAMILY",
         choices=sorted(hf_families.FAMILIES),
         help="a Hugging Face model of this family from a reduced default config (4 layers, "
-        f"d_model 256, vocab 1024; no download; tinit.hf_families): {', '.join(sorted(hf_families.FAMILIES))}; "
+        f"d_model 256, vocab 1024; no download; tinit.tools.hf_families): {', '.join(sorted(hf_families.FAMILIES))}; "
         "overrides --model",
     )
     source.add_argument(
@@ -586,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
         without residual gates, and for ``--device``/``--backend`` that this
         machine cannot run: no GPU for ``--device cuda``, ``--backend
         triton`` on the CPU without ``TRITON_INTERPRET=1``).
-        ``tinit report``: see ``tinit.report.run``.
+        ``tinit report``: see ``tinit.tools.report.run``.
     """
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -3,7 +3,7 @@
 Everything here runs before the model is materialised, so bad arguments (a config that is not
 JSON, a field the config does not have, a directory that cannot be written) are reported before
 anything is allocated; ``save`` runs after the fill. Hugging Face configs come from
-``tinit.hf_families``.
+``tinit.tools.hf_families``.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def build_model(
     """Build ``name`` on the meta device (no memory is allocated, nothing is initialised).
 
     Args:
-        name: "gpt2-small" (``tinit.models.GPT``) or "hf-gpt2"
+        name: "gpt2-small" (``tinit.tools.toy_models.GPT``) or "hf-gpt2"
             (``transformers.GPT2LMHeadModel(GPT2Config(...))``, no download).
         layers, d_model, heads: override GPT-2 small's 12 / 768 / 12; ``heads``
             defaults to d_model // 64 (rounded down to a divisor of d_model).
@@ -253,10 +253,10 @@ def _build_model(name, *, layers, d_model, heads, fields) -> Built:
             model,
             config.n_layers,
             (
-                f"gpt2-small (tinit.models.GPT): {config.n_layers} layers, d_model {config.d_model}, "
+                f"gpt2-small (tinit.tools.toy_models.GPT): {config.n_layers} layers, d_model {config.d_model}, "
                 f"{config.n_heads} heads, vocab {config.vocab}, n_ctx {config.n_ctx}"
             ),
-            {"model": "tinit.models.GPT", **dataclasses.asdict(config)},
+            {"model": "tinit.tools.toy_models.GPT", **dataclasses.asdict(config)},
         )
     if name == "hf-gpt2":
         try:
@@ -307,7 +307,7 @@ def build_hf(
 ) -> Built:
     """A Hugging Face model on the meta device: a family's reduced config, or a given config; nothing downloaded.
 
-    The config's fields, in order: the family's reduced config (``tinit.hf_families``; 4 layers,
+    The config's fields, in order: the family's reduced config (``tinit.tools.hf_families``; 4 layers,
     d_model 256, vocab 1024) or the ``config`` dict (an HF ``config.json``); ``--layers``,
     ``--d-model``, ``--heads`` (``generic_fields``); ``fields`` (``--set``). The config is
     constructed from them (``transformers.AutoConfig.for_model``) and the model by
@@ -319,7 +319,7 @@ def build_hf(
     not have is kept and reported in ``notes`` (files carry metadata and fields of custom code).
 
     Args:
-        family: a key of ``tinit.hf_families.FAMILIES`` (or None with ``config``).
+        family: a key of ``tinit.tools.hf_families.FAMILIES`` (or None with ``config``).
         config: an HF config as a dict with "model_type".
         layers, d_model, heads: the generic flags.
         fields: config fields set last (held configs as nested dicts).

@@ -1,4 +1,4 @@
-"""``python -m tinit.info``: which backends can run here and why not, the build, the devices.
+"""``python -m tinit.tools.info``: which backends can run here and why not, the build, the devices.
 
 Cheap enough for a bug report or the first line of a GPU check: it imports
 torch and tinit, tries to import Triton and the Triton kernel, reads
@@ -169,7 +169,7 @@ def cpu_model() -> str:
 
 
 def report() -> str:
-    """The whole report as text (what ``python -m tinit.info`` prints)."""
+    """The whole report as text (what ``python -m tinit.tools.info`` prints)."""
     build = build_info()
     lines = [
         "tinit backends (auto order: "
