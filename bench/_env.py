@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tinit.info import cpu_flags, cpu_model
+from tinit.tools.info import cpu_flags, cpu_model
 
 REPO = Path(__file__).resolve().parent.parent
 

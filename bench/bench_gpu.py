@@ -61,8 +61,9 @@ import torch
 from _env import REPO
 from _env import environment as base_environment
 
-from tinit import dispatch, info, ops
+from tinit import dispatch, ops
 from tinit.params import Mode, transform_constants, uniform_constants
+from tinit.tools import info
 
 SEED = 1234
 REP_BUDGET_S = 0.25

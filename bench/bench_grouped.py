@@ -35,8 +35,8 @@ import torch
 import tinit
 from tinit import ops
 from tinit.model_init import stream_for
-from tinit.models import GPT, GPTConfig
 from tinit.params import transform_constants
+from tinit.tools.toy_models import GPT, GPTConfig
 
 BLOCKS = 167
 WIDTHS = (32, 64, 128)

@@ -5,7 +5,7 @@
 #   1. build the extension with its CUDA kernels (sm_90 unless
 #      TORCH_CUDA_ARCH_LIST says otherwise; fails if CUDA cannot be built),
 #      at most 240 s,
-#   2. python -m tinit.info,
+#   2. python -m tinit.tools.info,
 #   3. the static SASS budget of the CUDA kernels (bench/sass_budget.py
 #      --no-triton, ~10 s): the estimate column of step 4,
 #   4. the GPU benchmark (bench/bench_gpu.py: 2^28 then 2^24 elements, fp32
@@ -101,7 +101,7 @@ if ! step "build (TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST)" 240 \
   exit 1
 fi
 
-step "tinit.info" 30 "$PY" -m tinit.info
+step "tinit.tools.info" 30 "$PY" -m tinit.tools.info
 
 step "SASS budget (CUDA kernels)" 60 "$PY" bench/sass_budget.py --no-triton --json "$SASS_JSON"
 

@@ -3,7 +3,7 @@
     python scripts/gen_coverage.py            # rewrite docs/coverage.md
     python scripts/gen_coverage.py --check    # exit 1 when docs/coverage.md is out of date
 
-Each family of ``tinit.hf_families.FAMILIES`` is built from its reduced config on the meta device,
+Each family of ``tinit.tools.hf_families.FAMILIES`` is built from its reduced config on the meta device,
 materialised on the CPU (``tinit.materialise_``: ties restored, buffers recomputed), then
 initialised by every recipe of ``tinit.schemes.SCHEMES`` with its default options (the table grows
 as recipes are added). A recipe "runs" when ``init_model_`` writes every parameter; otherwise the
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout: this tree's tinit
     sys.path.insert(0, str(ROOT))
 
-from tinit import hf_families
+from tinit.tools import hf_families
 
 OUTPUT = ROOT / "docs" / "coverage.md"
 SEED = 0
@@ -270,7 +270,7 @@ def survey(families=None) -> list[dict]:
     """One record per family: class, parameters, roles, and per recipe None (runs) or the refusal.
 
     Args:
-        families: names of ``tinit.hf_families.FAMILIES`` (all when None).
+        families: names of ``tinit.tools.hf_families.FAMILIES`` (all when None).
 
     Returns:
         [{"family", "class", "parameters", "roles", "unclassified", "not_applicable",

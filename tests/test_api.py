@@ -128,7 +128,7 @@ def test_empty_and_meta_are_no_ops(dtype, make):
     assert tinit.trunc_normal_(tensor) is tensor
     assert tinit.trunc_normal_at_(tensor, seed=1) is tensor
     assert tinit.fill_(tensor, "gpt2", name="h.0.attn.c_proj.weight", n_layers=4, seed=1) is tensor
-    with pytest.raises(ValueError, match="a < b"):
+    with pytest.raises(ValueError, match="a <= b"):
         tinit.trunc_normal_(tensor, a=1.0, b=-1.0)
 
 
@@ -262,6 +262,21 @@ BAD_ARGS = [
     pytest.param({"a": math.inf, "b": math.inf}, ValueError, "a < b", id="both_inf"),
     pytest.param({"mean": "0"}, TypeError, "real", id="mean_str"),
 ]
+# The drop-in follows torch.nn.init.trunc_normal_: a == b fills with a and the sign of std does not
+# matter (test_drop_in_takes_what_torch_takes); the rest of BAD_ARGS it refuses too, in its own words.
+DROP_IN_BAD_ARGS = [
+    pytest.param({"a": 2.0, "b": -2.0}, ValueError, "a <= b", id="a_gt_b"),
+    pytest.param({"std": 0.0}, ValueError, "std", id="std_zero"),
+    pytest.param({"std": math.nan}, ValueError, "finite", id="std_nan"),
+    pytest.param({"std": math.inf}, ValueError, "finite", id="std_inf"),
+    pytest.param({"mean": math.nan}, ValueError, "finite", id="mean_nan"),
+    pytest.param({"mean": math.inf}, ValueError, "finite", id="mean_inf"),
+    pytest.param({"mean": -math.inf}, ValueError, "finite", id="mean_neg_inf"),
+    pytest.param({"a": math.nan}, ValueError, "NaN", id="a_nan"),
+    pytest.param({"b": math.nan}, ValueError, "NaN", id="b_nan"),
+    pytest.param({"a": math.inf, "b": math.inf}, ValueError, "finite", id="both_inf"),
+    pytest.param({"mean": "0"}, TypeError, "real", id="mean_str"),
+]
 BAD_DTYPES = [
     pytest.param(torch.int32, id="int32"),
     pytest.param(torch.int64, id="int64"),
@@ -289,7 +304,7 @@ def test_bad_arguments_raise_before_writing(kwargs, error, pattern, dtype, backe
 
 
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
-@pytest.mark.parametrize("kwargs,error,pattern", BAD_ARGS)
+@pytest.mark.parametrize("kwargs,error,pattern", DROP_IN_BAD_ARGS)
 def test_bad_arguments_raise_before_drawing(kwargs, error, pattern, dtype):
     """trunc_normal_ neither writes nor consumes torch's RNG on bad input."""
     tensor = _sample_tensor(dtype)
@@ -299,6 +314,23 @@ def test_bad_arguments_raise_before_drawing(kwargs, error, pattern, dtype):
         tinit.trunc_normal_(tensor, **args)
     assert torch.equal(tensor, before), "the tensor changed before the error"
     assert torch.equal(torch.get_rng_state(), state), "torch's RNG advanced before the error"
+
+
+def test_drop_in_takes_what_torch_takes():
+    """a == b and a negative std, which torch.nn.init.trunc_normal_ accepts: a == b fills with a, and
+    -std gives the fill of |std| from the same key (the density depends on std^2); one key each."""
+    torch.nn.init.trunc_normal_(torch.empty(3), 0.0, -0.5, -1.0, 1.0)  # torch accepts both too
+    torch.testing.assert_close(torch.nn.init.trunc_normal_(torch.empty(3), 0.0, 1.0, 1.0, 1.0), torch.ones(3))
+    torch.manual_seed(11)
+    key = int(torch.empty((), dtype=torch.int64).random_())
+    after_one = torch.get_rng_state()
+    torch.manual_seed(11)
+    got = tinit.trunc_normal_(torch.empty(257), 0.25, -0.5, -1.0, 1.0)
+    assert torch.equal(torch.get_rng_state(), after_one), "not exactly one key drawn"
+    torch.testing.assert_close(got, fill_at(257, torch.float32, 0.25, 0.5, -1.0, 1.0, seed=key), rtol=0, atol=0)
+    torch.manual_seed(11)
+    torch.testing.assert_close(tinit.trunc_normal_(torch.empty(3, 4), 0.0, 1.0, 1.0, 1.0), torch.ones(3, 4))
+    assert torch.equal(torch.get_rng_state(), after_one), "a == b did not draw its one key"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

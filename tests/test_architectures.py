@@ -1,4 +1,4 @@
-"""Every Hugging Face family of ``tinit.hf_families`` initialises, with the roles its blocks mean.
+"""Every Hugging Face family of ``tinit.tools.hf_families`` initialises, with the roles its blocks mean.
 
 Each family is built small on the meta device and initialised on the CPU. The oracle for which
 parameters are constants is the model's own code: the same family built eagerly under
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import tinit
-from tinit import hf_families
+from tinit.tools import hf_families
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 

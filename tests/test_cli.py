@@ -13,10 +13,11 @@ import pytest
 import torch
 
 import tinit
-from tinit import hf_families, schemes
-from tinit.cli import DTYPES, main, materialise_, truncated_std
-from tinit.cli_models import build_model
-from tinit.models import GPT, GPTConfig
+from tinit import schemes
+from tinit.tools import hf_families
+from tinit.tools.cli import DTYPES, main, materialise_, truncated_std
+from tinit.tools.cli_models import build_model
+from tinit.tools.toy_models import GPT, GPTConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--layers", "2", "--d-model", "64", "--no-progress"]
@@ -337,7 +338,7 @@ def test_compare_names_the_torch_call(capsys):
 
 
 def test_torch_calls_of_specs():
-    from tinit.cli import _torch_calls
+    from tinit.tools.cli import _torch_calls
 
     normal = schemes.InitSpec(std=0.02, trunc=2.0)
     uniform = schemes.InitSpec(std=0.02, trunc=math.sqrt(3.0), distribution="uniform")
@@ -426,7 +427,7 @@ def test_set_overrides_fields(tmp_path, capsys):
 
 
 def test_parse_set():
-    from tinit.cli_models import parse_set
+    from tinit.tools.cli_models import parse_set
 
     assert parse_set(["a=1", "b=[1, 2]", "c=gelu", 'd="x"', "e=null", "t.n=2", "t.m=true", "a=2"]) == {
         "a": 2,
@@ -443,7 +444,7 @@ def test_parse_set():
 
 @needs_hf
 def test_generic_flags_reach_each_family_s_fields():
-    from tinit.cli_models import generic_fields
+    from tinit.tools.cli_models import generic_fields
 
     t5 = generic_fields(hf_families.config("t5"), layers=3, d_model=128, heads=2)
     assert t5 == {"num_layers": 3, "num_decoder_layers": 3, "d_model": 128, "num_heads": 2, "d_ff": 512, "d_kv": 64}
@@ -511,7 +512,7 @@ def _refused(monkeypatch, capsys, *argv: str) -> str:
     def no_allocation(*args, **kwargs):
         raise AssertionError("materialised before the arguments were checked")
 
-    monkeypatch.setattr("tinit.cli.materialise_", no_allocation)
+    monkeypatch.setattr("tinit.tools.cli.materialise_", no_allocation)
     with pytest.raises(SystemExit) as exit_info:
         main(["init", *argv])
     assert exit_info.value.code == 2
@@ -612,7 +613,7 @@ def test_config_of_a_released_model(tmp_path, capsys):
 @needs_hf
 @pytest.mark.parametrize("family", sorted(hf_families.FAMILIES))
 def test_every_family_builds_through_the_cli(family):
-    from tinit.cli_models import build_hf
+    from tinit.tools.cli_models import build_hf
 
     built = build_hf(family)
     assert built.hf and built.n_layers is None and built.description.startswith(f"hf {family} (")

@@ -520,6 +520,8 @@ def test_property_fill_contract(case, mean, std, window, seed, stream, offset, d
     if dropin:
         stream, offset = 0, 0
     accepted = _accepts(view, mean, std, a, b, offset)
+    if dropin and a == b:  # torch.nn.init.trunc_normal_'s zero-width window: the constant a, where finite
+        accepted = math.isfinite(a) and abs(a) <= torch.finfo(view.dtype).max and not _overlaps_view(view)
     assert _overlaps(where) == _overlaps_view(view)
     before, rng = _bits(base), torch.get_rng_state()
     try:
@@ -541,6 +543,15 @@ def test_property_fill_contract(case, mean, std, window, seed, stream, offset, d
     covered[where.reshape(-1)] = True
     flat = base.reshape(-1)
     assert torch.isnan(flat[~covered]).all(), "wrote outside the view"
+    if dropin and a == b:
+        event("accepted, a == b")
+        assert torch.equal(view, torch.full_like(view, a)), "a == b did not fill with a"
+        drew = torch.get_rng_state()
+        torch.set_rng_state(rng)
+        if view.numel():
+            torch.empty((), dtype=torch.int64).random_()
+        assert torch.equal(drew, torch.get_rng_state()), "a == b did not draw exactly one key (none when empty)"
+        return
     values = view.double()
     assert torch.isfinite(values).all()
     low, high = representable_inside(a, b, view.dtype)

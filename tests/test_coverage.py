@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 
-from tinit import hf_families, schemes
+from tinit import schemes
+from tinit.tools import hf_families
 
 ROOT = Path(__file__).resolve().parents[1]
 # Families regenerated in full here: a dense decoder, fused GQA, MoE, MLA, sinks, encoder-decoder, vision + text.

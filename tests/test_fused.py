@@ -311,9 +311,9 @@ MODELS = [
 def _model(family, fields):
     import transformers
 
-    from tinit import hf_families
+    from tinit.tools import hf_families
 
-    if family == "codegen":  # not among tinit.hf_families: its own config, built on the CPU
+    if family == "codegen":  # not among tinit.tools.hf_families: its own config, built on the CPU
         return hf_families.build(transformers.CodeGenConfig(n_layer=2, **fields), device="cpu")
     device = "cpu" if family == "gpt_bigcode" else "meta"  # its causal-mask buffer has no recipe on meta
     return hf_families.build(family, device=device, num_hidden_layers=2, **fields)
@@ -478,7 +478,7 @@ MOE = [
 def test_hf_experts_get_one_experts_fans(case):
     """kaiming(fan_in) on transformers 5's 3-D experts: the fan_in of one expert as the forward applies
     it (F.linear(x, W[e]): W[e] is (out, in); GPT-OSS x @ W[e]: W[e].T is), and mitchell's d_in."""
-    from tinit import hf_families
+    from tinit.tools import hf_families
 
     _, family, orientation = case
     fields = {"first_k_dense_replace": 0} if family == "deepseek_v3" else {}
@@ -498,7 +498,7 @@ def test_hf_experts_get_one_experts_fans(case):
 def _dbrx():
     import transformers
 
-    from tinit import hf_families
+    from tinit.tools import hf_families
 
     config = transformers.DbrxConfig(
         n_layers=2,
@@ -592,7 +592,7 @@ def test_fused_gate_up_parts_follow_the_models_split(family, pattern, split):
     the rows the model's forward reads as up get 0.02 / sqrt(2 (l + 1)), the gate's 0.02, as a
     Llama with separate gate_proj / up_proj gets them."""
     pytest.importorskip("transformers")
-    from tinit import hf_families
+    from tinit.tools import hf_families
 
     model = hf_families.build(family)
     summary = tinit.init_model_(model, "depth_init", device="cpu")

@@ -1,4 +1,4 @@
-"""tinit.hf_families: every family builds small, runs forward, and its config follows the fields given."""
+"""tinit.tools.hf_families: every family builds small, runs forward, and its config follows the fields given."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import warnings
 import pytest
 import torch
 
-from tinit import hf_families
+from tinit.tools import hf_families
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 

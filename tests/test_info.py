@@ -1,4 +1,4 @@
-"""``python -m tinit.info`` runs anywhere and accounts for every backend."""
+"""``python -m tinit.tools.info`` runs anywhere and accounts for every backend."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ import sys
 import pytest
 import torch
 
-from tinit import dispatch, info
+from tinit import dispatch
+from tinit.tools import info
 
 
 @pytest.fixture(scope="module")
 def printed() -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", "tinit.info"], check=False, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "tinit.tools.info"], check=False, capture_output=True, text=True, timeout=120
     )
-    assert proc.returncode == 0, f"python -m tinit.info failed:\n{proc.stderr}"
+    assert proc.returncode == 0, f"python -m tinit.tools.info failed:\n{proc.stderr}"
     return proc.stdout
 
 
@@ -82,3 +83,10 @@ def test_cpu_only_machine_explains_cuda(printed):
 )
 def test_cpu_simd_level(flags, philox, transform):
     assert info.cpu_simd_level(flags) == {"philox": philox, "transform": transform}
+
+
+def test_cli_subcommand_prints_the_same_report(printed, capsys):
+    from tinit.tools import cli
+
+    assert cli.main(["info"]) == 0
+    assert capsys.readouterr().out == printed

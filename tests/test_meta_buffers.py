@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 import tinit
-from tinit import buffers, hf_families
+from tinit import buffers
+from tinit.tools import hf_families
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 
@@ -314,7 +315,7 @@ def test_local_attention_mask_is_banded():
 
 @pytest.mark.parametrize("family", sorted(hf_families.FAMILIES))
 def test_every_family_s_buffers_match_eager(family):
-    """Every family of tinit.hf_families, built on the meta device and materialised on the CPU, holds the
+    """Every family of tinit.tools.hf_families, built on the meta device and materialised on the CPU, holds the
     buffers an eager CPU build holds, bit for bit and dtype for dtype."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

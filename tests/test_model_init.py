@@ -13,7 +13,7 @@ from torch import nn
 import tinit
 from tinit import model_init
 from tinit.model_init import stream_for
-from tinit.models import GPT, GPTConfig
+from tinit.tools.toy_models import GPT, GPTConfig
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
 

@@ -1,11 +1,11 @@
-"""tinit.models.GPT: GPT-2 small's shape, meta construction, weight tying, a forward pass."""
+"""tinit.tools.toy_models.GPT: GPT-2 small's shape, meta construction, weight tying, a forward pass."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from tinit.models import GPT, GPTConfig
+from tinit.tools.toy_models import GPT, GPTConfig
 
 GPT2_SMALL_PARAMS = 124_439_808  # Hugging Face GPT2LMHeadModel(GPT2Config()), tied head counted once
 

@@ -270,11 +270,14 @@ def test_parameter_requires_grad(name):
 
 
 def test_trunc_normal_is_tinit_trunc_normal():
+    """One implementation under two names, its values those of ``trunc_normal_at_`` at the drawn key."""
+    assert tinit.trunc_normal_ is tnn.trunc_normal_
     torch.manual_seed(8)
-    a = tnn.trunc_normal_(torch.empty(40, 3), 0.0, 0.02, -0.04, 0.04)
+    key = int(torch.empty((), dtype=torch.int64).random_())
     torch.manual_seed(8)
-    b = tinit.trunc_normal_(torch.empty(40, 3), 0.0, 0.02, -0.04, 0.04)
-    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    got = tnn.trunc_normal_(torch.empty(40, 3), 0.0, 0.02, -0.04, 0.04)
+    want = tinit.trunc_normal_at_(torch.empty(40, 3), 0.0, 0.02, -0.04, 0.04, seed=key)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -324,7 +324,7 @@ class _Recorder:
 
 def _hf_build(family: str):
     transformers = pytest.importorskip("transformers")
-    from tinit import hf_families
+    from tinit.tools import hf_families
 
     config = hf_families.config(family)
     return getattr(transformers, hf_families.model_class(config)).from_config(config), config

@@ -35,10 +35,10 @@ import torch
 import tinit
 from tinit import schemes
 from tinit.classify import _classify
-from tinit.cli import build_parser, main
-from tinit.report import report
-from tinit.report_models import NORMS, Block, Stack, StackConfig, deepnorm_alpha
 from tinit.roles import infer_layer
+from tinit.tools.cli import build_parser, main
+from tinit.tools.report import report
+from tinit.tools.toy_models import NORMS, Stack, StackBlock, StackConfig, deepnorm_alpha
 
 DEEP = {"n_layers": 80, "d_model": 512, "d_ff": 2048, "batch": 8, "seq": 128, "seed": 0}
 FULL = {"n_layers": 80, "d_model": 64, "batch": 4, "seq": 64, "seed": 0}
@@ -204,7 +204,7 @@ def test_deepnorm_block_is_alpha_residual_post_ln():
     assert config.residual_scale == pytest.approx(3.557, abs=5e-4) == deepnorm_alpha(80)
     assert StackConfig(n_layers=80, norm="pre").residual_scale == 1.0
     torch.manual_seed(0)
-    block, x = Block(config), torch.randn(2, 5, 64)
+    block, x = StackBlock(config), torch.randn(2, 5, 64)
     h = block.attn_norm(config.residual_scale * x + block.attn(x))
     torch.testing.assert_close(block(x), block.mlp_norm(config.residual_scale * h + block.mlp(h)))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tinit.models import GPT, GPTConfig
 from tinit.roles import ROLES, infer_layer, infer_role, infer_stack
+from tinit.tools.toy_models import GPT, GPTConfig
 
 GPT2_ROLES = {
     "transformer.wte.weight": "embedding",

@@ -1,12 +1,12 @@
-"""Shards and grouped fills in one process (tinit/sharding.py, tinit/grouped.py,
-csrc/cpu/stream_words.cpp, csrc/cpu/trunc_normal_grouped.cpp).
+"""Shards and grouped fills in one process (``tinit.sharding``, ``tinit.grouped.write_grouped_``, the
+native ``gather_words`` and ``trunc_normal_grouped_cpu``).
 
 The oracle is the unsharded fill: a shard must hold exactly the slice of it
-(the contiguous fill itself is checked against scipy and an independent
-numpy Philox in tests/test_accuracy.py and tests/test_philox.py), and the
+(the contiguous fill itself is checked against scipy and against the
+independent ``numpy_philox.stream_words`` by the accuracy and Philox tests), and the
 stream words of a shard exactly the numpy Philox words of its global
 indices. Grouped fills must equal one ``write_spec_`` per tensor, bit for
-bit. DTensor/FSDP2 layouts over real process groups: tests/test_sharding_dist.py.
+bit. DTensor/FSDP2 layouts over real process groups: ``test_sharding_dist``.
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def test_grouped_bumps_versions():
 
 
 def test_init_model_grouped_equals_ungrouped():
-    from tinit.models import GPT, GPTConfig
+    from tinit.tools.toy_models import GPT, GPTConfig
 
     config = GPTConfig(n_layers=3, d_model=32, n_heads=2, vocab=97, n_ctx=16)
     a, b = GPT(config), GPT(config)

@@ -85,8 +85,9 @@ def test_wheel_builds_and_imports_outside_the_checkout(tmp_path):
         archive.extractall(tmp_path / "site")
     assert any(re.fullmatch(r"tinit/_C\..*\.so", n) for n in names), names
     assert "tinit/triton_kernels/trunc_normal.py" in names, names
+    assert "tinit/tools/cli.py" in names and "tinit/tools/__init__.py" in names, names
     assert not any(n.startswith(("csrc/", "tests/", "bench/")) for n in names), names
-    assert "tinit = tinit.cli:main" in entry_points
+    assert "tinit = tinit.tools.cli:main" in entry_points
     # torch stays out of the requirements, so installing the wheel never makes pip pick one.
     assert not re.search(r"^Requires-Dist: torch\b", metadata, re.MULTILINE), metadata
 

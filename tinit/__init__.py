@@ -1,7 +1,7 @@
 """tinit: one-pass truncated-normal initialisation for large transformers.
 
 Public API:
-    trunc_normal_     drop-in for torch.nn.init.trunc_normal_
+    trunc_normal_     drop-in for torch.nn.init.trunc_normal_ (the function tinit.nn.init.trunc_normal_)
     trunc_normal_at_  the same from an explicit (seed, stream, offset)
     nn                tinit.nn.init: a full replacement for torch.nn.init on tinit's stream
     fill_             one parameter by a named scheme (tinit.schemes.SCHEMES)
@@ -18,12 +18,13 @@ Public API:
 """
 
 from tinit import nn
-from tinit.fill import fill_, trunc_normal_, trunc_normal_at_
+from tinit.fill import fill_, trunc_normal_at_
 from tinit.model_init import init_model_, materialise_, stream_for
 from tinit.mup_groups import mup_param_groups
+from tinit.nn.init import trunc_normal_
 from tinit.params import STREAM_VERSION, InferenceTensorError, InternalOverlapError
 from tinit.patch import patch_torch_init
-from tinit.report import report
+from tinit.tools.report import report
 
 __all__ = [
     "STREAM_VERSION",

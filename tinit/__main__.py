@@ -1,5 +1,5 @@
-"""``python -m tinit init ...``: the same as the ``tinit`` console script (``tinit.cli``)."""
+"""``python -m tinit init ...``: the same as the ``tinit`` console script (``tinit.tools.cli.main``)."""
 
-from tinit.cli import main
+from tinit.tools.cli import main
 
 raise SystemExit(main())

@@ -358,7 +358,7 @@ _UP_KEY = re.compile(r"(?:^|\.)(up_proj|w3|wi_1)(?=\.|$|_[A-Z]{2,4}$)")
 
 def _ungated_up_projections(entries: list[_Param]) -> None:
     """An up projection with no gate beside it (a plain MLP's ``up_proj``, as in
-    ``tinit.report_models``) is the MLP's input projection: mlp_in, not the gated MLP's mlp_up."""
+    ``tinit.tools.toy_models.Stack``) is the MLP's input projection: mlp_in, not the gated MLP's mlp_up."""
     names = None
     for entry in entries:
         if entry.role != "mlp_up" or "role" in entry.override:

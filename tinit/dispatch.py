@@ -5,7 +5,7 @@ installed, and says why not when it cannot fill a tensor. ``select`` tries
 them in the order of ``AUTO_ORDER`` for the tensor's device (fastest measured
 first) for ``backend="auto"`` (or ``$TINIT_BACKEND``), and raises with every
 backend's reason when none fits. All backends compute the same stream
-(csrc/include/tinit/philox.h); see README "The stream".
+(the native ``tinit::philox4x32_10``); see README "The stream".
 
 Backends:
     cuda    the native extension's CUDA kernels (csrc/cuda/), CUDA tensors
@@ -55,7 +55,7 @@ class Backend:
         tensor_reason: returns None when it can fill this tensor, else why
             not, for conditions beyond device type and dtype (e.g. Triton on
             CPU needs the interpreter).
-        summary: one line for ``python -m tinit.info``.
+        summary: one line for ``python -m tinit.tools.info``.
         fill_runs: ``fill_runs(tensor, seed, stream, runs, constants)`` writes
             a contiguous tensor laid out as ``runs`` (a
             ``tinit.sharding.StreamRuns``: a shard split along an inner dim)

@@ -1,7 +1,8 @@
-"""Public fill entry points: the drop-in ``trunc_normal_``, the explicit-stream
-``trunc_normal_at_``, the scheme-driven ``fill_`` and ``write_spec_``, which
-writes a ``tinit.schemes.InitSpec`` (truncated normal, uniform, constant or
-per-slice parts) from an explicit stream.
+"""Public fill entry points: the explicit-stream ``trunc_normal_at_``, the
+scheme-driven ``fill_`` and ``write_spec_``, which writes a
+``tinit.schemes.InitSpec`` (truncated normal, uniform, constant or per-slice
+parts) from an explicit stream. The drop-in ``tinit.trunc_normal_`` is
+``tinit.nn.init.trunc_normal_``, which draws its key with ``_draw_seed``.
 
 Every entry point takes a plain tensor, a DTensor (each rank writes its local
 shard from the shard's global indices, ``tinit.sharding``), or a hand-made
@@ -183,72 +184,12 @@ def trunc_normal_at_(
     stream version 2 (docs/stream.md): a table of polynomials as Phi^-1 in
     fp32 (AS 241, Wichura 1988, for fp64 tensors), the uniform mode for
     windows narrow against std, the excursion from the bound beyond 8 std
-    (the native ``trunc_normal_value`` of transform.h).
+    (the native ``tinit::trunc_normal_value``).
     """
     local, layout = _resolve(tensor, global_shape, shard_offsets)
     constants = transform_constants(mean, std, a, b, local.dtype)
     seed, stream, offset = _stream_position(seed, stream, offset, _logical_numel(local, layout))
     _trunc_normal_local(local, layout, constants, seed, stream, offset, backend)
-    return tensor
-
-
-def trunc_normal_(
-    tensor: torch.Tensor,
-    mean: float = 0.0,
-    std: float = 1.0,
-    a: float = -2.0,
-    b: float = 2.0,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """Drop-in for ``torch.nn.init.trunc_normal_``: one fused pass, no host sync.
-
-    Same signature, semantics and return value as torch's: values from
-    N(mean, std^2) restricted to the absolute interval [a, b], written in place
-    under ``torch.no_grad()``.
-
-    What is drawn from torch's RNG: exactly one int64 when something is
-    written, via ``torch.empty((), dtype=torch.int64, device=d).random_(generator=generator)``
-    (a uniform integer on [0, 2**63) from ``generator`` on its device d, or
-    from torch's default CPU generator on the CPU when it is None, whatever
-    the default device). It is the Philox key; the stream id is 0 and the
-    offset 0. So ``torch.manual_seed`` makes calls reproducible, the same
-    seed gives the same values on every device, and consecutive calls give
-    different tensors. Nothing is drawn for a tensor of no elements or on the
-    meta device (it is returned unchanged, as by torch), nor when the
-    arguments are refused. A DTensor counts its logical elements: a rank whose
-    local shard is empty still draws, so the ranks' generators stay in step.
-    For a fixed key use ``trunc_normal_at_``.
-
-    A DTensor is filled shard by shard as by ``trunc_normal_at_``: every rank
-    must draw the same key, i.e. seed its generator identically
-    (``torch.manual_seed(s)`` on all ranks), as for any replicated init.
-
-    Args:
-        tensor: float32/float64/bfloat16/float16 tensor, Parameter or DTensor,
-            any shape; views, 0-element and meta tensors accepted.
-        mean, std: parent normal, tensor units; std > 0.
-        a, b: absolute bounds, a < b; -inf/+inf allowed.
-        generator: a ``torch.Generator`` or None.
-
-    Returns:
-        ``tensor``.
-
-    Raises:
-        TypeError, ValueError: bad dtype, tensor kind or arguments (see
-            ``trunc_normal_at_``), before anything is written or drawn.
-        tinit.params.InternalOverlapError: an expanded or otherwise
-            self-overlapping view (a ValueError and, as torch raises for it,
-            a RuntimeError), before anything is drawn.
-    """
-    local, layout = _resolve(tensor, None, None)
-    constants = transform_constants(mean, std, a, b, local.dtype)
-    _check_generator(generator)
-    if not _writes(tensor, local):
-        return tensor  # nothing to write: torch's RNG is left as it was
-    if local.numel():
-        dispatch.select(local, "auto")  # a bad $TINIT_BACKEND raises before the draw
-    with torch.no_grad():
-        _trunc_normal_local(local, layout, constants, _draw_seed(generator), 0, 0, "auto")
     return tensor
 
 
@@ -523,7 +464,7 @@ def fill_(
             "in_out" for Hugging Face ``Conv1D`` (GPT-2), or an expert
             stack's layout (``tinit.schemes.LAYOUTS``: the fans of one expert).
         seed: Philox key in [0, 2**64); when None one is drawn from
-            ``generator`` as in ``trunc_normal_`` (only when something is
+            ``generator`` as in ``tinit.trunc_normal_`` (only when something is
             written and the spec is not a constant). With a seed, torch's RNG
             is not touched.
         stream, offset: stream id and first stream index (see ``trunc_normal_at_``).

@@ -6,7 +6,7 @@ costs more than filling them. ``write_grouped_`` validates every item, then
 writes the truncated-normal pieces on a device with the backend's grouped
 call, from a table of (tensor, stream, offset, transform constants): one
 ``tinit::trunc_normal_grouped_`` call on the CPU, one launch per dtype on
-CUDA (``csrc/cuda/trunc_normal_grouped_kernel.cu``) and Triton
+CUDA (the native ``grouped_kernel``) and Triton
 (``tinit.triton_kernels.trunc_normal_grouped``). Each tensor gets exactly
 the values ``write_spec_`` gives it alone: the value at a stream index does
 not depend on how the tensors are batched.

@@ -65,7 +65,7 @@ if native_available():
     def _trunc_normal_grouped_fake(tensors, seed, streams, offsets, transform):
         return None
 
-    # The benchmarks' op, in its own library (csrc/ops.cpp's tinit_bench), outside the public schema.
+    # The benchmarks' op, in its own library (``TORCH_LIBRARY(tinit_bench, m)``), outside the public schema.
     if hasattr(torch.ops.tinit_bench, "trunc_normal_compute_only_"):  # absent from builds before it
 
         @torch.library.register_fake("tinit_bench::trunc_normal_compute_only_")

@@ -2,8 +2,8 @@
 
 This is the single host-side source of the constants every backend uses, so
 the CPU, CUDA and Triton kernels see the same fp32 (or fp64) bits. The record
-is ``TruncNormalParams`` (the same name and field order as the C++ struct in
-``csrc/include/tinit/transform.h``, where the algorithm is described; the
+is ``TruncNormalParams`` (the same name and field order as the C++ struct
+``tinit::TruncNormalParams``, beside which the algorithm is described; the
 specification is ``docs/stream.md``). Bounds ``a`` and ``b`` are absolute (in
 tensor units, as in ``torch.nn.init.trunc_normal_``), not in units of std.
 """
@@ -27,7 +27,7 @@ STREAM_VERSION = 2
 # Windows whose upper edge (after mirroring) lies this many std below the
 # mean take the tail mode (the excursion from the nearer bound): from here on
 # the two-sided modes' mean + std z would lose digits next to a bound near 0,
-# and mills_ratio's continued fraction (transform.h, fp64) has converged.
+# and the continued fraction of ``tinit::mills_ratio`` (fp64) has converged.
 _TAIL_EDGE = {torch.float32: 8.0, torch.float64: 8.0}
 # No deviate of the transform exceeds this (min uniform 2^-33 -> 6.4 sigma).
 _REACH_SIGMAS = 8.3
@@ -44,7 +44,7 @@ _LINEAR_ULP = 1.0 / 64.0
 
 
 class Mode(enum.IntEnum):
-    """TransformMode of transform.h: how a window is sampled."""
+    """``tinit::TransformMode``: how a window is sampled."""
 
     UNIFORM = 0
     TWO_SIDED = 1
@@ -57,8 +57,7 @@ class TruncNormalParams(NamedTuple):
 
     Every field is an fp64 value; the kernels read it as the compute type
     (fp32 for fp32/bf16/fp16 tensors, fp64 for fp64). The packed form passed
-    to the ops is this tuple itself. Field meanings: ``TruncNormalParams`` in
-    ``csrc/include/tinit/transform.h``.
+    to the ops is this tuple itself. Field meanings: the C++ ``tinit::TruncNormalParams``.
     """
 
     mode: float
@@ -87,7 +86,7 @@ class TruncNormalParams(NamedTuple):
     l5: float
 
 
-PARAM_COUNT = len(TruncNormalParams._fields)  # kParamCount, transform.h
+PARAM_COUNT = len(TruncNormalParams._fields)  # tinit::kParamCount
 _ZERO = TruncNormalParams(*([0.0] * PARAM_COUNT))
 
 
@@ -292,8 +291,8 @@ def transform_constants(mean, std, a, b, dtype: torch.dtype) -> TruncNormalParam
         dtype: the dtype of the tensor to fill (one of SUPPORTED_DTYPES).
 
     Returns:
-        The ``TruncNormalParams`` record (fp64 values; see transform.h for the
-        meaning of each field and the four modes).
+        The ``TruncNormalParams`` record (fp64 values; see ``tinit::TruncNormalParams`` and
+        ``tinit::TransformMode`` for the meaning of each field and the four modes).
 
     Raises:
         TypeError: a non-real argument or an unsupported dtype.
@@ -420,7 +419,7 @@ def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.
     scale = _scale_for(std, (mean,), cdt)
     precise = scale != 1.0 or _cancels(mean / std, sign * z_lo, sign * z_hi)
     sd_hi, sd_lo = _split(sign * std / scale, cdt)
-    # s = s0 + step w (transform.h two_sided_s): word w's uniform is (w + 1/2) 2^-32.
+    # s = s0 + step w (``tinit::two_sided_s``): word w's uniform is (w + 1/2) 2^-32.
     step = mass * 2.0**-32
     return _canonical(
         _ZERO._replace(
@@ -443,7 +442,7 @@ def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.
 
 
 def _canonical(p: TruncNormalParams) -> TruncNormalParams:
-    """Every -0.0 field as +0.0 (clamp_to in transform.h relies on it)."""
+    """Every -0.0 field as +0.0 (``tinit::clamp_to`` relies on it)."""
     return TruncNormalParams(*(v + 0.0 for v in p))
 
 
@@ -511,7 +510,7 @@ def _linear_window(mean: float, std: float, a: float, b: float, lo: float, hi: f
 
 def _log_mills(y: float) -> float:
     """log R(y), R(y) = Q(y) / phi(y), for y >= 8 in fp64: Laplace's continued
-    fraction (transform.h mills_ratio, to 40 terms here), no cancellation."""
+    fraction (``tinit::mills_ratio``, to 40 terms here), no cancellation."""
     t = 0.0
     for k in range(40, 0, -1):
         t = k / (y + t)
@@ -519,7 +518,7 @@ def _log_mills(y: float) -> float:
 
 
 def _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt) -> TruncNormalParams:
-    """The tail-mode record (transform.h tail_value) of the mirrored window [alpha, beta]."""
+    """The tail-mode record (``tinit::tail_value``) of the mirrored window [alpha, beta]."""
     b0 = -beta
     edge = b if sign > 0 else a
     # r = Q(a0) / Q(b0) = exp(-(a0 - b0)(a0 + b0) / 2) R(a0) / R(b0): the width a0 - b0
@@ -581,7 +580,7 @@ def _tail_poly(b0: float, a0: float) -> tuple[float, ...]:
 
 
 def valid_params(p: TruncNormalParams) -> bool:
-    """``valid_params`` of transform.h: what the kernels need for memory safety.
+    """``tinit::valid_params``: what the kernels need for memory safety.
 
     A known mode and, in the two-sided modes, s = s0 + step w inside [0, 1.75]
     for every word (so ndtri_segment's row is in the table); the upper side's

@@ -1,9 +1,9 @@
 """Pure-torch reference backend: the same stream, fp64 math.
 
 Used by the tests and as the fallback when the C++ extension is not built.
-The Philox4x32-10 stream is the one defined in ``csrc/include/tinit/philox.h``;
-the transform takes the same modes and constants as
-``csrc/include/tinit/transform.h`` (``tinit.params.TruncNormalParams``) but
+The Philox4x32-10 stream is the native ``tinit::philox4x32_10``'s; the transform
+takes the same modes and constants as ``tinit::trunc_normal_value``
+(``tinit.params.TruncNormalParams``) but
 computes each in fp64 from the exact uniform (w + 1/2) 2^-32, with
 ``torch.special.ndtri`` and a continued-fraction Mills ratio, so it is an
 independent implementation of the same mathematical function (fp32 tensors:
@@ -120,7 +120,7 @@ def transform(words: torch.Tensor, constants) -> torch.Tensor:
     """
     p = TruncNormalParams(*constants)
     mode = Mode(int(p.mode))
-    if p.sign < 0:  # the mirrored frame takes the complement word (transform.h)
+    if p.sign < 0:  # the mirrored frame takes the complement word (``tinit::TruncNormalParams::flip``)
         words = _MASK32 - words
     u, uc = uniforms(words)
     sd = p.sd_hi + p.sd_lo
@@ -130,7 +130,7 @@ def transform(words: torch.Tensor, constants) -> torch.Tensor:
         x = (p.edge - sd * _tail_excursion(u, uc, p.b0, p.ratio)) * p.scale
     else:
         lower = words <= int(p.split)
-        w = words.to(torch.float64)  # s = s0 + step w' (transform.h two_sided_s)
+        w = words.to(torch.float64)  # s = s0 + step w' (``tinit::two_sided_s``)
         z = torch.where(
             lower, torch.special.ndtri(p.a_cdf + p.step * w), -torch.special.ndtri(p.b_sf + p.step * (_MASK32 - w))
         )

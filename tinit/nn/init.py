@@ -8,8 +8,8 @@ tensor in one native pass of tinit's transform (``tinit.dispatch``: the CPU,
 CUDA or Triton kernel).
 
 The stream rule (docs/stream.md), the same for all seven: a call that writes
-something draws exactly one Philox key from torch's RNG, as
-``tinit.trunc_normal_`` does (a uniform int64 on [0, 2**63) from ``generator``
+something draws exactly one Philox key from torch's RNG (``tinit.trunc_normal_``
+is this module's ``trunc_normal_``: a uniform int64 on [0, 2**63) from ``generator``
 on its device, or from the default CPU generator when it is None, whatever
 the default device), and element i of the tensor (row-major over its logical
 shape, whatever its strides or sharding) takes stream index i of stream id 0
@@ -192,7 +192,9 @@ def _normal_plan(mean, std, dtype: torch.dtype, name: str):
 
 def _trunc_normal_plan(mean, std, a, b, dtype: torch.dtype):
     mean, std, a, b = _real("mean", mean), _real("std", std), _real("a", a), _real("b", b)
-    if math.isnan(a) or math.isnan(b) or a > b:
+    if math.isnan(a) or math.isnan(b):
+        raise ArgumentError(f"tinit.nn.init.trunc_normal_: a bound is NaN, got a={a}, b={b}")
+    if a > b:
         raise ArgumentError(f"tinit.nn.init.trunc_normal_ needs a <= b, got a={a}, b={b}")
     if a == b:
         _finite_in(a, dtype, "bound", "trunc_normal_")
@@ -416,13 +418,33 @@ def trunc_normal_(
 ) -> torch.Tensor:
     """Fill ``tensor`` with N(mean, std^2) truncated to [a, b], in place, as ``torch.nn.init.trunc_normal_``.
 
+    The one implementation behind both ``tinit.trunc_normal_`` and ``tinit.nn.init.trunc_normal_`` (the
+    same function object): same signature, semantics and return value as torch's, one fused pass, no
+    host sync, written under ``torch.no_grad()``.
+
     a and b are absolute bounds (tensor units, as torch's and timm's
     ``trunc_normal_``), not multiples of std; -inf/+inf are allowed. The
-    values are exact inverse-CDF samples of the truncated normal
-    (``tinit.trunc_normal_``, the same key and bits), for any window: torch's
-    warning about a mean far from [a, b] does not apply and is not raised.
-    As in torch, the sign of std does not matter (the density depends on
-    std^2), and a == b fills with a (one key drawn).
+    values are exact inverse-CDF samples of the truncated normal, for any
+    window: torch's warning about a mean far from [a, b] does not apply and
+    is not raised. As in torch, the sign of std does not matter (the density
+    depends on std^2), and a == b fills with a (one key drawn).
+
+    What is drawn from torch's RNG: exactly one int64 when something is
+    written, via ``torch.empty((), dtype=torch.int64, device=d).random_(generator=generator)``
+    (a uniform integer on [0, 2**63) from ``generator`` on its device d, or
+    from torch's default CPU generator on the CPU when it is None, whatever
+    the default device). It is the Philox key; the stream id is 0 and the
+    offset 0, so the values are ``tinit.trunc_normal_at_(tensor, mean, |std|, a, b, seed=key)``'s.
+    ``torch.manual_seed`` makes calls reproducible, the same seed gives the
+    same values on every device, and consecutive calls give different
+    tensors. Nothing is drawn for a tensor of no elements or on the meta
+    device (it is returned unchanged, as by torch), nor when the arguments
+    are refused. A DTensor is filled shard by shard as by
+    ``trunc_normal_at_`` and counts its logical elements: a rank whose local
+    shard is empty still draws, so the ranks' generators stay in step; every
+    rank must seed its generator identically (``torch.manual_seed(s)`` on
+    all ranks), as for any replicated init. For a fixed key use
+    ``tinit.trunc_normal_at_`` or ``KEYED["trunc_normal_"]``.
 
     Args:
         tensor: as for ``uniform_``.
@@ -434,9 +456,13 @@ def trunc_normal_(
         ``tensor``.
 
     Raises:
-        ArgumentError: a > b, std == 0, a window holding no value of the
-            dtype (``tinit.params.transform_constants``).
+        ArgumentError: a > b, a NaN bound, std == 0, a window holding no
+            value of the dtype (``tinit.params.transform_constants``); a
+            ValueError and a RuntimeError.
         DtypeError, TypeError, RuntimeError: as ``uniform_``.
+        tinit.params.InternalOverlapError: an expanded or otherwise
+            self-overlapping view.
+    All checks precede the draw and the write.
     """
     return _trunc_normal(tensor, mean, std, a, b, generator)
 

@@ -5,7 +5,7 @@
     tinit report --norm deepnorm --schemes deepnorm,normal   # comma lists work too
     tinit report --d-model 1024 --no-backward          # forward only: variances, no gradients
 
-Each scheme initialises the same ``tinit.report_models.Stack`` through
+Each scheme initialises the same ``tinit.tools.toy_models.Stack`` through
 ``tinit.init_model_``; one forward pass on a fixed random input (unit-variance
 input embeddings by default, as the design documents assume, or random
 tokens) and one backward pass of the cross-entropy against random targets
@@ -29,8 +29,8 @@ the same numbers, a PNG (matplotlib, Agg; the ``report`` extra) of variance
 and gradients against depth with one line per scheme, and the ``Report``
 returned. Without matplotlib the markdown and JSON are still written.
 
-Note: ``tinit.report`` (the package attribute) is the function ``report``;
-import this module's other names with ``from tinit.report import ...``.
+Note: ``tinit.report`` is the function ``report``; this module is ``tinit.tools.report``
+(``from tinit.tools.report import run, Report, ...``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from tqdm import tqdm
 
 from tinit import schemes as _schemes
 from tinit.model_init import init_model_
-from tinit.report_models import NORMS, Stack, StackConfig
+from tinit.tools.toy_models import NORMS, Stack, StackConfig
 
 INPUTS = ("embeds", "tokens")
 KINDS = ("attn", "mlp")
@@ -352,7 +352,7 @@ def report(
     differences between schemes are the schemes'.
 
     Args:
-        model: a ``tinit.report_models.Stack`` to use (its config wins over
+        model: a ``tinit.tools.toy_models.Stack`` to use (its config wins over
             ``n_layers``, ``d_model``, ``norm``, ``d_ff``, ``n_heads``,
             ``vocab``); None builds one on the CPU (meta device, then
             ``to_empty``: no torch init is spent).
@@ -390,8 +390,8 @@ def report(
     """
     if model is not None and not isinstance(model, Stack):
         raise TypeError(
-            f"report: model must be a tinit.report_models.Stack, got {type(model).__name__} "
-            "(the report reads the stream at its hook points; see tinit.report_models)"
+            f"report: model must be a tinit.tools.toy_models.Stack, got {type(model).__name__} "
+            "(the report reads the stream at its hook points; see tinit.tools.toy_models)"
         )
     if inputs not in INPUTS:
         raise ValueError(f"report: inputs must be one of {INPUTS}, got {inputs!r}")

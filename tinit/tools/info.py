@@ -1,0 +1,227 @@
+"""``python -m tinit.tools.info``: which backends can run here and why not, the build, the devices.
+
+Cheap enough for a bug report or the first line of a GPU check: it imports
+torch and tinit, tries to import Triton and the Triton kernel, reads
+/proc/cpuinfo and asks ``nvcc --version``; it launches nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+import torch
+
+import tinit
+from tinit import dispatch, ops
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where it is unreadable)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+# GCC's x86-64-v4 / -v3 levels (the target_clones of the CPU transform, ``TINIT_SIMD_CLONES``).
+_X86_64_V4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+_X86_64_V3 = {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave"}
+
+
+def cpu_simd_level(flags: set[str] | None = None) -> dict[str, str]:
+    """The SIMD paths the CPU kernels pick at load time on this CPU.
+
+    Mirrors the CPU kernels' load-time choice (``pick_blocks_fn``,
+    ``TINIT_SIMD_CLONES``): Philox uses AVX-512 when
+    ``__builtin_cpu_supports("avx512f")``, else AVX2 when "avx2", else scalar
+    code; the transform runs the x86-64-v4, x86-64-v3 or default clone. Read
+    from /proc/cpuinfo flags (Linux x86-64), so it can differ from GCC's own
+    detection on exotic systems.
+
+    Args:
+        flags: CPU flags to judge; None reads /proc/cpuinfo.
+
+    Returns:
+        {"philox": "AVX-512" | "AVX2" | "scalar", "transform": clone name}.
+    """
+    flags = cpu_flags() if flags is None else flags
+    philox = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "scalar"
+    lzcnt = "abm" in flags or "lzcnt" in flags
+    if _X86_64_V4 <= flags and _X86_64_V3 <= flags and lzcnt:
+        transform = "x86-64-v4"
+    elif _X86_64_V3 <= flags and lzcnt:
+        transform = "x86-64-v3"
+    else:
+        transform = "default"
+    return {"philox": philox, "transform": transform}
+
+
+def nvcc_version() -> str | None:
+    """``release X.Y`` of the nvcc on PATH (or under $CUDA_HOME), or None when there is none."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None and os.environ.get("CUDA_HOME"):
+        candidate = Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"
+        nvcc = str(candidate) if candidate.exists() else None
+    if nvcc is None:
+        return None
+    try:
+        out = subprocess.run([nvcc, "--version"], check=False, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{nvcc} (version unknown: {exc})"
+    release = next(
+        (line.split("release", 1)[1].split(",")[0].strip() for line in out.splitlines() if "release" in line), "unknown"
+    )
+    return f"{release} ({nvcc})"
+
+
+def triton_version() -> str | None:
+    """The installed Triton's version, or None when it does not import."""
+    try:
+        import triton
+    except ImportError:
+        return None
+    return getattr(triton, "__version__", "unknown")
+
+
+def build_info() -> dict[str, object]:
+    """Versions and build facts.
+
+    Returns:
+        tinit, python, torch and torch CUDA versions, whether the native
+        extension loaded and has its CUDA kernels, the Triton version (None
+        when missing), nvcc (None when not found) and the CPU SIMD paths.
+    """
+    return {
+        "tinit": tinit.__version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "native_extension": ops.native_available(),
+        "native_error": ops.native_load_error(),
+        "native_cuda_kernels": ops.native_has_cuda(),
+        "triton": triton_version(),
+        "nvcc": nvcc_version(),
+        "cpu_simd": cpu_simd_level(),
+    }
+
+
+def backend_info() -> dict[str, dict[str, object]]:
+    """Per backend: whether it is usable here and why not, and what it fills.
+
+    Returns:
+        {name: {"available": bool, "reason": str | None, "devices": [...],
+        "dtypes": [...], "summary": str, "device_reasons": {device type: reason}}};
+        device_reasons says, for a small tensor of each local device type, why
+        the backend could not fill it (None when it could).
+    """
+    probes = {"cpu": torch.empty(1)}
+    if torch.cuda.is_available():
+        probes["cuda"] = torch.empty(1, device="cuda")
+    out = {}
+    for name, backend in dispatch.BACKENDS.items():
+        reason = backend.install_reason()
+        out[name] = {
+            "available": reason is None,
+            "reason": reason,
+            "devices": list(backend.devices) or ["any"],
+            "dtypes": [str(d).removeprefix("torch.") for d in backend.dtypes],
+            "summary": backend.summary,
+            "device_reasons": {dev: backend.why_not(t) for dev, t in probes.items()},
+        }
+    return out
+
+
+def device_info() -> list[dict[str, object]]:
+    """The CPU and every visible CUDA device (name, capability, memory, SMs)."""
+    devices = [{"type": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(), "logical_cpus": os.cpu_count()}]
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            devices.append(
+                {
+                    "type": "cuda",
+                    "index": index,
+                    "name": props.name,
+                    "capability": f"{props.major}.{props.minor}",
+                    "memory_gib": round(props.total_memory / 2**30, 1),
+                    "multiprocessors": props.multi_processor_count,
+                }
+            )
+    return devices
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else ``platform.processor()``."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def report() -> str:
+    """The whole report as text (what ``python -m tinit.tools.info`` prints)."""
+    build = build_info()
+    lines = [
+        "tinit backends (auto order: "
+        + "; ".join(f"{dev} tensors {' > '.join(order)}" for dev, order in dispatch.AUTO_ORDER.items())
+        + ")"
+    ]
+    for name, info in backend_info().items():
+        state = "available" if info["available"] else "unavailable"
+        lines.append(f"  {name:<7} {state:<12} {info['summary']}")
+        if info["reason"]:
+            lines.append(f"          why not: {info['reason']}")
+        for dev, why in info["device_reasons"].items():
+            if info["available"]:
+                lines.append(f"          {dev} tensors: {'yes' if why is None else 'no, ' + why}")
+    env_backend = os.environ.get("TINIT_BACKEND")
+    if env_backend:
+        lines.append(f"  TINIT_BACKEND={env_backend} replaces 'auto'")
+    simd = build["cpu_simd"]
+    lines += [
+        "build",
+        f"  tinit {build['tinit']}, python {build['python']}",
+        f"  torch {build['torch']}, torch CUDA {build['torch_cuda'] or 'none (CPU-only build)'}",
+        f"  native extension: {'loaded' if build['native_extension'] else 'missing: ' + str(build['native_error'])}"
+        + (
+            f", CUDA kernels {'built' if build['native_cuda_kernels'] else 'not built'}"
+            if build["native_extension"]
+            else ""
+        ),
+        f"  triton: {build['triton'] or 'missing'}",
+        f"  nvcc: {build['nvcc'] or 'not found'}",
+        f"  CPU SIMD: Philox {simd['philox']}, transform clone {simd['transform']}",
+        "devices",
+    ]
+    for dev in device_info():
+        if dev["type"] == "cpu":
+            lines.append(
+                f"  cpu: {dev['name']} ({dev['logical_cpus']} logical CPUs, torch uses {dev['threads']} threads)"
+            )
+        else:
+            lines.append(
+                f"  cuda:{dev['index']}: {dev['name']}, compute capability {dev['capability']}, "
+                f"{dev['memory_gib']} GiB, {dev['multiprocessors']} SMs"
+            )
+    if not torch.cuda.is_available():
+        lines.append("  cuda: none visible")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Print ``report()``."""
+    print(report())
+
+
+if __name__ == "__main__":
+    main()
