@@ -390,7 +390,7 @@ def render(rows: list[dict], frameworks: tuple[list[dict], list[str]] | None = N
         "## How it is made",
         "",
         (
-            "Each family of `tinit.hf_families.FAMILIES` is built from its reduced config (depth "
+            "Each family of `tinit.tools.hf_families.FAMILIES` is built from its reduced config (depth "
             f"{hf_families.REDUCED['num_hidden_layers']}, width {hf_families.REDUCED['hidden_size']}, vocabulary "
             f"{hf_families.REDUCED['vocab_size']}, a few experts) on the meta device, materialised on the CPU "
             "(`tinit.materialise_`: ties restored, buffers recomputed), and initialised by every recipe of "

@@ -48,6 +48,10 @@ RENAMED = {
 }
 
 
+def test_every_moved_path_is_checked_here():
+    assert set(ALIASES) | set(RENAMED) == set(tinit.tools.MOVED)
+
+
 def _fresh_import(old: str, monkeypatch):
     """Import ``old`` as a first import would (its warning fires once per process); the test's
     monkeypatch puts sys.modules and the package attribute back afterwards."""

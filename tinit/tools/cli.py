@@ -33,6 +33,7 @@ from tinit.grouped import GPU_TABLE_MAX_NUMEL
 from tinit.model_init import materialise_, tied_groups
 from tinit.params import STREAM_VERSION
 from tinit.tools import hf_families
+from tinit.tools import info as _info
 from tinit.tools.cli_models import (
     MODELS,
     Built,
@@ -44,7 +45,6 @@ from tinit.tools.cli_models import (
     parse_set,
     save,
 )
-from tinit.tools import info as _info
 from tinit.tools.report import add_parser as _add_report_parser
 
 DEVICES = ("cpu", "cuda")
