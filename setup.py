@@ -37,6 +37,13 @@ from setuptools import setup
 ROOT = Path(__file__).resolve().parent
 DEBUG = os.environ.get("DEBUG", "0") == "1"
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
+# Every .cpp and .cu under csrc/cuda/ (test_setup_lists_every_cuda_source checks it): the torch bindings,
+# compiled by the host compiler, and the torch-free kernels, compiled by nvcc.
+CUDA_SOURCES = [
+    "csrc/cuda/bindings.cpp",
+    "csrc/cuda/trunc_normal_kernel.cu",
+    "csrc/cuda/trunc_normal_grouped_kernel.cu",
+]
 
 
 def _flag(name: str) -> bool:
@@ -150,16 +157,7 @@ def _extensions():
             "--fmad=false",
         ]
         ext = CUDAExtension(
-            sources=sources
-            + [
-                f"csrc/cuda/{name}"
-                for name in (
-                    "trunc_normal.cpp",
-                    "trunc_normal_kernel.cu",
-                    "trunc_normal_grouped.cpp",
-                    "trunc_normal_grouped_kernel.cu",
-                )
-            ],
+            sources=sources + CUDA_SOURCES,
             extra_compile_args={"cxx": cxx, "nvcc": nvcc},
             **kwargs,
         )

@@ -13,9 +13,10 @@ PyMODINIT_FUNC PyInit__C(void) {
 }
 
 TORCH_LIBRARY(tinit, m) {
-  // Fills `self` in place with the truncated normal of tinit/transform.h.
+  // Fills `self` in place with the truncated normal of tinit::trunc_normal_value.
   // Element j of `self` (row-major) takes stream index offset + j.
-  // `transform` holds the kParamCount constants produced by tinit/params.py.
+  // `transform` holds the kParamCount constants of tinit.params.TruncNormalParams
+  // (the C++ record tinit::TruncNormalParams, in its field order).
   m.def(
       "trunc_normal_(Tensor(a!) self, int seed, int stream, int offset, "
       "float[] transform) -> ()");

@@ -1,7 +1,7 @@
-// Runs the grouped CUDA kernels' code (csrc/cuda/trunc_normal_grouped_kernel.cu)
-// on the host: the table is built by the binding's own GroupPlan
-// (csrc/cuda/grouped_plan.h) over host buffers, then every thread of an
-// emulated grid, blocks and threads in reverse order, runs grouped_thread.
+// Runs the grouped CUDA kernels' code (grouped_kernel's grouped_thread) on the
+// host: the table is built by the bindings' own tinit::cuda::GroupPlan over
+// host buffers, then every thread of an emulated grid, blocks and threads in
+// reverse order, runs grouped_thread.
 // Built and driven by tests/test_cuda_compile.py, which compares the bytes
 // with the CPU ops; the device arithmetic itself needs a GPU (tests/test_gpu.py).
 //
@@ -10,14 +10,15 @@
 // GRID: emulated CUDA blocks per launch (0: as many as the launcher starts).
 // SPEC (whitespace-separated), a seed then one output per record:
 //   SEED
-//   T KIND NUMEL STREAM OFFSET SHIFT P0..P13            a tensor of a grouped fill
-//   R KIND NUMEL STREAM OFFSET SHIFT RUN DIMS SIZES... NSTARTS STARTS... [P0..P13]
+//   T KIND NUMEL STREAM OFFSET SHIFT P...               a tensor of a grouped fill
+//   R KIND NUMEL STREAM OFFSET SHIFT RUN DIMS SIZES... NSTARTS STARTS... [P...]
 //                                                       a runs layout (no P for words)
-// KIND is a TinitGroupKind (4: raw words); SHIFT misaligns the output by that
-// many elements from a 64-byte boundary. Writes every output's bytes to stdout
-// in record order and "table_bytes B chunks C" to stderr. Exits 1 on a bad
-// spec, 2 if a guard byte around an output changed, 3 if the pack refused the
-// table.
+// KIND: 0 float32, 1 float64, 2 bfloat16, 3 float16, 4 raw words; P... the
+// kParamCount constants. SHIFT misaligns the output by that many elements
+// from a 64-byte boundary. Writes every output's bytes to stdout in record
+// order and "table_bytes B chunks C" to stderr. Exits 1 on a bad spec, 2 if a
+// guard byte around an output changed, 3 if the plan (GroupedLaunch::add,
+// add_runs or the pack) refused the table.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "grouped_plan.h"
+#include "launch.h"
 #include "trunc_normal_grouped_kernel.cu"
 
 namespace {
@@ -34,8 +35,25 @@ namespace {
 constexpr size_t kGuard = 64;  // bytes each side of an output
 constexpr unsigned char kPoison = 0xA5;
 
-size_t elem_size(int kind) {
-  return kind == TINIT_GROUP_FLOAT64 ? 8 : kind == TINIT_GROUP_FLOAT32 || kind == TINIT_GROUP_WORDS ? 4 : 2;
+constexpr int kWordsKind = 4;
+
+size_t elem_size(int kind) { return kind == 1 ? 8 : kind == 0 || kind == kWordsKind ? 4 : 2; }
+
+// f(group) on the group of a KIND.
+template <typename F>
+auto on_kind(tinit::cuda::GroupPlan& plan, int kind, F&& f) {
+  switch (kind) {
+    case 0:
+      return f(plan.group<float>());
+    case 1:
+      return f(plan.group<double>());
+    case 2:
+      return f(plan.group<__nv_bfloat16>());
+    case 3:
+      return f(plan.group<__half>());
+    default:
+      return f(plan.group<uint32_t>());
+  }
 }
 
 struct Output {
@@ -63,12 +81,11 @@ struct Output {
 };
 
 template <typename out_t>
-void emulate(const void* table, const tinit::cuda::GroupPlan::Group& g, int kind, uint64_t seed, int64_t grid) {
+void emulate(const void* table, const tinit::cuda::GroupedLaunch<out_t>& g, uint64_t seed, int64_t grid) {
   using namespace tinit::cuda;
   Sections s;
-  sections(static_cast<TinitGroupKind>(kind), static_cast<int64_t>(g.entries.size()),
-           static_cast<int64_t>(g.params.size()), &s);
-  const GroupView t = view_of(table, s, static_cast<int64_t>(g.entries.size()), g.chunks);
+  sections_of(g, &s);
+  const GroupView t = view_of(table, s, static_cast<int64_t>(g.outputs.size()), g.chunks);
   if (grid <= 0) grid = (g.chunks + kWarps - 1) / kWarps;
   for (int64_t b = grid - 1; b >= 0; --b) {
     for (int th = kThreads - 1; th >= 0; --th) grouped_thread<out_t>(t, tinit::philox_keys(seed), b, th, grid);
@@ -95,7 +112,7 @@ int main(int argc, char** argv) {
     const bool runs = token == "R";
     if (!runs && token != "T") return 1;
     const int kind = static_cast<int>(next_i());
-    if (kind < 0 || kind >= TINIT_GROUP_KINDS) return 1;
+    if (kind < 0 || kind > kWordsKind) return 1;
     const int64_t numel = next_i();
     const uint64_t stream = next_u(), offset = next_u();
     const int64_t shift = next_i();
@@ -107,51 +124,30 @@ int main(int argc, char** argv) {
       for (int64_t k = next_i(); k > 0; --k) starts.push_back(next_i());
     }
     const double* packed = nullptr;
-    if (kind != TINIT_GROUP_WORDS) {
-      constants.emplace_back(TINIT_PARAM_COUNT);
+    if (kind != kWordsKind) {
+      constants.emplace_back(tinit::kParamCount);
       for (double& c : constants.back()) c = std::strtod(next().c_str(), nullptr);
       packed = constants.back().data();
     }
     outputs.push_back(std::make_unique<Output>(elem_size(kind), numel, shift));
     void* data = outputs.back()->data;
-    const auto k = static_cast<TinitGroupKind>(kind);
-    if (!runs) {
-      plan.add(k, data, numel, stream, offset, packed);
-    } else if (numel > 0) {
-      const int64_t rows = numel / run;
-      if (plan.add_runs(k, data, elem_size(kind), rows, stream, offset, run, sizes.data(),
-                        static_cast<int64_t>(sizes.size()), starts.data(), packed) != cudaSuccess) {
-        return 3;
-      }
-    }
+    const cudaError_t err = on_kind(plan, kind, [&](auto& g) {
+      if (!runs) return g.add(data, numel, stream, offset, packed);
+      if (numel == 0) return cudaSuccess;
+      return g.add_runs(data, numel / run, stream, offset, run, sizes.data(), static_cast<int64_t>(sizes.size()),
+                        starts.data(), packed);
+    });
+    if (err != cudaSuccess) return 3;
   }
   const size_t bytes = plan.layout();
   std::vector<double> table(bytes / sizeof(double) + 1);
-  if (!plan.empty() && plan.pack(table.data()) != cudaSuccess) return 3;
+  if (!plan.empty() && (bytes == 0 || plan.pack(table.data()) != cudaSuccess)) return 3;
   int64_t chunks = 0;
-  for (int k = 0; k < TINIT_GROUP_KINDS; ++k) {
-    const auto& g = plan.groups[k];
-    if (g.entries.empty()) continue;
+  plan.for_each([&](const auto& g) {
+    if (g.empty()) return;
     chunks += g.chunks;
-    const char* at = reinterpret_cast<const char*>(table.data()) + g.table_offset;
-    switch (k) {
-      case TINIT_GROUP_FLOAT32:
-        emulate<float>(at, g, k, seed, grid);
-        break;
-      case TINIT_GROUP_FLOAT64:
-        emulate<double>(at, g, k, seed, grid);
-        break;
-      case TINIT_GROUP_BFLOAT16:
-        emulate<__nv_bfloat16>(at, g, k, seed, grid);
-        break;
-      case TINIT_GROUP_FLOAT16:
-        emulate<__half>(at, g, k, seed, grid);
-        break;
-      default:
-        emulate<uint32_t>(at, g, k, seed, grid);
-        break;
-    }
-  }
+    emulate(reinterpret_cast<const char*>(table.data()) + g.table_offset, g, seed, grid);
+  });
   for (const auto& out : outputs) {
     if (!out->guards_intact()) return 2;
   }

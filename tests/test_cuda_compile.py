@@ -1,11 +1,17 @@
-"""The CUDA kernels build with the nvcc on PATH, without a GPU or a CUDA torch.
+"""The CUDA kernels and bindings build with the nvcc on PATH, without a GPU or a CUDA torch.
 
-- csrc/cuda/trunc_normal_kernel.cu and trunc_normal_grouped_kernel.cu compile
-  for sm_90 and sm_80 (one nvcc call each, the flags of the extension build:
-  --fmad=false, -O3, torch's defines).
-- The launcher headers are plain C.
+- setup.py's CUDA_SOURCES lists every .cpp and .cu under csrc/cuda/.
+- The kernels' .cu files compile for sm_90 and sm_80 (one nvcc call each, the
+  flags of the extension build: --fmad=false, -O3, torch's defines).
+- The launch structs' header (launch.h) compiles as host C++ without any
+  torch header.
+- The bindings (the .cpp files of CUDA_SOURCES) pass the host compiler's
+  syntax and template checks (-fsyntax-only) against the installed torch's
+  headers (c10/cuda, ATen) and the toolkit's: a CPU-only torch does not build
+  them, and nothing else here would notice a binding that no longer compiles.
 - The kernel's per-thread code (fill_blocks / philox_fill_blocks), run on the
-  host by tests/cuda_host_harness.cu as an emulated grid-stride launch, writes
+  host by tests/cuda_host_harness.cu as an emulated grid-stride launch of a
+  FillLaunch, writes
   exactly what the CPU op writes: every offset % 4, edge blocks, misaligned
   outputs (scalar stores), the raw words past a 2^32-block boundary, and
   nothing outside the tensor.
@@ -15,20 +21,24 @@
   every mode, odd sizes and offsets, misaligned outputs, several emulated
   grids), trunc_normal_runs_ and philox_runs_ (shard layouts from
   tinit.sharding) write, and nothing outside the outputs; the table's size
-  does not grow with the element count; the pack refuses a bad mode or
+  does not grow with the element count; the plan refuses a bad mode or
   stream range.
 
-The device arithmetic itself needs a GPU (tests/test_gpu.py).
+The device arithmetic, and whether the bindings link and run, need a CUDA
+torch and a GPU (tests/test_gpu.py).
 
-Skipped, saying so, only where no nvcc exists.
+Skipped, saying so, where no nvcc exists; the C++ checks also where no g++
+exists or torch ships no c10/cuda headers.
 """
 
 from __future__ import annotations
 
+import ast
 import math
 import os
 import shutil
 import subprocess
+import sysconfig
 import time
 from pathlib import Path
 
@@ -40,10 +50,10 @@ from tinit import ops
 from tinit.params import PARAM_COUNT, transform_constants
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNEL = ROOT / "csrc" / "cuda" / "trunc_normal_kernel.cu"
-HEADER = ROOT / "csrc" / "cuda" / "trunc_normal_kernel.h"
-GROUPED_KERNEL = ROOT / "csrc" / "cuda" / "trunc_normal_grouped_kernel.cu"
-GROUPED_HEADER = ROOT / "csrc" / "cuda" / "trunc_normal_grouped_kernel.h"
+CUDA_DIR = ROOT / "csrc" / "cuda"
+KERNEL = CUDA_DIR / "trunc_normal_kernel.cu"
+GROUPED_KERNEL = CUDA_DIR / "trunc_normal_grouped_kernel.cu"
+LAUNCH_HEADER = CUDA_DIR / "launch.h"
 HARNESS = ROOT / "tests" / "cuda_host_harness.cu"
 NVCC = shutil.which("nvcc")
 # The defines torch.utils.cpp_extension adds to every nvcc call of the extension.
@@ -104,43 +114,89 @@ def test_kernel_compiles_for_sm90_and_sm80(tmp_path, kernel):
     assert obj.stat().st_size > 0
 
 
-@pytest.mark.parametrize(
-    "header,use",
-    [
-        pytest.param(
-            HEADER,
-            "TinitTransformParams p = {{0}}; (void)p; return TINIT_FLOAT32 + (int)TINIT_FLAG_COMPUTE_ONLY - 1;",
-            id="trunc_normal_kernel.h",
-        ),
-        pytest.param(
-            GROUPED_HEADER,
-            "TinitGroupEntry e = {0}; (void)e; (void)&tinit_grouped_pack;"
-            " return (int)tinit_grouped_table_bytes(TINIT_GROUP_WORDS, 0, 0) + TINIT_GROUP_KINDS - 5;",
-            id="trunc_normal_grouped_kernel.h",
-        ),
-    ],
-)
-def test_launcher_header_is_plain_c(tmp_path, header, use):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler on PATH")
-    source = tmp_path / "use_header.c"
-    source.write_text(f'#include "{header.name}"\nint main(void) {{ {use} }}\n')
+def _cuda_sources() -> list[str]:
+    """setup.py's CUDA_SOURCES, read without running setup.py."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CUDA_SOURCES" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError("setup.py defines no CUDA_SOURCES list")
+
+
+def test_setup_lists_every_cuda_source():
+    on_disk = sorted(str(p.relative_to(ROOT)) for p in CUDA_DIR.iterdir() if p.suffix in (".cpp", ".cu"))
+    assert sorted(_cuda_sources()) == on_disk
+
+
+def test_kernels_are_the_cu_sources():
+    assert sorted(s for s in _cuda_sources() if s.endswith(".cu")) == sorted(
+        str(k.relative_to(ROOT)) for k in (KERNEL, GROUPED_KERNEL)
+    )
+
+
+def _host_cxx() -> str:
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler on PATH (g++ or c++)")
+    return cxx
+
+
+def test_launch_header_is_torch_free(tmp_path):
+    source = tmp_path / "use_launch.cpp"
+    source.write_text(
+        f'#include "{LAUNCH_HEADER.name}"\n'
+        "int main() {\n"
+        "  tinit::cuda::GroupPlan plan;\n"
+        "  tinit::cuda::FillLaunch<__nv_bfloat16> fill{};\n"
+        "  (void)fill;\n"
+        "  return plan.empty() && tinit::cuda::valid_range(nullptr, 0, 0) ? 0 : 1;\n"
+        "}\n"
+    )
     _run(
         [
-            cc,
-            "-std=c99",
+            _host_cxx(),
+            "-std=c++17",
             "-Wall",
             "-Werror",
             "-fsyntax-only",
             "-I",
-            str(header.parent),
+            str(LAUNCH_HEADER.parent),
             "-I",
+            str(ROOT / "csrc" / "include"),
+            "-isystem",
             str(_cuda_include()),
             str(source),
         ],
-        f"cc -std=c99 on {header.name}",
+        "g++ -fsyntax-only on launch.h without torch",
     )
+
+
+def _binding_flags() -> list[str]:
+    """What torch.utils.cpp_extension gives the host compiler for a .cpp of a CUDAExtension.
+
+    include_paths("cuda") would add the toolkit's include folder, but a CPU-only torch finds no CUDA_HOME;
+    the folder of the nvcc on PATH is added instead. Skips, saying why, when torch ships no CUDA headers.
+    """
+    from torch.utils import cpp_extension
+
+    includes = cpp_extension.include_paths()
+    torch_include = Path(includes[0])
+    if not (torch_include / "c10" / "cuda" / "CUDAStream.h").exists():
+        pytest.skip(f"torch {torch.__version__} ships no c10/cuda headers to check the bindings against")
+    flags = ["-std=c++17", "-fsyntax-only", "-DTORCH_EXTENSION_NAME=_C", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    flags.append(f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}")
+    if not (torch_include / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").exists():
+        # A CPU wheel lacks this generated header (in a CUDA build it defines only
+        # C10_CUDA_BUILD_SHARED_LIBS, for Windows exports); c10's own switch skips it.
+        flags.append("-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE")
+    for folder in [*includes, str(_cuda_include()), sysconfig.get_paths()["include"]]:
+        flags += ["-isystem", folder]
+    return flags + ["-I", str(ROOT / "csrc" / "include")]
+
+
+@pytest.mark.parametrize("binding", [s for s in _cuda_sources() if s.endswith(".cpp")])
+def test_bindings_compile_against_torch_cuda_headers(binding):
+    _run([_host_cxx(), *_binding_flags(), str(ROOT / binding)], f"g++ -fsyntax-only {binding}")
 
 
 @pytest.fixture(scope="module")

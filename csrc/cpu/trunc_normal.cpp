@@ -29,7 +29,7 @@ void check_target(const at::Tensor& self, const char* op) {
 
 void check_transform(at::ArrayRef<double> transform, const char* op) {
   TORCH_CHECK(static_cast<int64_t>(transform.size()) == kParamCount, op, ": expected ", kParamCount,
-              " transform constants (tinit/params.py), got ", transform.size());
+              " transform constants (tinit.params.TruncNormalParams), got ", transform.size());
 }
 
 // The run map of a shard: `outer_starts` holds, dim after dim, one stream

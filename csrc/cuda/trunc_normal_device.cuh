@@ -21,25 +21,24 @@
 #include <cstdint>
 #include <cstring>
 
+#include "launch.h"
 #include "tinit/philox.h"
 #include "tinit/transform.h"
-#include "trunc_normal_kernel.h"
-
-static_assert(TINIT_PARAM_COUNT == tinit::kParamCount, "TINIT_PARAM_COUNT must match tinit::kParamCount (transform.h)");
 
 namespace tinit {
 namespace cuda {
 namespace {
 constexpr int kThreads = 256;  // per CUDA block, every tinit kernel
 
-// Per output dtype: the compute type T (fp32, or fp64 for fp64 tensors), the
-// rounding on store and the aligned store of one block's four values.
+// Per output dtype: the compute type T (compute_t: fp32, or fp64 for fp64
+// tensors), the rounding on store and the aligned store of one block's four
+// values.
 template <typename out_t>
 struct Out;
 
 template <>
 struct Out<float> {
-  using T = float;
+  using T = compute_t<float>;
   static TINIT_HD float cvt(float x) { return x; }
   static TINIT_HD void store4(float* p, const float v[4]) {
     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
@@ -48,7 +47,7 @@ struct Out<float> {
 
 template <>
 struct Out<double> {
-  using T = double;
+  using T = compute_t<double>;
   static TINIT_HD double cvt(double x) { return x; }
   static TINIT_HD void store4(double* p, const double v[4]) {
     reinterpret_cast<double2*>(p)[0] = make_double2(v[0], v[1]);
@@ -58,7 +57,7 @@ struct Out<double> {
 
 template <>
 struct Out<__nv_bfloat16> {
-  using T = float;
+  using T = compute_t<__nv_bfloat16>;
   // Round to nearest even, as float_to_bf16_bits (transform.h) on the CPU.
   static TINIT_HD __nv_bfloat16 cvt(float x) { return __float2bfloat16_rn(x); }
   static TINIT_HD void store4(__nv_bfloat16* p, const float v[4]) {
@@ -73,7 +72,7 @@ struct Out<__nv_bfloat16> {
 
 template <>
 struct Out<__half> {
-  using T = float;
+  using T = compute_t<__half>;
   // Round to nearest even, as c10::Half(float) on the CPU.
   static TINIT_HD __half cvt(float x) { return __float2half_rn(x); }
   static TINIT_HD void store4(__half* p, const float v[4]) {
@@ -311,14 +310,6 @@ TINIT_HD void philox_fill_blocks(uint32_t* out, int64_t numel, const PhiloxKeys&
     philox_block(keys, stream, blk0 + static_cast<uint64_t>(g), w);
     store_words(out, numel, 4 * g - skip, vec_ok, w);
   }
-}
-
-// Whether a launcher may take (data, numel, offset): the stream indices
-// offset .. offset + numel - 1 must fit in 63 bits.
-bool valid_range(const void* data, int64_t numel, uint64_t offset) {
-  if (numel < 0 || offset > (uint64_t{1} << 63)) return false;
-  if (numel > 0 && data == nullptr) return false;
-  return static_cast<uint64_t>(numel) <= (uint64_t{1} << 63) - offset;
 }
 
 }  // namespace

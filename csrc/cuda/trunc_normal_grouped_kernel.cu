@@ -1,7 +1,9 @@
-// Grouped CUDA kernels: many outputs (a model's tensors, or the rows of an
-// inner-dim shard) in one launch per output kind, as NVIDIA apex's
-// multi_tensor_apply does, but with a table that stays O(entries) however
-// large the tensors are (apex's per-block table is O(elements)).
+// Grouped CUDA kernels, and the functions of GroupedLaunch (launch.h):
+// grouped_table_bytes, pack_grouped, launch_grouped and runs_outputs. Many
+// outputs (a model's tensors, or the rows of an inner-dim shard) in one
+// launch per element type, as NVIDIA apex's multi_tensor_apply does, but with
+// a table that stays O(entries) however large the tensors are (apex's
+// per-block table is O(elements)).
 //
 // Table (one host-packed buffer, copied to the device before the launch):
 //   entries[n]     GroupEntry: output pointer, numel, stream, offset, index
@@ -24,8 +26,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "launch.h"
 #include "trunc_normal_device.cuh"
-#include "trunc_normal_grouped_kernel.h"
 
 namespace tinit {
 namespace cuda {
@@ -58,19 +60,9 @@ struct GroupView {
 
 size_t round_up(size_t bytes) { return (bytes + kSectionAlign - 1) / kSectionAlign * kSectionAlign; }
 
-bool valid_kind(TinitGroupKind kind) {
-  return static_cast<int>(kind) >= 0 && static_cast<int>(kind) < TINIT_GROUP_KINDS;
-}
-
-size_t params_size(TinitGroupKind kind) {
-  switch (kind) {
-    case TINIT_GROUP_FLOAT64:
-      return sizeof(TruncNormalParams<double>);
-    case TINIT_GROUP_WORDS:
-      return 0;
-    default:
-      return sizeof(TruncNormalParams<float>);
-  }
+template <typename out_t>
+constexpr size_t params_size() {
+  return is_words<out_t> ? 0 : sizeof(TruncNormalParams<compute_t<out_t>>);
 }
 
 // Byte offsets of the sections after entries (at 0), and the total.
@@ -78,13 +70,19 @@ struct Sections {
   size_t chunk_end, params, bytes;
 };
 
-bool sections(TinitGroupKind kind, int64_t n, int64_t m, Sections* s) {
+template <typename out_t>
+bool sections(int64_t n, int64_t m, Sections* s) {
   // 2^40 entries would already be terabytes of table: refuse before overflow.
-  if (!valid_kind(kind) || n < 0 || m < 0 || n > (int64_t{1} << 40) || m > INT32_MAX) return false;
+  if (n < 0 || m < 0 || n > (int64_t{1} << 40) || m > INT32_MAX) return false;
   s->chunk_end = round_up(static_cast<size_t>(n) * sizeof(GroupEntry));
   s->params = s->chunk_end + round_up(static_cast<size_t>(n) * sizeof(int64_t));
-  s->bytes = s->params + round_up(static_cast<size_t>(m) * params_size(kind));
+  s->bytes = s->params + round_up(static_cast<size_t>(m) * params_size<out_t>());
   return true;
+}
+
+template <typename out_t>
+bool sections_of(const GroupedLaunch<out_t>& g, Sections* s) {
+  return sections<out_t>(static_cast<int64_t>(g.outputs.size()), static_cast<int64_t>(g.params.size()), s);
 }
 
 GroupView view_of(const void* table, const Sections& s, int64_t n, int64_t chunks) {
@@ -137,7 +135,7 @@ TINIT_HD void values_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c
     case kTwoSidedPrecise:
       fill_blocks<out_t, kTwoSidedPrecise>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
       break;
-    default:  // kTail: the pack refuses any other mode
+    default:  // kTail: GroupedLaunch::add refuses any other mode
       fill_blocks<out_t, kTail>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
       break;
   }
@@ -170,125 +168,71 @@ __global__ void __maxnreg__(128) grouped_kernel(const GroupView t, const PhiloxK
   grouped_thread<out_t>(t, keys, blockIdx.x, threadIdx.x, gridDim.x);
 }
 
-template <typename out_t>
-cudaError_t pack_entries(GroupEntry* dst, int64_t* chunk_end, const TinitGroupEntry* src, int64_t n, int64_t m,
-                         bool values) {
-  int64_t chunks = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const TinitGroupEntry& e = src[i];
-    if (!valid_range(e.data, e.numel, e.offset)) return cudaErrorInvalidValue;
-    if (values && (e.params_index < 0 || e.params_index >= m)) return cudaErrorInvalidValue;
-    auto* out = static_cast<out_t*>(e.data);
-    dst[i] = {e.data,
-              e.numel,
-              e.stream,
-              e.offset,
-              values ? static_cast<int32_t>(e.params_index) : 0,
-              vector_ok(out, e.offset) ? 1 : 0};
-    chunks += (block_count(e.numel, e.offset) + kChunkUnits - 1) / kChunkUnits;
-    chunk_end[i] = chunks;
-  }
-  return cudaSuccess;
-}
-
-template <typename T>
-cudaError_t pack_params(void* dst, const TinitTransformParams* src, int64_t m) {
-  for (int64_t i = 0; i < m; ++i) {
-    if (!valid_params(src[i].packed)) return cudaErrorInvalidValue;
-    const TruncNormalParams<T> p = TruncNormalParams<T>::from_packed(src[i].packed);
-    std::memcpy(static_cast<char*>(dst) + i * sizeof(p), &p, sizeof(p));
-  }
-  return cudaSuccess;
-}
-
 }  // namespace
-}  // namespace cuda
-}  // namespace tinit
 
-extern "C" size_t tinit_grouped_table_bytes(TinitGroupKind kind, int64_t entries, int64_t params) {
-  tinit::cuda::Sections s;
-  return tinit::cuda::sections(kind, entries, params, &s) ? s.bytes : 0;
+template <typename out_t>
+size_t grouped_table_bytes(const GroupedLaunch<out_t>& group) {
+  Sections s;
+  return sections_of(group, &s) ? s.bytes : 0;
 }
 
-extern "C" cudaError_t tinit_grouped_pack(void* table, TinitGroupKind kind, const TinitGroupEntry* entries,
-                                          int64_t n_entries, const TinitTransformParams* params, int64_t n_params,
-                                          int64_t* chunks) {
-  using namespace tinit::cuda;
+template <typename out_t>
+cudaError_t pack_grouped(GroupedLaunch<out_t>& group, void* table) {
   Sections s;
-  if (!sections(kind, n_entries, n_params, &s) || table == nullptr || chunks == nullptr ||
-      reinterpret_cast<uintptr_t>(table) % 8 != 0 || (n_entries > 0 && entries == nullptr) ||
-      (kind != TINIT_GROUP_WORDS && n_params > 0 && params == nullptr)) {
+  if (!sections_of(group, &s) || table == nullptr || reinterpret_cast<uintptr_t>(table) % 8 != 0) {
     return cudaErrorInvalidValue;
   }
   auto* base = static_cast<char*>(table);
   auto* dst = reinterpret_cast<GroupEntry*>(base);
   auto* chunk_end = reinterpret_cast<int64_t*>(base + s.chunk_end);
-  cudaError_t err = cudaSuccess;
-  switch (kind) {
-    case TINIT_GROUP_FLOAT32:
-      err = pack_entries<float>(dst, chunk_end, entries, n_entries, n_params, true);
-      if (err == cudaSuccess) err = pack_params<float>(base + s.params, params, n_params);
-      break;
-    case TINIT_GROUP_FLOAT64:
-      err = pack_entries<double>(dst, chunk_end, entries, n_entries, n_params, true);
-      if (err == cudaSuccess) err = pack_params<double>(base + s.params, params, n_params);
-      break;
-    case TINIT_GROUP_BFLOAT16:
-      err = pack_entries<__nv_bfloat16>(dst, chunk_end, entries, n_entries, n_params, true);
-      if (err == cudaSuccess) err = pack_params<float>(base + s.params, params, n_params);
-      break;
-    case TINIT_GROUP_FLOAT16:
-      err = pack_entries<__half>(dst, chunk_end, entries, n_entries, n_params, true);
-      if (err == cudaSuccess) err = pack_params<float>(base + s.params, params, n_params);
-      break;
-    case TINIT_GROUP_WORDS:
-      err = pack_entries<uint32_t>(dst, chunk_end, entries, n_entries, 0, false);
-      break;
+  const auto m = static_cast<int64_t>(group.params.size());
+  int64_t chunks = 0;
+  for (size_t i = 0; i < group.outputs.size(); ++i) {
+    const GroupOutput& e = group.outputs[i];
+    if (!valid_range(e.data, e.numel, e.offset)) return cudaErrorInvalidValue;
+    if (!is_words<out_t> && (e.params_index < 0 || e.params_index >= m)) return cudaErrorInvalidValue;
+    dst[i] = {e.data,
+              e.numel,
+              e.stream,
+              e.offset,
+              is_words<out_t> ? 0 : static_cast<int32_t>(e.params_index),
+              vector_ok(static_cast<out_t*>(e.data), e.offset) ? 1 : 0};
+    chunks += (block_count(e.numel, e.offset) + kChunkUnits - 1) / kChunkUnits;
+    chunk_end[i] = chunks;
   }
-  if (err == cudaSuccess) *chunks = n_entries > 0 ? chunk_end[n_entries - 1] : 0;
-  return err;
+  if (!is_words<out_t> && m > 0) std::memcpy(base + s.params, group.params.data(), m * params_size<out_t>());
+  group.chunks = chunks;
+  return cudaSuccess;
 }
 
-extern "C" cudaError_t tinit_grouped_cuda(const void* device_table, TinitGroupKind kind, int64_t n_entries,
-                                          int64_t n_params, int64_t chunks, uint64_t seed, cudaStream_t cuda_stream) {
-  using namespace tinit::cuda;
+template <typename out_t>
+void launch_grouped(const GroupedLaunch<out_t>& group, const void* device_table, uint64_t seed,
+                    cudaStream_t cuda_stream) {
   Sections s;
-  if (!sections(kind, n_entries, n_params, &s) || chunks < 0 || (chunks > 0 && n_entries == 0)) {
-    return cudaErrorInvalidValue;
-  }
-  if (chunks == 0) return cudaSuccess;
-  if (device_table == nullptr || reinterpret_cast<uintptr_t>(device_table) % 8 != 0) {
-    return cudaErrorInvalidValue;
-  }
-  const GroupView t = view_of(device_table, s, n_entries, chunks);
-  const int64_t needed = (chunks + kWarps - 1) / kWarps;
+  if (group.chunks <= 0 || !sections_of(group, &s)) return;
+  const GroupView t = view_of(device_table, s, static_cast<int64_t>(group.outputs.size()), group.chunks);
+  const int64_t needed = (group.chunks + kWarps - 1) / kWarps;
   const auto grid = static_cast<unsigned>(needed < kMaxGrid ? needed : kMaxGrid);
-  switch (kind) {
-    case TINIT_GROUP_FLOAT32:
-      grouped_kernel<float><<<grid, kThreads, 0, cuda_stream>>>(t, tinit::philox_keys(seed));
-      break;
-    case TINIT_GROUP_FLOAT64:
-      grouped_kernel<double><<<grid, kThreads, 0, cuda_stream>>>(t, tinit::philox_keys(seed));
-      break;
-    case TINIT_GROUP_BFLOAT16:
-      grouped_kernel<__nv_bfloat16><<<grid, kThreads, 0, cuda_stream>>>(t, tinit::philox_keys(seed));
-      break;
-    case TINIT_GROUP_FLOAT16:
-      grouped_kernel<__half><<<grid, kThreads, 0, cuda_stream>>>(t, tinit::philox_keys(seed));
-      break;
-    case TINIT_GROUP_WORDS:
-      grouped_kernel<uint32_t><<<grid, kThreads, 0, cuda_stream>>>(t, tinit::philox_keys(seed));
-      break;
-  }
-  return cudaGetLastError();
+  grouped_kernel<out_t><<<grid, kThreads, 0, cuda_stream>>>(t, philox_keys(seed));
 }
 
-extern "C" cudaError_t tinit_runs_entries(TinitGroupEntry* entries, int64_t rows, void* data, size_t elem_size,
-                                          uint64_t stream, uint64_t offset, int64_t run, const int64_t* outer_sizes,
-                                          int64_t dims, const int64_t* outer_starts, int64_t params_index) {
+#define TINIT_GROUPED_TYPE(out_t)                                          \
+  template size_t grouped_table_bytes<out_t>(const GroupedLaunch<out_t>&); \
+  template cudaError_t pack_grouped<out_t>(GroupedLaunch<out_t>&, void*);  \
+  template void launch_grouped<out_t>(const GroupedLaunch<out_t>&, const void*, uint64_t, cudaStream_t);
+TINIT_GROUPED_TYPE(float)
+TINIT_GROUPED_TYPE(double)
+TINIT_GROUPED_TYPE(__nv_bfloat16)
+TINIT_GROUPED_TYPE(__half)
+TINIT_GROUPED_TYPE(uint32_t)
+#undef TINIT_GROUPED_TYPE
+
+cudaError_t runs_outputs(GroupOutput* outputs, int64_t rows, void* data, size_t elem_size, uint64_t stream,
+                         uint64_t offset, int64_t run, const int64_t* outer_sizes, int64_t dims,
+                         const int64_t* outer_starts, int64_t params_index) {
   constexpr uint64_t kMaxIndex = uint64_t{1} << 63;
   if (run < 1 || dims < 0 || rows < 0 || offset >= kMaxIndex || elem_size == 0 ||
-      (rows > 0 && (entries == nullptr || data == nullptr)) ||
+      (rows > 0 && (outputs == nullptr || data == nullptr)) ||
       (dims > 0 && (outer_sizes == nullptr || outer_starts == nullptr))) {
     return cudaErrorInvalidValue;
   }
@@ -314,9 +258,12 @@ extern "C" cudaError_t tinit_runs_entries(TinitGroupEntry* entries, int64_t rows
         return cudaErrorInvalidValue;
       }
     }
-    entries[r] = {bytes + static_cast<size_t>(r) * static_cast<size_t>(run) * elem_size, run, stream, start,
+    outputs[r] = {bytes + static_cast<size_t>(r) * static_cast<size_t>(run) * elem_size, run, stream, start,
                   params_index};
     for (int64_t k = dims - 1; k >= 0 && ++index[k] == outer_sizes[k]; --k) index[k] = 0;
   }
   return cudaSuccess;
 }
+
+}  // namespace cuda
+}  // namespace tinit

@@ -1,7 +1,8 @@
-// CUDA kernels of tinit::trunc_normal_ and tinit::philox_.
+// CUDA kernels of tinit::trunc_normal_ and tinit::philox_, and launch_fill
+// (launch.h) for FillLaunch of every element type.
 //
 // Free of torch headers, so any nvcc compiles it (test_kernel_compiles_for_sm90_and_sm80);
-// the torch binding is trunc_normal.cpp. Build with --fmad=false: the shared
+// the torch bindings are in bindings.cpp. Build with --fmad=false: the shared
 // headers spell every fused step as fma_rn, so the device computes the same
 // float bits as the CPU kernel (trunc_normal_cpu), which instantiates
 // the same trunc_normal_value<T, Mode, A>.
@@ -77,78 +78,55 @@ cudaError_t grid_size(Kernel kernel, std::atomic<int>* cache, int64_t blocks, in
 }
 
 template <typename out_t, int Mode>
-cudaError_t launch_mode(out_t* out, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset,
-                        const double* packed, bool compute_only, cudaStream_t cuda_stream) {
-  using T = typename Out<out_t>::T;
+cudaError_t launch_mode(const FillLaunch<out_t>& p, cudaStream_t cuda_stream) {
   static std::atomic<int> cache[kMaxDevices];
   const auto kernel = &trunc_normal_kernel<out_t, Mode>;
-  const int64_t blocks = block_count(numel, offset);
   int grid = 0;
-  const cudaError_t err = grid_size(kernel, cache, blocks, &grid);
+  const cudaError_t err = grid_size(kernel, cache, block_count(p.numel, p.offset), &grid);
   if (err != cudaSuccess) return err;
-  kernel<<<grid, kThreads, 0, cuda_stream>>>(out, numel, philox_keys(seed), stream, offset,
-                                             TruncNormalParams<T>::from_packed(packed), vector_ok(out, offset),
-                                             compute_only);
-  return cudaGetLastError();
+  kernel<<<grid, kThreads, 0, cuda_stream>>>(p.out, p.numel, philox_keys(p.seed), p.stream, p.offset, p.params,
+                                             vector_ok(p.out, p.offset), p.compute_only);
+  return cudaSuccess;
 }
 
-template <typename out_t>
-cudaError_t launch(void* data, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset, const double* packed,
-                   bool compute_only, cudaStream_t cuda_stream) {
-  auto* out = static_cast<out_t*>(data);
-  switch (static_cast<int>(packed[tinit::kPackedMode])) {
-    case kUniform:
-      return launch_mode<out_t, kUniform>(out, numel, seed, stream, offset, packed, compute_only, cuda_stream);
-    case kTwoSided:
-      return launch_mode<out_t, kTwoSided>(out, numel, seed, stream, offset, packed, compute_only, cuda_stream);
-    case kTwoSidedPrecise:
-      return launch_mode<out_t, kTwoSidedPrecise>(out, numel, seed, stream, offset, packed, compute_only, cuda_stream);
-    case kTail:
-      return launch_mode<out_t, kTail>(out, numel, seed, stream, offset, packed, compute_only, cuda_stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+cudaError_t launch_words(const FillLaunch<uint32_t>& p, cudaStream_t cuda_stream) {
+  static std::atomic<int> cache[kMaxDevices];
+  int grid = 0;
+  const cudaError_t err = grid_size(&philox_kernel, cache, block_count(p.numel, p.offset), &grid);
+  if (err != cudaSuccess) return err;
+  philox_kernel<<<grid, kThreads, 0, cuda_stream>>>(p.out, p.numel, philox_keys(p.seed), p.stream, p.offset,
+                                                    vector_ok(p.out, p.offset));
+  return cudaSuccess;
 }
 
 }  // namespace
+
+template <typename out_t>
+cudaError_t launch_fill(const FillLaunch<out_t>& launch, cudaStream_t cuda_stream) {
+  if (launch.numel == 0) return cudaSuccess;
+  if constexpr (is_words<out_t>) {
+    return launch_words(launch, cuda_stream);
+  } else {
+    switch (launch.params.mode) {
+      case kUniform:
+        return launch_mode<out_t, kUniform>(launch, cuda_stream);
+      case kTwoSided:
+        return launch_mode<out_t, kTwoSided>(launch, cuda_stream);
+      case kTwoSidedPrecise:
+        return launch_mode<out_t, kTwoSidedPrecise>(launch, cuda_stream);
+      case kTail:
+        return launch_mode<out_t, kTail>(launch, cuda_stream);
+      default:
+        return cudaErrorInvalidValue;
+    }
+  }
+}
+
+template cudaError_t launch_fill<float>(const FillLaunch<float>&, cudaStream_t);
+template cudaError_t launch_fill<double>(const FillLaunch<double>&, cudaStream_t);
+template cudaError_t launch_fill<__nv_bfloat16>(const FillLaunch<__nv_bfloat16>&, cudaStream_t);
+template cudaError_t launch_fill<__half>(const FillLaunch<__half>&, cudaStream_t);
+template cudaError_t launch_fill<uint32_t>(const FillLaunch<uint32_t>&, cudaStream_t);
+
 }  // namespace cuda
 }  // namespace tinit
-
-extern "C" cudaError_t tinit_trunc_normal_cuda(void* data, int64_t numel, TinitDtype dtype, uint64_t seed,
-                                               uint64_t stream, uint64_t offset, const TinitTransformParams* params,
-                                               unsigned flags, cudaStream_t cuda_stream) {
-  using namespace tinit::cuda;
-  if (params == nullptr || !valid_range(data, numel, offset) || !tinit::valid_params(params->packed)) {
-    return cudaErrorInvalidValue;
-  }
-  if (numel == 0) return cudaSuccess;
-  const bool compute_only = (flags & TINIT_FLAG_COMPUTE_ONLY) != 0;
-  const double* packed = params->packed;
-  switch (dtype) {
-    case TINIT_FLOAT32:
-      return launch<float>(data, numel, seed, stream, offset, packed, compute_only, cuda_stream);
-    case TINIT_FLOAT64:
-      return launch<double>(data, numel, seed, stream, offset, packed, compute_only, cuda_stream);
-    case TINIT_BFLOAT16:
-      return launch<__nv_bfloat16>(data, numel, seed, stream, offset, packed, compute_only, cuda_stream);
-    case TINIT_FLOAT16:
-      return launch<__half>(data, numel, seed, stream, offset, packed, compute_only, cuda_stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
-
-extern "C" cudaError_t tinit_philox_cuda(uint32_t* data, int64_t numel, uint64_t seed, uint64_t stream, uint64_t offset,
-                                         cudaStream_t cuda_stream) {
-  using namespace tinit::cuda;
-  if (!valid_range(data, numel, offset)) return cudaErrorInvalidValue;
-  if (numel == 0) return cudaSuccess;
-  static std::atomic<int> cache[kMaxDevices];
-  const int64_t blocks = block_count(numel, offset);
-  int grid = 0;
-  const cudaError_t err = grid_size(&philox_kernel, cache, blocks, &grid);
-  if (err != cudaSuccess) return err;
-  philox_kernel<<<grid, kThreads, 0, cuda_stream>>>(data, numel, tinit::philox_keys(seed), stream, offset,
-                                                    vector_ok(data, offset));
-  return cudaGetLastError();
-}

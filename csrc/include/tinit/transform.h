@@ -5,13 +5,13 @@
 // fma_rn, compares, bit casts): no libm/libdevice call and no fp64, so every
 // backend (CPU, CUDA, Triton) computes the same float bits. Builds disable
 // contraction (-ffp-contract=off, --fmad=false, enable_fp_fusion=False);
-// fused steps are explicit fma_rn calls. The stream that feeds it is defined
-// in tinit/philox.h; the specification, with its accuracy bounds, is
+// fused steps are explicit fma_rn calls. The stream that feeds it is
+// tinit::philox_block's; the specification, with its accuracy bounds, is
 // docs/stream.md.
 //
 // x ~ N(mean, std^2) truncated to [a, b], by inversion, x = F^-1(u) with u
-// the word's uniform, increasing in the word. The host (tinit/params.py)
-// reduces every call in fp64 to one of four modes and the constants of
+// the word's uniform, increasing in the word. The host
+// (tinit.params.transform_constants) reduces every call in fp64 to one of four modes and the constants of
 // TruncNormalParams:
 //   kUniform:  x = edge + width (u + slope u (u - 1)), the inverse CDF of a
 //     linear density on the window. Uniform schemes (slope 0), and windows so
@@ -200,7 +200,7 @@ TINIT_HD double fma_rn(double a, double b, double c) {
 
 // word * 2^-32 + 2^-33: in (0, 1) for double; for float, words >= 0xFFFFFF80
 // round to 1.0 (float(word) keeps 24 bits), which is why the two-sided split
-// (tinit/params.py) sends them to the complement side. 1 - u is formed the
+// (tinit.params._lower_side_split) sends them to the complement side. 1 - u is formed the
 // same way from ~word.
 template <typename T>
 TINIT_HD T uniform_open(uint32_t w) {
@@ -256,7 +256,8 @@ TINIT_HD T horner(T t, T c, Rest... rest) {
 }
 
 // ------------------------------------------------------------ ndtri_table
-// The coefficient rows (scripts/gen_ndtri_table.py). Device code reads its own
+// The coefficient rows (TINIT_NDTRI_COEFFICIENTS, fitted by the generator's
+// segment_rows). Device code reads its own
 // copy in global memory (cached; lanes of a warp mostly share a few rows);
 // constant memory would serialise lanes that read different rows.
 alignas(16) static constexpr float kNdtriHost[kNdtriSegments * kNdtriRow] = TINIT_NDTRI_COEFFICIENTS;
@@ -445,7 +446,7 @@ TINIT_HD double two_sided_value(uint32_t w, const TruncNormalParams<double>& P) 
 // Mills ratio R(y) = Q(y) / phi(y) for y >= 8, double only: Laplace's
 // continued fraction 1/(y + 1/(y + 2/(y + 3/(y + ...)))), evaluated from 16
 // terms down (14 reach 1e-17 relative at y = 8 against mpmath; the values
-// are checked in tests/test_edges.py).
+// are checked by test_f64_tail_window_far_from_the_mean).
 TINIT_HD double mills_ratio(double y) {
   double t = 0.0;
   for (int k = 16; k >= 1; --k) t = k / (y + t);
