@@ -24,9 +24,16 @@ WORD_COUNT = 2**32
 
 
 def fill_at(shape, dtype, mean, std, a, b, *, seed, stream=0, offset=0, backend="auto"):
-    """A fresh tensor filled by ``tinit.trunc_normal_at_``."""
-    tensor = torch.empty(shape, dtype=dtype)
-    return tinit.trunc_normal_at_(tensor, mean, std, a, b, seed=seed, stream=stream, offset=offset, backend=backend)
+    """A fresh tensor filled by ``tinit.trunc_normal_at_``.
+
+    ``backend`` is a ``backend=`` name (the tensor is a CPU one) or a ``BackendCase`` of the ``backend``
+    fixture: then the tensor is filled on the case's device by its backend and returned on the CPU.
+    """
+    device = getattr(backend, "device", "cpu")
+    name = getattr(backend, "name", backend)
+    tensor = torch.empty(shape, dtype=dtype, device=device)
+    tinit.trunc_normal_at_(tensor, mean, std, a, b, seed=seed, stream=stream, offset=offset, backend=name)
+    return tensor.cpu()
 
 
 def ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
