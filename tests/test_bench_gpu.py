@@ -2,8 +2,8 @@
 
 - every window's rows are validated and timed, and the report is written;
 - the SASS estimate is matched by backend kernel, dtype and transform mode;
-- the benchmark's exact moments and test_gpu's closed form agree with scipy's;
-- bench_gpu, bench_gpu_grouped and tests/test_gpu.py import without scipy, matplotlib and transformers
+- the benchmark's exact moments and test_backends' closed form agree with scipy's;
+- bench_gpu, bench_gpu_grouped and the GPU test files (test_gpu, test_backends, test_stream_contract) import without scipy, matplotlib and transformers
   (the GPU machine has none of them).
 """
 
@@ -24,7 +24,7 @@ import tinit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 import bench_gpu
-import test_gpu
+import test_backends
 
 SASS = {
     "cases": [
@@ -113,9 +113,9 @@ def test_window_moments_equal_scipy(name):
 
 
 @pytest.mark.parametrize("name", ["central_2sigma", "gpt2", "shifted"])
-def test_gpu_suite_closed_form_moments_equal_scipy(name):
-    window = test_gpu.WINDOWS[name]
-    assert test_gpu.two_sided_moments(*window) == pytest.approx(exact_moments(*window), rel=1e-12)
+def test_backend_suite_closed_form_moments_equal_scipy(name):
+    window = test_backends.WINDOWS[name]
+    assert test_backends.two_sided_moments(*window) == pytest.approx(exact_moments(*window), rel=1e-12)
 
 
 BLOCK_MODULES = """
@@ -135,7 +135,7 @@ def test_gpu_check_modules_import_without_scipy():
         + """
 import bench_gpu, bench_gpu_grouped
 import pytest
-sys.exit(pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", "tests/test_gpu.py"]))
+sys.exit(pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", "tests/test_gpu.py", "tests/test_backends.py", "tests/test_stream_contract.py"]))
 """
     )
     proc = subprocess.run(

@@ -152,3 +152,36 @@ def exact_moments(mean: float, std: float, a: float, b: float) -> tuple[float, f
     alpha, beta = (a - mean) / std, (b - mean) / std
     m, v = scipy.stats.truncnorm.stats(alpha, beta, loc=mean, scale=std, moments="mv")
     return float(m), math.sqrt(float(v))
+
+
+BITS = {torch.float32: torch.int32, torch.float64: torch.int64, torch.bfloat16: torch.int16, torch.float16: torch.int16}
+
+
+def assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """Bit equality of two float tensors (any devices), reporting the first differing element and both values."""
+    got, want = got.cpu().reshape(-1), want.cpu().reshape(-1)
+    assert got.dtype == want.dtype and got.numel() == want.numel(), what
+    diff = got.view(BITS[got.dtype]) != want.view(BITS[got.dtype])
+    if bool(diff.any()):
+        where = torch.nonzero(diff)[:, 0]
+        i = int(where[0])
+        raise AssertionError(
+            f"{what}: {where.numel()} of {got.numel()} values differ in their bits; "
+            f"first at {i}: got {got[i].item()!r}, CPU kernel {want[i].item()!r}"
+        )
+
+
+def assert_matches_cpu(backend: str, got: torch.Tensor, want: torch.Tensor, std: float, what: str) -> None:
+    """A backend's values against the CPU kernel's for the same (seed, stream, offset), by its convention.
+
+    ``backend`` is a fixture id (``cuda``, ``triton``, ``triton-interpreter``). ``cuda`` is bit for bit in
+    fp32/bf16/fp16 and within 2 ulp in fp64 (the device's libdevice ``log`` may differ from glibc's in the
+    last bit); the interpreter is bit for bit (its ``tl.fma`` is a true fused multiply-add, as the CPU's);
+    compiled ``triton`` is within 2 fp32 ulp (relative to max(|x|, std)) or one bf16/fp16 ulp.
+    """
+    dtype = got.dtype
+    if backend == "triton-interpreter" or (backend == "cuda" and dtype != torch.float64):
+        assert_same_bits(got, want, what)
+        return
+    ulps = {torch.float32: 2.0, torch.float64: 2.0, torch.bfloat16: 1.0, torch.float16: 1.0}[dtype]
+    assert_within_ulp(got.cpu(), want.double().numpy(), scale=std, dtype=dtype, max_ulp=ulps, what=what)
