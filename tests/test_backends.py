@@ -20,33 +20,24 @@ import math
 
 import pytest
 import torch
-from helpers import DTYPE_PARAMS, FLOAT_DTYPE_PARAMS, LOW_DTYPE_PARAMS, assert_matches_cpu, assert_same_bits
+from helpers import (
+    DTYPE_PARAMS,
+    FLOAT_DTYPE_PARAMS,
+    LOW_DTYPE_PARAMS,
+    WINDOWS,
+    assert_matches_cpu,
+    assert_same_bits,
+    fillable,
+)
 
 import tinit
 from tinit import dispatch, ops
-from tinit.params import transform_constants
 
 INF = math.inf
 SEED, STREAM = 2**63 + 2024, 2**40 + 3
-WINDOWS = {
-    "central_2sigma": (0.0, 1.0, -2.0, 2.0),
-    "gpt2": (0.0, 0.02, -0.04, 0.04),
-    "two_sided_4sigma": (0.0, 1.0, -4.0, 4.0),
-    "full_line": (0.0, 1.0, -INF, INF),
-    "far_tail_8_100": (0.0, 1.0, 8.0, 100.0),
-    "tail_neginf_-15": (0.0, 1.0, -INF, -15.0),
-    "shifted": (3.0, 2.0, -1.0, 4.0),
-}
 WINDOW_PARAMS = [pytest.param(w, id=name) for name, w in WINDOWS.items()]
 # The slow backends take up to this many elements a fill.
 SMALL_NUMEL = 2**14
-
-
-def _fillable(window, dtype) -> tuple:
-    try:
-        return transform_constants(*window, dtype)
-    except ValueError as exc:
-        pytest.skip(f"window not representable in {dtype}: {exc}")
 
 
 def _numel(backend, gpu: int, cpu: int) -> int:
@@ -116,7 +107,7 @@ def test_values_equal_cpu(backend, dtype, window, numel, offset):
     backend.skip_unless(dtype)
     if backend.small and numel > SMALL_NUMEL:
         pytest.skip(f"{numel} elements are too many for {backend} (it takes up to {SMALL_NUMEL})")
-    _fillable(window, dtype)
+    fillable(window, dtype)
     got = _fill(backend, numel, dtype, window, offset=offset)
     want = _cpu_fill(numel, dtype, window, offset=offset)
     assert_matches_cpu(backend.id, got, want, window[1], f"{backend} {dtype} {window} offset {offset}")
@@ -200,7 +191,7 @@ def two_sided_moments(mean: float, std: float, a: float, b: float) -> tuple[floa
 def test_finite_and_inside_bounds(backend, name, dtype):
     backend.skip_unless(dtype)
     window = WINDOWS[name]
-    constants = _fillable(window, dtype)
+    constants = fillable(window, dtype)
     values = _fill(backend, _numel(backend, 2**20, 2**16), dtype, window, seed=77).cpu()
     lo, hi = constants.lo, constants.hi
     assert bool(torch.isfinite(values).all()), f"{backend} {name}: non-finite values"
@@ -215,7 +206,7 @@ def test_ks(backend, name, dtype):
     stats = pytest.importorskip("scipy.stats", reason="the KS test needs scipy")
     backend.skip_unless(dtype)
     window = WINDOWS[name]
-    _fillable(window, dtype)
+    fillable(window, dtype)
     values = _fill(backend, _numel(backend, 2**20, 2**16), dtype, window, seed=77).cpu()
     mean, std, a, b = window
     dist = stats.truncnorm((a - mean) / std, (b - mean) / std, loc=mean, scale=std)
@@ -228,7 +219,7 @@ def test_ks(backend, name, dtype):
 def test_low_precision_moments_and_bounds(backend, name, dtype):
     backend.skip_unless(dtype)
     window = WINDOWS[name]
-    constants = _fillable(window, dtype)
+    constants = fillable(window, dtype)
     n = _numel(backend, 2**22, 2**18)
     values = _fill(backend, n, dtype, window, seed=78).double().cpu().numpy()
     lo, hi = constants.lo, constants.hi

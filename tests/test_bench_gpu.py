@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import exact_moments
+from helpers import WINDOWS, exact_moments
 
 import tinit
 
@@ -114,7 +114,7 @@ def test_window_moments_equal_scipy(name):
 
 @pytest.mark.parametrize("name", ["central_2sigma", "gpt2", "shifted"])
 def test_backend_suite_closed_form_moments_equal_scipy(name):
-    window = test_backends.WINDOWS[name]
+    window = WINDOWS[name]
     assert test_backends.two_sided_moments(*window) == pytest.approx(exact_moments(*window), rel=1e-12)
 
 

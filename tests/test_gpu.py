@@ -33,7 +33,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from helpers import DTYPE_PARAMS, DTYPES, assert_matches_cpu, assert_same_bits
+from helpers import DTYPE_PARAMS, DTYPES, WINDOWS, assert_matches_cpu, assert_same_bits, fillable
 
 import tinit
 from tinit import dispatch, ops
@@ -44,28 +44,12 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 REQUIRE = os.environ.get("TINIT_GPU_REQUIRE", "0") == "1"
 INF = math.inf
 SEED, STREAM = 2**63 + 2024, 2**40 + 3
-WINDOWS = {
-    "central_2sigma": (0.0, 1.0, -2.0, 2.0),
-    "gpt2": (0.0, 0.02, -0.04, 0.04),
-    "two_sided_4sigma": (0.0, 1.0, -4.0, 4.0),
-    "full_line": (0.0, 1.0, -INF, INF),
-    "far_tail_8_100": (0.0, 1.0, 8.0, 100.0),
-    "tail_neginf_-15": (0.0, 1.0, -INF, -15.0),
-    "shifted": (3.0, 2.0, -1.0, 4.0),
-}
 
 
 def _require_gpu_backend(backend) -> None:
     """The ``backend`` fixture's CUDA cases only: the properties below are those of a CUDA device."""
     if backend.device != "cuda":
         pytest.skip(f"{backend} fills CPU tensors; this property is a CUDA device's")
-
-
-def _fillable(window, dtype) -> tuple:
-    try:
-        return transform_constants(*window, dtype)
-    except ValueError as exc:
-        pytest.skip(f"window not representable in {dtype}: {exc}")
 
 
 def _fill(device: str, backend: str, numel: int, dtype, window, *, seed=SEED, stream=STREAM, offset=0):
@@ -145,7 +129,7 @@ def _require_cuda_backend() -> None:
 )
 def test_opcheck_cuda_trunc_normal(dtype, window):
     _require_cuda_backend()
-    constants = list(_fillable(window, dtype))
+    constants = list(fillable(window, dtype))
     tensor = torch.empty(5, 37, dtype=dtype, device="cuda")
     torch.library.opcheck(torch.ops.tinit.trunc_normal_.default, (tensor, 3, -5, 2**40 + 1, constants))
 

@@ -21,6 +21,17 @@ DTYPE_PARAMS = [pytest.param(dtype, id=name) for name, dtype in DTYPES.items()]
 FLOAT_DTYPE_PARAMS = [pytest.param(torch.float32, id="f32"), pytest.param(torch.float64, id="f64")]
 LOW_DTYPE_PARAMS = [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, id="f16")]
 WORD_COUNT = 2**32
+# Named (mean, std, a, b) windows, absolute bounds, of the backend suites (test_backends, test_gpu): every
+# transform mode, the far tails, a window off the mean.
+WINDOWS = {
+    "central_2sigma": (0.0, 1.0, -2.0, 2.0),
+    "gpt2": (0.0, 0.02, -0.04, 0.04),
+    "two_sided_4sigma": (0.0, 1.0, -4.0, 4.0),
+    "full_line": (0.0, 1.0, -math.inf, math.inf),
+    "far_tail_8_100": (0.0, 1.0, 8.0, 100.0),
+    "tail_neginf_-15": (0.0, 1.0, -math.inf, -15.0),
+    "shifted": (3.0, 2.0, -1.0, 4.0),
+}
 
 
 def fill_at(shape, dtype, mean, std, a, b, *, seed, stream=0, offset=0, backend="auto"):
@@ -34,6 +45,16 @@ def fill_at(shape, dtype, mean, std, a, b, *, seed, stream=0, offset=0, backend=
     tensor = torch.empty(shape, dtype=dtype, device=device)
     tinit.trunc_normal_at_(tensor, mean, std, a, b, seed=seed, stream=stream, offset=offset, backend=name)
     return tensor.cpu()
+
+
+def fillable(window, dtype):
+    """``window``'s transform record in ``dtype``; skips the test when the window is not representable there."""
+    from tinit.params import transform_constants
+
+    try:
+        return transform_constants(*window, dtype)
+    except ValueError as exc:
+        pytest.skip(f"window not representable in {dtype}: {exc}")
 
 
 def ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
