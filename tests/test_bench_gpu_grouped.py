@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import bench_gpu_grouped
 
-TINY = ["--device", "cpu", "--blocks", "1", "--widths", "8", "--large-numel", "4K", "--shard", "16", "--budget-s", "30"]
+TINY = ["--device", "cpu", "--blocks", "1", "--widths", "8", "--large-numel", "4K", "--shard", "16", "--budget-s", "15"]
 
 
 def _report(folder: Path) -> dict:
@@ -83,3 +83,17 @@ def test_trace_kernels_reads_kineto_kernel_events(args):
     if args:
         assert found["tinit_grouped_kernel"]["registers"] == 72
         assert found["tinit_grouped_kernel"]["block"] == [256, 1, 1]
+
+
+def test_case_seconds_come_from_the_caller(tmp_path, monkeypatch):
+    """--case-s gives each case its own seconds (bench/gpu_check.sh decides them): a case given none
+    records every method as skipped, the others still run, and a bad item is refused."""
+    monkeypatch.delenv("OUT", raising=False)
+    args = [*TINY, "--cases", "large,model", "--dtypes", "f32", "--case-s", "model=0", "--out-dir", str(tmp_path)]
+    assert bench_gpu_grouped.main(args) == 0
+    rows = _report(tmp_path)["results"]
+    assert {r["method"] for r in rows if r["case"] == "large" and "median_s" in r} == {"single", "grouped_1"}
+    model = [r for r in rows if r["case"] == "model"]
+    assert model and all("skipped" in r for r in model), model
+    with pytest.raises(SystemExit):
+        bench_gpu_grouped.main([*TINY, "--case-s", "nope=3", "--out-dir", str(tmp_path)])
