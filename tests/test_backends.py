@@ -28,10 +28,11 @@ from helpers import (
     assert_matches_cpu,
     assert_same_bits,
     fillable,
+    stream_words,
 )
 
 import tinit
-from tinit import dispatch, ops
+from tinit import ops
 
 INF = math.inf
 SEED, STREAM = 2**63 + 2024, 2**40 + 3
@@ -82,13 +83,8 @@ def test_words_equal_cpu(backend, numel, offset):
     _against_cpu(backend)
     if backend.small and numel > SMALL_NUMEL:
         pytest.skip(f"{numel} words are too many for {backend} (it takes up to {SMALL_NUMEL})")
-    if backend.name == "cuda":
-        got = ops.philox_words(numel, SEED, STREAM, offset, device="cuda")
-    else:
-        module = dispatch._triton_module()[0]
-        got = module.philox_words_triton(numel, SEED, STREAM, offset, backend.device)
+    got = stream_words(backend, numel, SEED, STREAM, offset)
     want = ops.philox_words(numel, SEED, STREAM, offset)
-    assert got.device.type == backend.device
     torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, msg=lambda m: f"{backend} words, offset {offset}: {m}")
 
 

@@ -206,3 +206,20 @@ def assert_matches_cpu(backend: str, got: torch.Tensor, want: torch.Tensor, std:
         return
     ulps = {torch.float32: 2.0, torch.float64: 2.0, torch.bfloat16: 1.0, torch.float16: 1.0}[dtype]
     assert_within_ulp(got.cpu(), want.double().numpy(), scale=std, dtype=dtype, max_ulp=ulps, what=what)
+
+
+def stream_words(backend, numel: int, seed: int, stream: int, offset: int = 0) -> torch.Tensor:
+    """The uint32 stream words [offset, offset + numel) as ``backend`` (a ``BackendCase``) computes them,
+    on the CPU: the native ``philox_words`` (cpu, cuda), ``reference.stream_words`` (torch), Triton's
+    ``philox_words_triton`` (triton, triton-interpreter)."""
+    from tinit import dispatch, ops, reference
+
+    if backend.name in ("cpu", "cuda"):
+        words = ops.philox_words(numel, seed, stream, offset, device=backend.device)
+    elif backend.name == "torch":
+        words = reference.stream_words(numel, seed, stream, offset, device=backend.device)
+    else:
+        module = dispatch._triton_module()[0]
+        words = module.philox_words_triton(numel, seed, stream, offset, backend.device)
+    assert words.device.type == backend.device, f"{backend} words on {words.device}"
+    return words.cpu()
