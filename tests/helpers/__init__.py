@@ -180,15 +180,15 @@ BITS = {torch.float32: torch.int32, torch.float64: torch.int64, torch.bfloat16: 
 
 def assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     """Bit equality of two float tensors (any devices), reporting the first differing element and both values."""
-    got, want = got.cpu().reshape(-1), want.cpu().reshape(-1)
-    assert got.dtype == want.dtype and got.numel() == want.numel(), what
+    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
+    got, want = got.detach().cpu().reshape(-1), want.detach().cpu().reshape(-1)
     diff = got.view(BITS[got.dtype]) != want.view(BITS[got.dtype])
     if bool(diff.any()):
         where = torch.nonzero(diff)[:, 0]
         i = int(where[0])
         raise AssertionError(
             f"{what}: {where.numel()} of {got.numel()} values differ in their bits; "
-            f"first at {i}: got {got[i].item()!r}, CPU kernel {want[i].item()!r}"
+            f"first at flat index {i}: got {got[i].item()!r}, expected {want[i].item()!r}"
         )
 
 
