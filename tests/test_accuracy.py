@@ -264,6 +264,8 @@ def test_values_increase_with_word(backend, name, window, dtype):
     """The stream maps u to x = F^-1(u): larger words never give smaller values
     (mirrored windows included), beyond a few ulp where the two sides meet."""
     backend.skip_unless(dtype)
+    if backend.id == "triton-interpreter":
+        pytest.skip("a launch per placed word is slow here; test_triton holds these words bit-identical to cpu")
     words, values = fill_special(window, dtype, backend=backend)
     order = np.argsort(words)
     words, values = words[order], values[order]
