@@ -265,3 +265,45 @@ def save(env: dict, payload: dict, text: str, out_dir: Path, suffix: str = "") -
         (folder / f"{name}.md").write_text(text)
         written += [folder / f"{name}.json", folder / f"{name}.md"]
     return written
+
+
+def load_sass_estimates(path: str | Path | None) -> tuple[dict, str | None]:
+    """bench/sass_budget.py's JSON report as (backend, kernel, sass dtype, mode) -> its case, and a note
+    when there are none (no path, unreadable, no kernel cases): the static estimate the GPU benchmarks
+    print beside each measurement."""
+    if path is None:
+        return {}, "no SASS report given (--sass-json or $TINIT_SASS_JSON)"
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        return {}, f"SASS report {path} unreadable: {exc}"
+    cases = {
+        (c["backend"], c["kernel"], c["dtype"], c["mode"]): c
+        for c in report.get("cases", [])
+        if "est_gelem_s" in c and c.get("mode") is not None
+    }
+    return cases, None if cases else f"SASS report {path} has no kernel cases"
+
+
+def sass_estimate(estimates: dict, backend: str, kernel: str, sass_dtype: str, mode: int) -> dict:
+    """The row fields of one estimate (``est_gelem_s``, ``est_bound``, ``est_sass_per_elem`` and, where the
+    report names the mode otherwise, ``est_mode_name``), or {} when the report has no such case.
+
+    Args:
+        estimates: ``load_sass_estimates``'s mapping.
+        backend, kernel: as bench/sass_budget.py names them (``cuda``, ``grouped_kernel``).
+        sass_dtype: ``fp32``, ``bf16``, ...; mode: a ``tinit.params.Mode`` value.
+    """
+    from tinit.params import Mode
+
+    case = estimates.get((backend, kernel, sass_dtype, mode))
+    if case is None:
+        return {}
+    est = {
+        "est_gelem_s": case["est_gelem_s"],
+        "est_bound": case.get("bound"),
+        "est_sass_per_elem": case.get("sass_per_elem"),
+    }
+    if case.get("mode_name") != Mode(mode).name.lower():
+        est["est_mode_name"] = case.get("mode_name")  # the SASS report names this mode differently
+    return est

@@ -48,7 +48,6 @@ $OUT when it is set.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -58,7 +57,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from _env import REPO, Timer, environment_lines, gpu_environment, label, parse_size, save
+from _env import (
+    REPO,
+    Timer,
+    environment_lines,
+    gpu_environment,
+    label,
+    parse_size,
+    sass_estimate,
+    save,
+)
+from _env import load_sass_estimates as load_estimates
 
 from tinit import dispatch, ops
 from tinit.params import Mode, transform_constants, uniform_constants
@@ -263,36 +272,10 @@ def validate(name: str, window: Window | None, x: torch.Tensor, before: torch.Te
     return facts
 
 
-def load_estimates(path: Path | None) -> tuple[dict, str | None]:
-    """(backend, kernel, sass dtype, mode) -> the sass_budget.py case, and a note when there are none."""
-    if path is None:
-        return {}, "no SASS report given (--sass-json or $TINIT_SASS_JSON)"
-    try:
-        report = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        return {}, f"SASS report {path} unreadable: {exc}"
-    cases = {
-        (c["backend"], c["kernel"], c["dtype"], c["mode"]): c
-        for c in report.get("cases", [])
-        if "est_gelem_s" in c and c.get("mode") is not None
-    }
-    return cases, None if cases else f"SASS report {path} has no kernel cases"
-
-
 def _estimate(estimates: dict, method: str, dtype_name: str, mode: int) -> dict:
     if method not in SASS_KERNELS:
         return {}
-    case = estimates.get((*SASS_KERNELS[method], SASS_DTYPES[dtype_name], mode))
-    if case is None:
-        return {}
-    est = {
-        "est_gelem_s": case["est_gelem_s"],
-        "est_bound": case.get("bound"),
-        "est_sass_per_elem": case.get("sass_per_elem"),
-    }
-    if case.get("mode_name") != Mode(mode).name.lower():
-        est["est_mode_name"] = case.get("mode_name")  # the SASS report names this mode differently
-    return est
+    return sass_estimate(estimates, *SASS_KERNELS[method], SASS_DTYPES[dtype_name], mode)
 
 
 def planned_estimates(estimates: dict, windows: list[Window], dtypes: list[str]) -> list[str]:

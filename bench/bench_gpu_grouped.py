@@ -41,6 +41,9 @@ also records wall time), N adapted to about REP_BUDGET_S per method and to the t
 would overrun its case's time is skipped and the report says so; a method that raises is recorded with
 its error and the run goes on; the exit status is 1 when any method failed.
 
+With --sass-json (or $TINIT_SASS_JSON: bench/sass_budget.py's report) each native large-tensor row
+(single, grouped_1, runs) carries the static estimate of the CUDA kernel it launches (est_gelem_s).
+
 Writes gpu_<date>_<commit>_grouped.json and .md (gpu_dryrun_<date>_grouped with --device cpu) under
 --out-dir (default bench/results) after every case, and, when $OUT is set, bench_gpu_grouped.json and
 .md under $OUT.
@@ -51,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -61,7 +65,17 @@ from pathlib import Path
 
 import bench_grouped
 import torch
-from _env import REPO, Timer, environment_lines, gpu_environment, label, parse_size, save
+from _env import (
+    REPO,
+    Timer,
+    environment_lines,
+    gpu_environment,
+    label,
+    load_sass_estimates,
+    parse_size,
+    sass_estimate,
+    save,
+)
 from bench_trunc_normal import STD, A, B
 
 import tinit
@@ -204,6 +218,23 @@ def case_large(args, device: torch.device, budget: Budget, rows: list[dict]) -> 
         rows += _shard(args.shard, dtype_name, device, budget)
         if device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+# The CUDA kernel (bench/sass_budget.py's name) each native large-tensor method launches: its static
+# estimate stands beside the measurement. The runs op walks its rows with the grouped kernel.
+SASS_KERNELS = {"single": "trunc_normal_kernel", "grouped_1": "grouped_kernel", "runs": "grouped_kernel"}
+SASS_DTYPES = {"bf16": "bf16", "f32": "fp32"}
+
+
+def add_estimates(rows: list[dict], estimates: dict) -> None:
+    """Put bench/sass_budget.py's estimate (``_env.sass_estimate``) beside each large-tensor row of a
+    native method: std STD in [A, B], the transform mode of that window in the row's dtype."""
+    for row in rows:
+        kernel = SASS_KERNELS.get(row.get("method"))
+        if row.get("case") not in ("large", "shard") or kernel is None or row.get("dtype") not in SASS_DTYPES:
+            continue
+        mode = int(transform_constants(0.0, STD, A, B, DTYPES[row["dtype"]]).mode)
+        row.update(sass_estimate(estimates, "cuda", kernel, SASS_DTYPES[row["dtype"]], mode))
 
 
 def _rates(row: dict) -> None:
@@ -638,8 +669,11 @@ def markdown(env: dict, rows: list[dict], complete: bool) -> str:
         out += [
             "## Large tensors",
             "",
-            ("| case | dtype | method | ms | G elem/s | write GB/s | grouped/single throughput | row loop / runs |"),
-            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+            (
+                "| case | dtype | method | ms | G elem/s | estimate (SASS) G elem/s | write GB/s | "
+                "grouped/single throughput | row loop / runs |"
+            ),
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for r in large:
             what = r["size"] if r["case"] == "large" else f"shard {r['shape']}"
@@ -647,7 +681,7 @@ def markdown(env: dict, rows: list[dict], complete: bool) -> str:
                 what += f" ({r['extrapolated_from_rows']} rows timed, scaled)"
             out.append(
                 f"| {what} | {r['dtype']} | {r['method']} | {r['median_s'] * 1e3:.3f} | "
-                f"{r['g_elements_per_s']:.2f} | {r['write_gb_per_s']:.0f} | "
+                f"{r['g_elements_per_s']:.2f} | {_cell(r, 'est_gelem_s', '.1f')} | {r['write_gb_per_s']:.0f} | "
                 f"{_cell(r, 'grouped_over_single', '.3f')} | {_cell(r, 'row_loop_over_runs', '.1f')} |"
             )
         out.append("")
@@ -763,6 +797,12 @@ def main(argv: list[str] | None = None) -> int:
         help="N of the N x N weight whose Shard(1) half is filled (default 8192 on CUDA, 64 on CPU)",
     )
     parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument(
+        "--sass-json",
+        type=Path,
+        default=os.environ.get("TINIT_SASS_JSON") or None,
+        help="bench/sass_budget.py's JSON report, for the estimate column of the large tensors",
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -786,6 +826,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds[name] = float(value)
     budget = Budget(seconds)
     env = gpu_environment(device)
+    estimates, env["sass_note"] = load_sass_estimates(args.sass_json)
     env["arguments"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     rows: list[dict] = []
     for case in cases:
@@ -795,6 +836,7 @@ def main(argv: list[str] | None = None) -> int:
             CASES[case](args, device, budget, rows)
         except Exception as exc:  # noqa: BLE001  the other cases still run
             rows.append({"case": case, "method": "case", "error": _error_text(exc)})
+        add_estimates(rows, estimates)
         _print_rows(rows[first:])
         write(env, rows, args.out_dir, complete=False)
     for path in write(env, rows, args.out_dir, complete=True):

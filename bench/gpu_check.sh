@@ -7,7 +7,7 @@
 #      at most 240 s,
 #   2. python -m tinit.info,
 #   3. the static SASS budget of the CUDA kernels (bench/sass_budget.py
-#      --no-triton, ~10 s): the estimate column of step 4,
+#      --no-triton, ~10 s): the estimate column of steps 4 and 5,
 #   4. the GPU benchmark (bench/bench_gpu.py: 2^28 then 2^24 elements, fp32
 #      and bf16, five windows, cuda and triton against torch), with a budget
 #      of what is left less 170 s, at least 120 s and at most 240 s; it starts
@@ -123,7 +123,7 @@ if (( $(left) > 90 )); then
     case_s+="${case_s:+,}${item%%=*}=$(( ${item#*=} * scale / 100 ))"
   done
   step "grouped-fill GPU benchmark ($case_s)" $(( grouped_total * scale / 100 + 30 )) "${BENCH_ENV[@]}" \
-    "$PY" bench/bench_gpu_grouped.py --case-s "$case_s" "${GROUPED_ARGS[@]}"
+    "$PY" bench/bench_gpu_grouped.py --case-s "$case_s" --sass-json "$SASS_JSON" "${GROUPED_ARGS[@]}"
 else
   echo "=== grouped-fill GPU benchmark skipped: $(left) s left" | tee -a "$LOG"
   FAILED+=("grouped-fill GPU benchmark (no time left)")

@@ -3,8 +3,8 @@
 - every window's rows are validated and timed, and the report is written;
 - the SASS estimate is matched by backend kernel, dtype and transform mode;
 - the benchmark's exact moments and test_backends' closed form agree with scipy's;
-- bench_gpu, bench_gpu_grouped and the GPU test files (test_gpu, test_backends, test_stream_contract) import without scipy, matplotlib and transformers
-  (the GPU machine has none of them).
+- bench_gpu, bench_gpu_grouped and the GPU test files (test_gpu, test_backends, test_stream_contract) import
+  without scipy, matplotlib and transformers (the GPU machine has none of them).
 """
 
 from __future__ import annotations
