@@ -16,9 +16,9 @@
 #   5. the grouped-fill benchmark (bench/bench_gpu_grouped.py), its three
 #      cases' seconds decided here (GROUPED_CASE_S: large 10, model 20,
 #      triton 10; all three scaled down when less is left),
-#   6. the GPU tests (the gpu-marked cases of tests/test_gpu.py,
-#      tests/test_backends.py and tests/test_stream_contract.py) with the time
-#      that is left less 25 s,
+#   6. the GPU tests (the gpu-marked cases of GPU_TEST_FILES: test_gpu,
+#      test_backends, test_stream_contract, ...) with the time that is left
+#      less 25 s,
 #   7. the quick CPU-side tests, only when 70 s remain.
 # A step over its limit gets SIGINT (pytest still writes its summary and
 # junit XML; the benchmarks keep the reports written so far), then SIGKILL
@@ -129,12 +129,15 @@ else
   FAILED+=("grouped-fill GPU benchmark (no time left)")
 fi
 
+# The test files with gpu-marked cases that import without scipy (the GPU machine has none); the others'
+# cuda and triton cases run where a GPU and scipy meet. tests/test_bench_gpu.py collects this list.
+GPU_TEST_FILES=(tests/test_gpu.py tests/test_backends.py tests/test_stream_contract.py tests/test_philox.py
+  tests/test_sharding.py tests/test_grouped_triton.py)
 junit=()
 [[ -n "${OUT:-}" ]] && junit=(--junitxml "$OUT/gpu_tests.xml")
 tests_limit=$(( $(left) - 25 ))
 if (( tests_limit >= 30 )); then
-  step "GPU tests" "$tests_limit" env TINIT_GPU_REQUIRE=1 "$PY" -m pytest -q -m gpu \
-    tests/test_gpu.py tests/test_backends.py tests/test_stream_contract.py \
+  step "GPU tests" "$tests_limit" env TINIT_GPU_REQUIRE=1 "$PY" -m pytest -q -m gpu "${GPU_TEST_FILES[@]}" \
     -p no:cacheprovider -rs --durations=25 "${junit[@]}"
 else
   echo "=== GPU tests skipped: $(left) s left" | tee -a "$LOG"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -129,13 +130,24 @@ sys.path[:0] = ["bench", "tests"]
 """
 
 
+def gpu_test_files() -> list[str]:
+    """bench/gpu_check.sh's GPU_TEST_FILES: the test files its GPU step runs."""
+    text = (ROOT / "bench" / "gpu_check.sh").read_text()
+    match = re.search(r"^GPU_TEST_FILES=\(([^)]*)\)", text, re.MULTILINE)
+    assert match, "bench/gpu_check.sh has no GPU_TEST_FILES=(...)"
+    return match.group(1).split()
+
+
 def test_gpu_check_modules_import_without_scipy():
+    files = gpu_test_files()
+    assert "tests/test_gpu.py" in files and "tests/test_backends.py" in files, files
     code = (
         BLOCK_MODULES
+        + f"FILES = {files!r}\n"
         + """
 import bench_gpu, bench_gpu_grouped
 import pytest
-sys.exit(pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", "tests/test_gpu.py", "tests/test_backends.py", "tests/test_stream_contract.py"]))
+sys.exit(pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", *FILES]))
 """
     )
     proc = subprocess.run(

@@ -3,7 +3,7 @@ transform, and stream positions holding chosen words (``from helpers import ...`
 tests/ is on ``sys.path`` through pytest's rootdir conftest).
 
 scipy is imported by the helpers that use it (``oracle``, ``exact_moments``),
-not here: the GPU suite (tests/test_gpu.py) collects on machines without it."""
+not here: the GPU suites (test_gpu, test_backends) collect on machines without it."""
 
 from __future__ import annotations
 
