@@ -151,7 +151,8 @@ def test_inner_dim_shards_equal_cpu_slices(backend):
 
 
 def test_grouped_fill_equals_per_tensor(backend):
-    """One grouped fill of four tensors equals each tensor filled alone by the same backend."""
+    """One grouped fill of four tensors equals each tensor filled alone by the same backend and, by the
+    backend's convention, the CPU kernel's fill."""
     from tinit import schemes
     from tinit.fill import write_spec_
     from tinit.grouped import FillItem, write_grouped_
@@ -165,6 +166,11 @@ def test_grouped_fill_equals_per_tensor(backend):
         alone = torch.empty(item.tensor.shape, device=backend.device)
         write_spec_(alone, spec, seed=SEED, stream=item.stream, offset=item.offset, backend=backend.name)
         assert_same_bits(item.tensor, alone, f"{backend}: grouped item {item.stream}")
+        if backend.id not in ("cpu", "torch"):
+            cpu = write_spec_(
+                torch.empty(item.tensor.shape), spec, seed=SEED, stream=item.stream, offset=item.offset, backend="cpu"
+            )
+            assert_matches_cpu(backend.id, item.tensor.cpu(), cpu, spec.std, f"{backend}: grouped item {item.stream}")
 
 
 KS_WINDOWS = ["central_2sigma", "gpt2", "full_line", "far_tail_8_100", "tail_neginf_-15", "shifted"]

@@ -51,37 +51,19 @@ def test_chunked_shards_assemble_the_unsharded_fill(backend, shape, dtype):
         pytest.skip(
             f"{math.prod(shape)} elements in row runs are too slow in the interpreter (up to {INTERPRETER_NUMEL})"
         )
-    mean, std, a, b = WINDOWS[0]
-    full = tinit.trunc_normal_at_(
-        torch.empty(shape, dtype=dtype, device=backend.device),
-        mean,
-        std,
-        a,
-        b,
-        seed=5,
-        stream=9,
-        offset=3,
-        backend=backend.name,
-    )
+    window = WINDOWS[0]
+
+    def fill(tensor, **layout):
+        return tinit.trunc_normal_at_(tensor, *window, seed=5, stream=9, offset=3, backend=backend.name, **layout)
+
+    full = fill(torch.empty(shape, dtype=dtype, device=backend.device))
     for dim in range(len(shape)):
         for world in (2, 3, 4):
             pieces = []
             for rank in range(world):
                 offsets, local = shard_offsets(shape, dim, rank, world), shard_shape(shape, dim, rank, world)
                 shard = torch.full(local, 7.0, dtype=dtype, device=backend.device)
-                tinit.trunc_normal_at_(
-                    shard,
-                    mean,
-                    std,
-                    a,
-                    b,
-                    seed=5,
-                    stream=9,
-                    offset=3,
-                    backend=backend.name,
-                    global_shape=shape,
-                    shard_offsets=offsets,
-                )
+                fill(shard, global_shape=shape, shard_offsets=offsets)
                 assert torch.equal(shard, full[_block(shape, offsets, local)]), (dim, world, rank)
                 pieces.append(shard)
             assert torch.equal(torch.cat(pieces, dim), full)
