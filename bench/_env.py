@@ -1,17 +1,22 @@
-"""Timing, validation and provenance shared by the benchmarks (CPU and GPU).
+"""Timing, validation and provenance shared by the benchmarks, CPU and GPU alike.
 
 Provenance: the machine, version and commit facts printed beside every figure
-(``environment``, ``write_report``); timing: the median of wall-clock samples
-(``median_s``); validation: a benchmarked output is finite, inside its bounds
-and of the expected spread before its time counts (``check_values``). Used by
-bench/conftest.py, bench/report.py, bench/peak_memory.py and the bench_*.py
-scripts, which import it as ``_env``: a script's own folder is first on
-``sys.path`` when it runs, and the tests put bench/ there.
+(``environment``; ``gpu_environment`` adds the CUDA toolchain and the device;
+``write_report`` and, for the GPU benchmarks, ``save`` write them beside the
+results); timing: the median of wall-clock samples (``median_s``) and, on a
+CUDA device, CUDA events (``Timer``); validation: a benchmarked output is
+finite, inside its bounds and of the expected spread before its time counts
+(``check_values``); sizes as ``256M`` (``parse_size``, ``label``). Used by
+bench/conftest.py, bench/report*.py, bench/peak_memory.py and the bench_*.py
+scripts (bench_gpu and bench_gpu_grouped included), which import it as
+``_env``: a script's own folder is first on ``sys.path`` when it runs, and
+the tests put bench/ there.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import statistics
@@ -60,7 +65,7 @@ def median_s(fn: Callable[[], object], repeats: int) -> float:
     """The median wall-clock time of ``repeats`` calls of ``fn``, in seconds (``time.perf_counter``).
 
     The caller warms up and synchronises: ``fn`` must return only when its work is done
-    (GPU timing uses CUDA events instead, in bench_gpu's ``Timer``).
+    (GPU timing uses CUDA events instead: ``Timer``).
     """
     times = []
     for _ in range(repeats):
@@ -123,8 +128,6 @@ def environment() -> dict:
 def write_report(out_dir: str | Path, env: dict, suffix: str, report: str, payload: dict) -> Path:
     """Write ``report`` (markdown) and ``payload`` (JSON, with ``env`` added) as
     ``<out_dir>/<date>_<commit>[_dirty]<suffix>.md`` and ``.json``; returns the path stem."""
-    import json
-
     day = datetime.date.fromisoformat(env["date"][:10]).isoformat()
     stem = Path(out_dir) / f"{day}_{env['git_commit']}{'_dirty' if env.get('git_dirty') else ''}{suffix}"
     stem.parent.mkdir(parents=True, exist_ok=True)
@@ -135,3 +138,172 @@ def write_report(out_dir: str | Path, env: dict, suffix: str, report: str, paylo
     )
     print(f"\nwrote {stem}.md and .json")
     return stem
+
+
+# ---- the GPU benchmarks (bench_gpu, bench_gpu_grouped): sizes, CUDA-event timing, GPU provenance
+
+
+def parse_size(text: str) -> int:
+    """'256M' -> 2**28, '4G' -> 2**32, '1000' -> 1000."""
+    text = text.strip().upper()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+def label(numel: int) -> str:
+    """2**28 -> '256M'."""
+    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if numel >= scale and numel % scale == 0:
+            return f"{numel // scale}{unit}"
+    return str(numel)
+
+
+class Timer:
+    """Times calls with CUDA events on a CUDA device (GPU time, no host round trip inside a sample) and
+    ``time.perf_counter`` elsewhere; the one timer of the GPU benchmarks.
+
+    Args:
+        device: the device the timed calls run on (``torch.device`` or a string).
+    """
+
+    def __init__(self, device):
+        self.cuda = str(device).startswith("cuda")
+
+    def time(self, fn: Callable[[], object], reps: int, inner: int = 1) -> list[float]:
+        """Seconds per call of ``fn()`` in each of ``reps`` samples of ``inner`` back-to-back calls."""
+        return [event for event, _ in self.samples(fn, reps, inner)]
+
+    def samples(self, fn: Callable[[], object], reps: int, inner: int = 1) -> list[tuple[float, float]]:
+        """(event seconds, wall seconds) per call in each of ``reps`` samples of ``inner`` calls; on CUDA
+        the device is synchronised before each sample, so the wall time includes the launch overhead
+        the events hide; off CUDA both are the wall time."""
+        import torch
+
+        out = []
+        for _ in range(reps):
+            if self.cuda:
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                t0 = time.perf_counter()
+                start.record()
+                for _ in range(inner):
+                    fn()
+                end.record()
+                end.synchronize()
+                wall = (time.perf_counter() - t0) / inner
+                out.append((start.elapsed_time(end) / 1e3 / inner, wall))
+            else:
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    fn()
+                wall = (time.perf_counter() - t0) / inner
+                out.append((wall, wall))
+        return out
+
+
+def gpu_environment(device) -> dict:
+    """GPU, versions, commit and date beside every figure: ``_env.environment`` (machine, versions,
+    commit, date) and the CUDA toolchain, the device and the CPU tinit.info names."""
+    import torch
+
+    from tinit import info
+
+    device = torch.device(device)
+    build = info.build_info()
+    env = {
+        **environment(),
+        "torch_cuda": torch.version.cuda,
+        "triton": build["triton"],
+        "nvcc": build["nvcc"],
+        "native_cuda_kernels": build["native_cuda_kernels"],
+        "device": str(device),
+        "cpu": info.device_info()[0]["name"],
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env.update(
+            {
+                "gpu": props.name,
+                "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+                "multiprocessors": props.multi_processor_count,
+                "capability": f"{props.major}.{props.minor}",
+            }
+        )
+    return env
+
+
+def environment_lines(env: dict) -> list[str]:
+    """The report's machine lines (GPU, versions, commit) as markdown list items."""
+    return [
+        (
+            f"- GPU: {env.get('gpu', 'none')} ({env.get('multiprocessors', '-')} SMs, "
+            f"{env.get('gpu_memory_gib', '-')} GiB, compute capability {env.get('capability', '-')})"
+        ),
+        (
+            f"- torch {env['torch']} (CUDA {env['torch_cuda']}), triton {env['triton']}, nvcc {env['nvcc']}, "
+            f"tinit {env['tinit']}, python {env['python']}"
+        ),
+        (
+            f"- commit {env['git_commit']}{' (uncommitted changes)' if env['git_dirty'] else ''}; "
+            f"device {env['device']}; CPU {env['cpu']}"
+        ),
+    ]
+
+
+def save(env: dict, payload: dict, text: str, out_dir: Path, suffix: str = "") -> list[Path]:
+    """Write ``payload`` (JSON) and ``text`` (markdown) as ``gpu_<date>_<commit><suffix>`` under ``out_dir``
+    (``gpu_dryrun_<date><suffix>`` off a GPU) and, when $OUT is set, as ``bench_gpu<suffix>`` under $OUT."""
+    stamp = env["date"][:19].replace(":", "").replace("-", "")
+    stem = f"gpu_{stamp}_{env['git_commit']}" if env["device"].startswith("cuda") else f"gpu_dryrun_{stamp}"
+    dests = [(out_dir, stem + suffix)]
+    if os.environ.get("OUT"):
+        dests.append((Path(os.environ["OUT"]), "bench_gpu" + suffix))
+    written = []
+    for folder, name in dests:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
+        (folder / f"{name}.md").write_text(text)
+        written += [folder / f"{name}.json", folder / f"{name}.md"]
+    return written
+
+
+def load_sass_estimates(path: str | Path | None) -> tuple[dict, str | None]:
+    """bench/sass_budget.py's JSON report as (backend, kernel, sass dtype, mode) -> its case, and a note
+    when there are none (no path, unreadable, no kernel cases): the static estimate the GPU benchmarks
+    print beside each measurement."""
+    if path is None:
+        return {}, "no SASS report given (--sass-json or $TINIT_SASS_JSON)"
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        return {}, f"SASS report {path} unreadable: {exc}"
+    cases = {
+        (c["backend"], c["kernel"], c["dtype"], c["mode"]): c
+        for c in report.get("cases", [])
+        if "est_gelem_s" in c and c.get("mode") is not None
+    }
+    return cases, None if cases else f"SASS report {path} has no kernel cases"
+
+
+def sass_estimate(estimates: dict, backend: str, kernel: str, sass_dtype: str, mode: int) -> dict:
+    """The row fields of one estimate (``est_gelem_s``, ``est_bound``, ``est_sass_per_elem`` and, where the
+    report names the mode otherwise, ``est_mode_name``), or {} when the report has no such case.
+
+    Args:
+        estimates: ``load_sass_estimates``'s mapping.
+        backend, kernel: as bench/sass_budget.py names them (``cuda``, ``grouped_kernel``).
+        sass_dtype: ``fp32``, ``bf16``, ...; mode: a ``tinit.params.Mode`` value.
+    """
+    from tinit.params import Mode
+
+    case = estimates.get((backend, kernel, sass_dtype, mode))
+    if case is None:
+        return {}
+    est = {
+        "est_gelem_s": case["est_gelem_s"],
+        "est_bound": case.get("bound"),
+        "est_sass_per_elem": case.get("sass_per_elem"),
+    }
+    if case.get("mode_name") != Mode(mode).name.lower():
+        est["est_mode_name"] = case.get("mode_name")  # the SASS report names this mode differently
+    return est

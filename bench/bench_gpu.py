@@ -48,7 +48,6 @@ $OUT when it is set.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -58,8 +57,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from _env import REPO
-from _env import environment as base_environment
+from _env import (
+    REPO,
+    Timer,
+    environment_lines,
+    gpu_environment,
+    label,
+    parse_size,
+    sass_estimate,
+    save,
+)
+from _env import load_sass_estimates as load_estimates
 
 from tinit import dispatch, ops
 from tinit.params import Mode, transform_constants, uniform_constants
@@ -150,47 +158,6 @@ WINDOWS = {
         Window("tail", (0.0, 1.0, 8.0, 100.0)),
     )
 }
-
-
-def parse_size(text: str) -> int:
-    """'256M' -> 2**28, '4G' -> 2**32, '1000' -> 1000."""
-    text = text.strip().upper()
-    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-    return int(float(text[:-1] if scale > 1 else text) * scale)
-
-
-def label(numel: int) -> str:
-    """2**28 -> '256M'."""
-    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
-        if numel >= scale and numel % scale == 0:
-            return f"{numel // scale}{unit}"
-    return str(numel)
-
-
-class Timer:
-    """Times calls with CUDA events on a CUDA device, perf_counter elsewhere."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-
-    def time(self, fn, reps: int, inner: int = 1) -> list[float]:
-        """Seconds per call of ``fn()`` in each of ``reps`` samples of ``inner`` back-to-back calls."""
-        out = []
-        for _ in range(reps):
-            if self.cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(inner):
-                    fn()
-                end.record()
-                end.synchronize()
-                out.append(start.elapsed_time(end) / 1e3 / inner)
-            else:
-                t0 = time.perf_counter()
-                for _ in range(inner):
-                    fn()
-                out.append((time.perf_counter() - t0) / inner)
-        return out
 
 
 def methods(
@@ -306,36 +273,10 @@ def validate(name: str, window: Window | None, x: torch.Tensor, before: torch.Te
     return facts
 
 
-def load_estimates(path: Path | None) -> tuple[dict, str | None]:
-    """(backend, kernel, sass dtype, mode) -> the sass_budget.py case, and a note when there are none."""
-    if path is None:
-        return {}, "no SASS report given (--sass-json or $TINIT_SASS_JSON)"
-    try:
-        report = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        return {}, f"SASS report {path} unreadable: {exc}"
-    cases = {
-        (c["backend"], c["kernel"], c["dtype"], c["mode"]): c
-        for c in report.get("cases", [])
-        if "est_gelem_s" in c and c.get("mode") is not None
-    }
-    return cases, None if cases else f"SASS report {path} has no kernel cases"
-
-
 def _estimate(estimates: dict, method: str, dtype_name: str, mode: int) -> dict:
     if method not in SASS_KERNELS:
         return {}
-    case = estimates.get((*SASS_KERNELS[method], SASS_DTYPES[dtype_name], mode))
-    if case is None:
-        return {}
-    est = {
-        "est_gelem_s": case["est_gelem_s"],
-        "est_bound": case.get("bound"),
-        "est_sass_per_elem": case.get("sass_per_elem"),
-    }
-    if case.get("mode_name") != Mode(mode).name.lower():
-        est["est_mode_name"] = case.get("mode_name")  # the SASS report names this mode differently
-    return est
+    return sass_estimate(estimates, *SASS_KERNELS[method], SASS_DTYPES[dtype_name], mode)
 
 
 def planned_estimates(estimates: dict, windows: list[Window], dtypes: list[str]) -> list[str]:
@@ -477,32 +418,6 @@ def _derive(rows: list[dict]) -> None:
             )
 
 
-def environment(device: torch.device) -> dict:
-    """GPU, versions, commit and date beside every figure: ``_env.environment`` (machine, versions,
-    commit, date) and the CUDA toolchain, the device and the CPU tinit.info names."""
-    build = info.build_info()
-    env = {
-        **base_environment(),
-        "torch_cuda": torch.version.cuda,
-        "triton": build["triton"],
-        "nvcc": build["nvcc"],
-        "native_cuda_kernels": build["native_cuda_kernels"],
-        "device": str(device),
-        "cpu": info.device_info()[0]["name"],
-    }
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        env.update(
-            {
-                "gpu": props.name,
-                "gpu_memory_gib": round(props.total_memory / 2**30, 1),
-                "multiprocessors": props.multi_processor_count,
-                "capability": f"{props.major}.{props.minor}",
-            }
-        )
-    return env
-
-
 def targets(rows: list[dict]) -> list[str]:
     """The issue's targets (on the +-2 sigma window), checked for each tinit GPU method and case."""
     lines = []
@@ -529,24 +444,6 @@ def targets(rows: list[dict]) -> list[str]:
 
 def _fmt(row: dict, key: str, spec: str) -> str:
     return format(row[key], spec) if key in row else "-"
-
-
-def environment_lines(env: dict) -> list[str]:
-    """The report's machine lines (GPU, versions, commit) as markdown list items."""
-    return [
-        (
-            f"- GPU: {env.get('gpu', 'none')} ({env.get('multiprocessors', '-')} SMs, "
-            f"{env.get('gpu_memory_gib', '-')} GiB, compute capability {env.get('capability', '-')})"
-        ),
-        (
-            f"- torch {env['torch']} (CUDA {env['torch_cuda']}), triton {env['triton']}, nvcc {env['nvcc']}, "
-            f"tinit {env['tinit']}, python {env['python']}"
-        ),
-        (
-            f"- commit {env['git_commit']}{' (uncommitted changes)' if env['git_dirty'] else ''}; "
-            f"device {env['device']}; CPU {env['cpu']}"
-        ),
-    ]
 
 
 def line(r: dict) -> str:
@@ -617,23 +514,6 @@ def markdown(env: dict, rows: list[dict], complete: bool = True, sass_note: str 
     return "\n".join(out) + "\n"
 
 
-def save(env: dict, payload: dict, text: str, out_dir: Path, suffix: str = "") -> list[Path]:
-    """Write ``payload`` (JSON) and ``text`` (markdown) as ``gpu_<date>_<commit><suffix>`` under ``out_dir``
-    (``gpu_dryrun_<date><suffix>`` off a GPU) and, when $OUT is set, as ``bench_gpu<suffix>`` under $OUT."""
-    stamp = env["date"][:19].replace(":", "").replace("-", "")
-    stem = f"gpu_{stamp}_{env['git_commit']}" if env["device"].startswith("cuda") else f"gpu_dryrun_{stamp}"
-    dests = [(out_dir, stem + suffix)]
-    if os.environ.get("OUT"):
-        dests.append((Path(os.environ["OUT"]), "bench_gpu" + suffix))
-    written = []
-    for folder, name in dests:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{name}.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
-        (folder / f"{name}.md").write_text(text)
-        written += [folder / f"{name}.json", folder / f"{name}.md"]
-    return written
-
-
 def write(
     env: dict, rows: list[dict], out_dir: Path, complete: bool = True, sass_note: str | None = None
 ) -> list[Path]:
@@ -675,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     deadline = time.perf_counter() + args.budget_s
     estimates, sass_note = load_estimates(args.sass_json)
-    env = environment(device)
+    env = gpu_environment(device)
     env["sass_json"] = str(args.sass_json) if estimates else None
     env["planned_estimates"] = planned_estimates(estimates, windows, dtypes)
     print(

@@ -1,10 +1,11 @@
 """GPU benchmark of grouped fills: many tensors (or a shard's rows) per launch against one launch each.
 
-    python bench/bench_gpu_grouped.py                          # H200-sized cases, 75 s budget
-    python bench/bench_gpu_grouped.py --budget-s 40 --cases large,model
+    python bench/bench_gpu_grouped.py                          # H200-sized cases, 25 s each
+    python bench/bench_gpu_grouped.py --case-s large=10,model=20 --cases large,model
     python bench/bench_gpu_grouped.py --device cpu             # the pipeline on tiny CPU tensors (no timing claims)
 
-Cases (run in this order; each gets a share of --budget-s, unused time carries over):
+Cases (run in this order; each gets --budget-s seconds, or its own from --case-s: bench/gpu_check.sh
+decides them from the time its run has left):
 
 large   one --large-numel tensor (default 2^28 elements), bf16 and fp32, std 0.02 in [-0.04, 0.04]:
             single     torch.ops.tinit.trunc_normal_ (the single-tensor kernel)
@@ -37,8 +38,11 @@ CPU kernel's), triton_grouped equals triton_per_tensor bit for bit and native_gr
 max(|x|, std)), and every truncated-normal tensor is finite and inside its bounds (torch_loop: recorded,
 not required). Then the median of N timed calls (CUDA events on CUDA, wall clock elsewhere; case model
 also records wall time), N adapted to about REP_BUDGET_S per method and to the time left. A method that
-would overrun its case's share is skipped and the report says so; a method that raises is recorded with
+would overrun its case's time is skipped and the report says so; a method that raises is recorded with
 its error and the run goes on; the exit status is 1 when any method failed.
+
+With --sass-json (or $TINIT_SASS_JSON: bench/sass_budget.py's report) each native large-tensor row
+(single, grouped_1, runs) carries the static estimate of the CUDA kernel it launches (est_gelem_s).
 
 Writes gpu_<date>_<commit>_grouped.json and .md (gpu_dryrun_<date>_grouped with --device cpu) under
 --out-dir (default bench/results) after every case, and, when $OUT is set, bench_gpu_grouped.json and
@@ -50,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -60,8 +65,17 @@ from pathlib import Path
 
 import bench_grouped
 import torch
-from _env import REPO
-from bench_gpu import environment, environment_lines, label, parse_size, save
+from _env import (
+    REPO,
+    Timer,
+    environment_lines,
+    gpu_environment,
+    label,
+    load_sass_estimates,
+    parse_size,
+    sass_estimate,
+    save,
+)
 from bench_trunc_normal import STD, A, B
 
 import tinit
@@ -74,9 +88,7 @@ SEED, STREAM = 1234, 7
 CHECK = 4096
 REP_BUDGET_S = 0.3
 MIN_REPS, MAX_REPS = 3, 30
-MIN_METHOD_S = 1.0  # a method starts only with this much of its case's share left
-REPORT_RESERVE_S = 2.0
-SHARES = {"large": 1.0, "model": 2.0, "triton": 1.0}
+MIN_METHOD_S = 1.0  # a method starts only with this much of its case's time left
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32}
 BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
 DEFAULTS = {
@@ -86,43 +98,24 @@ DEFAULTS = {
 
 
 class Budget:
-    """The run's deadline, split into per-case shares (time a case leaves unused goes to the later ones)."""
+    """Each case's deadline, from the seconds the caller gives it (bench/gpu_check.sh owns the run's time
+    and splits it between the cases; this script only keeps to what it is given)."""
 
-    def __init__(self, seconds: float, cases: list[str]):
-        self.deadline = time.perf_counter() + seconds - REPORT_RESERVE_S
-        self.shares = {c: SHARES[c] for c in cases}
-        self.case_deadline = self.deadline
+    def __init__(self, seconds: dict[str, float]):
+        self.seconds = seconds
+        self.case_deadline = time.perf_counter()
 
     def start(self, case: str) -> None:
-        now = time.perf_counter()
-        share = self.shares[case] / sum(self.shares.values())
-        del self.shares[case]
-        self.case_deadline = now + max(0.0, self.deadline - now) * share
+        self.case_deadline = time.perf_counter() + self.seconds[case]
 
     def left(self) -> float:
         return self.case_deadline - time.perf_counter()
 
 
 def _time(fn, reps: int, cuda: bool) -> tuple[list[float], list[float]]:
-    """(event seconds, wall seconds) of each of ``reps`` calls of ``fn()``; events = wall off CUDA."""
-    events, walls = [], []
-    for _ in range(reps):
-        if cuda:
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            t0 = time.perf_counter()
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            walls.append(time.perf_counter() - t0)
-            events.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            walls.append(time.perf_counter() - t0)
-            events.append(walls[-1])
-    return events, walls
+    """(event seconds, wall seconds) of each of ``reps`` calls of ``fn()`` (``_env.Timer``)."""
+    samples = Timer("cuda" if cuda else "cpu").samples(fn, reps)
+    return [event for event, _ in samples], [wall for _, wall in samples]
 
 
 def _error_text(exc: BaseException) -> str:
@@ -135,7 +128,7 @@ def _measure(row: dict, fn, check, reset, budget: Budget, cuda: bool) -> None:
     """reset(); one untimed call of fn(); check() (raises when wrong, may return facts); timed calls."""
     left = budget.left()
     if left < MIN_METHOD_S:
-        row["skipped"] = f"would overrun the budget: {max(left, 0):.1f} s left of this case's share"
+        row["skipped"] = f"would overrun the budget: {max(left, 0):.1f} s left of this case's time"
         return
     try:
         with torch.no_grad():
@@ -225,6 +218,23 @@ def case_large(args, device: torch.device, budget: Budget, rows: list[dict]) -> 
         rows += _shard(args.shard, dtype_name, device, budget)
         if device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+# The CUDA kernel (bench/sass_budget.py's name) each native large-tensor method launches: its static
+# estimate stands beside the measurement. The runs op walks its rows with the grouped kernel.
+SASS_KERNELS = {"single": "trunc_normal_kernel", "grouped_1": "grouped_kernel", "runs": "grouped_kernel"}
+SASS_DTYPES = {"bf16": "bf16", "f32": "fp32"}
+
+
+def add_estimates(rows: list[dict], estimates: dict) -> None:
+    """Put bench/sass_budget.py's estimate (``_env.sass_estimate``) beside each large-tensor row of a
+    native method: std STD in [A, B], the transform mode of that window in the row's dtype."""
+    for row in rows:
+        kernel = SASS_KERNELS.get(row.get("method"))
+        if row.get("case") not in ("large", "shard") or kernel is None or row.get("dtype") not in SASS_DTYPES:
+            continue
+        mode = int(transform_constants(0.0, STD, A, B, DTYPES[row["dtype"]]).mode)
+        row.update(sass_estimate(estimates, "cuda", kernel, SASS_DTYPES[row["dtype"]], mode))
 
 
 def _rates(row: dict) -> None:
@@ -659,8 +669,11 @@ def markdown(env: dict, rows: list[dict], complete: bool) -> str:
         out += [
             "## Large tensors",
             "",
-            ("| case | dtype | method | ms | G elem/s | write GB/s | grouped/single throughput | row loop / runs |"),
-            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+            (
+                "| case | dtype | method | ms | G elem/s | estimate (SASS) G elem/s | write GB/s | "
+                "grouped/single throughput | row loop / runs |"
+            ),
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for r in large:
             what = r["size"] if r["case"] == "large" else f"shard {r['shape']}"
@@ -668,7 +681,7 @@ def markdown(env: dict, rows: list[dict], complete: bool) -> str:
                 what += f" ({r['extrapolated_from_rows']} rows timed, scaled)"
             out.append(
                 f"| {what} | {r['dtype']} | {r['method']} | {r['median_s'] * 1e3:.3f} | "
-                f"{r['g_elements_per_s']:.2f} | {r['write_gb_per_s']:.0f} | "
+                f"{r['g_elements_per_s']:.2f} | {_cell(r, 'est_gelem_s', '.1f')} | {r['write_gb_per_s']:.0f} | "
                 f"{_cell(r, 'grouped_over_single', '.3f')} | {_cell(r, 'row_loop_over_runs', '.1f')} |"
             )
         out.append("")
@@ -769,7 +782,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the cases; returns 1 when any method failed, 2 without a CUDA device for --device cuda, else 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (pipeline rehearsal, tiny sizes)")
-    parser.add_argument("--budget-s", type=float, default=75.0, help="the whole run's time budget in seconds")
+    parser.add_argument("--budget-s", type=float, default=25.0, help="seconds each case may take (default 25)")
+    parser.add_argument("--case-s", default="", help="per-case seconds overriding --budget-s, e.g. large=10,model=20")
     parser.add_argument("--cases", default="large,model,triton", help="comma-separated: large, model, triton")
     parser.add_argument("--dtypes", default="bf16,f32", help="comma-separated: bf16, f32")
     parser.add_argument("--blocks", type=int, help="GPT blocks (default 167 on CUDA: 2,008 tensors; 4 on CPU)")
@@ -783,6 +797,12 @@ def main(argv: list[str] | None = None) -> int:
         help="N of the N x N weight whose Shard(1) half is filled (default 8192 on CUDA, 64 on CPU)",
     )
     parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument(
+        "--sass-json",
+        type=Path,
+        default=os.environ.get("TINIT_SASS_JSON") or None,
+        help="bench/sass_budget.py's JSON report, for the estimate column of the large tensors",
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -798,8 +818,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in cases if c not in CASES] + [d for d in args.dtypes if d not in DTYPES]
     if unknown:
         parser.error(f"unknown case or dtype: {unknown}")
-    budget = Budget(args.budget_s, cases)
-    env = environment(device)
+    seconds = {case: args.budget_s for case in cases}
+    for item in filter(None, (x.strip() for x in args.case_s.split(","))):
+        name, _, value = item.partition("=")
+        if name not in CASES or not value:
+            parser.error(f"--case-s takes CASE=SECONDS items of {list(CASES)}, not {item!r}")
+        seconds[name] = float(value)
+    budget = Budget(seconds)
+    env = gpu_environment(device)
+    estimates, env["sass_note"] = load_sass_estimates(args.sass_json)
     env["arguments"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     rows: list[dict] = []
     for case in cases:
@@ -809,6 +836,7 @@ def main(argv: list[str] | None = None) -> int:
             CASES[case](args, device, budget, rows)
         except Exception as exc:  # noqa: BLE001  the other cases still run
             rows.append({"case": case, "method": "case", "error": _error_text(exc)})
+        add_estimates(rows, estimates)
         _print_rows(rows[first:])
         write(env, rows, args.out_dir, complete=False)
     for path in write(env, rows, args.out_dir, complete=True):

@@ -7,14 +7,18 @@
 #      at most 240 s,
 #   2. python -m tinit.tools.info,
 #   3. the static SASS budget of the CUDA kernels (bench/sass_budget.py
-#      --no-triton, ~10 s): the estimate column of step 4,
+#      --no-triton, ~10 s): the estimate column of steps 4 and 5,
 #   4. the GPU benchmark (bench/bench_gpu.py: 2^28 then 2^24 elements, fp32
 #      and bf16, five windows, cuda and triton against torch), with a budget
 #      of what is left less 170 s, at least 120 s and at most 240 s; it starts
 #      ~15 s after the build, prints every row as it is measured and rewrites
 #      its report after each size and dtype,
-#   5. the grouped-fill benchmark (bench/bench_gpu_grouped.py), 40 s,
-#   6. the GPU tests (tests/test_gpu.py) with the time that is left less 25 s,
+#   5. the grouped-fill benchmark (bench/bench_gpu_grouped.py), its three
+#      cases' seconds decided here (GROUPED_CASE_S: large 10, model 20,
+#      triton 10; all three scaled down when less is left),
+#   6. the GPU tests (the gpu-marked cases of GPU_TEST_FILES: test_gpu,
+#      test_backends, test_stream_contract, ...) with the time that is left
+#      less 25 s,
 #   7. the quick CPU-side tests, only when 70 s remain.
 # A step over its limit gets SIGINT (pytest still writes its summary and
 # junit XML; the benchmarks keep the reports written so far), then SIGKILL
@@ -109,19 +113,31 @@ bench_budget=$(clamp $(( $(left) - 170 )) 120 240)
 step "GPU benchmark" $((bench_budget + 30)) "${BENCH_ENV[@]}" \
   "$PY" bench/bench_gpu.py --budget-s "$bench_budget" --sass-json "$SASS_JSON" "${BENCH_ARGS[@]}"
 
+# This script owns the run's time: each grouped case gets its seconds here, scaled to what is left.
+GROUPED_CASE_S=(large=10 model=20 triton=10)
+grouped_total=40
 if (( $(left) > 90 )); then
-  step "grouped-fill GPU benchmark" 70 "${BENCH_ENV[@]}" \
-    "$PY" bench/bench_gpu_grouped.py --budget-s 40 "${GROUPED_ARGS[@]}"
+  scale=$(clamp $(( ($(left) - 150) * 100 / grouped_total )) 50 100)
+  case_s=""
+  for item in "${GROUPED_CASE_S[@]}"; do
+    case_s+="${case_s:+,}${item%%=*}=$(( ${item#*=} * scale / 100 ))"
+  done
+  step "grouped-fill GPU benchmark ($case_s)" $(( grouped_total * scale / 100 + 30 )) "${BENCH_ENV[@]}" \
+    "$PY" bench/bench_gpu_grouped.py --case-s "$case_s" --sass-json "$SASS_JSON" "${GROUPED_ARGS[@]}"
 else
   echo "=== grouped-fill GPU benchmark skipped: $(left) s left" | tee -a "$LOG"
   FAILED+=("grouped-fill GPU benchmark (no time left)")
 fi
 
+# The test files with gpu-marked cases that import without scipy (the GPU machine has none); the others'
+# cuda and triton cases run where a GPU and scipy meet. tests/test_bench_gpu.py collects this list.
+GPU_TEST_FILES=(tests/test_gpu.py tests/test_backends.py tests/test_stream_contract.py tests/test_philox.py
+  tests/test_sharding.py tests/test_grouped_triton.py)
 junit=()
 [[ -n "${OUT:-}" ]] && junit=(--junitxml "$OUT/gpu_tests.xml")
 tests_limit=$(( $(left) - 25 ))
 if (( tests_limit >= 30 )); then
-  step "GPU tests" "$tests_limit" env TINIT_GPU_REQUIRE=1 "$PY" -m pytest -q -m gpu tests/test_gpu.py \
+  step "GPU tests" "$tests_limit" env TINIT_GPU_REQUIRE=1 "$PY" -m pytest -q -m gpu "${GPU_TEST_FILES[@]}" \
     -p no:cacheprovider -rs --durations=25 "${junit[@]}"
 else
   echo "=== GPU tests skipped: $(left) s left" | tee -a "$LOG"

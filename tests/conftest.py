@@ -34,7 +34,10 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a tensor of several GiB; runs only with --run-slow")
-    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (tests/test_gpu.py); skipped without one")
+    config.addinivalue_line(
+        "markers",
+        "gpu: needs a CUDA GPU (test_gpu, the cuda and triton cases of the backend fixture); skipped without one",
+    )
     config.addinivalue_line(
         "markers", "own_process: runs its Triton in a subprocess, so it suits either interpreter choice of the session"
     )
@@ -64,6 +67,9 @@ class BackendCase:
     name: str
     device: str
     small: bool = False
+
+    def __str__(self) -> str:
+        return self.id
 
     def supports(self, dtype: torch.dtype) -> bool:
         """Whether this backend fills ``dtype`` (e.g. Triton has no float64)."""
@@ -102,13 +108,25 @@ def backend_skip_reason(case: BackendCase) -> str | None:
     return dispatch.BACKENDS[case.name].why_not(torch.empty(1, device=case.device))
 
 
-@pytest.fixture(params=BACKEND_CASES, ids=[case.id for case in BACKEND_CASES])
+# bench/gpu_check.sh sets TINIT_GPU_REQUIRE=1: there a GPU backend that cannot run is a failure, not a skip.
+REQUIRE_GPU = os.environ.get("TINIT_GPU_REQUIRE", "0") == "1"
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(case, id=case.id, marks=[pytest.mark.gpu] if case.device == "cuda" else [])
+        for case in BACKEND_CASES
+    ]
+)
 def backend(request) -> BackendCase:
-    """Every backend in turn; one this session cannot run skips with the backend's reason."""
-    reason = backend_skip_reason(request.param)
+    """Every backend in turn (the CUDA ones marked ``gpu``); one this session cannot run skips with the
+    backend's reason, or fails under ``TINIT_GPU_REQUIRE=1`` when it is a GPU backend on a GPU machine."""
+    case = request.param
+    reason = backend_skip_reason(case)
     if reason is not None:
-        pytest.skip(f"backend {request.param.id!r} unavailable: {reason}")
-    return request.param
+        fail = REQUIRE_GPU and case.device == "cuda" and torch.cuda.is_available()
+        (pytest.fail if fail else pytest.skip)(f"backend {case.id!r} unavailable: {reason}")
+    return case
 
 
 @pytest.fixture

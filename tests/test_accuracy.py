@@ -258,12 +258,14 @@ def test_reference_backend_f64_accuracy(name, window):
     )
 
 
-@pytest.mark.parametrize("backend", ["cpu", "torch"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPE_PARAMS)
 @pytest.mark.parametrize("name,window", _window_params())
-def test_values_increase_with_word(name, window, dtype, backend):
+def test_values_increase_with_word(backend, name, window, dtype):
     """The stream maps u to x = F^-1(u): larger words never give smaller values
     (mirrored windows included), beyond a few ulp where the two sides meet."""
+    backend.skip_unless(dtype)
+    if backend.id == "triton-interpreter":
+        pytest.skip("a launch per placed word is slow here; test_triton holds these words bit-identical to cpu")
     words, values = fill_special(window, dtype, backend=backend)
     order = np.argsort(words)
     words, values = words[order], values[order]

@@ -13,7 +13,6 @@ from helpers import DTYPE_PARAMS, fill_at
 import tinit
 from tinit.params import transform_constants
 
-BACKENDS = ["cpu", "torch"]
 SHAPES = [
     pytest.param((1,), id="1"),
     pytest.param((7,), id="7"),
@@ -83,21 +82,21 @@ def _views():
 
 @pytest.mark.parametrize("base_shape,make_view", _views())
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_non_contiguous_view(dtype, base_shape, make_view, backend):
+def test_non_contiguous_view(backend, dtype, base_shape, make_view):
     """Only the view's elements change; they hold the stream in the view's row-major order."""
+    backend.skip_unless(dtype)
     sentinel = 100.0
-    base = torch.full(base_shape, sentinel, dtype=dtype)
+    base = torch.full(base_shape, sentinel, dtype=dtype, device=backend.device)
     view = make_view(base)
     assert not view.is_contiguous()
-    out = tinit.trunc_normal_at_(view, 0.0, 1.0, -2.0, 2.0, seed=9, stream=4, offset=11, backend=backend)
+    out = tinit.trunc_normal_at_(view, 0.0, 1.0, -2.0, 2.0, seed=9, stream=4, offset=11, backend=backend.name)
     assert out is view
-    covered = torch.zeros(base_shape, dtype=torch.bool)
+    covered = torch.zeros(base_shape, dtype=torch.bool, device=backend.device)
     make_view(covered).fill_(True)
     untouched = base[~covered]
     assert (untouched == sentinel).all(), f"{int((untouched != sentinel).sum())} elements outside the view changed"
     expected = fill_at(view.shape, dtype, 0.0, 1.0, -2.0, 2.0, seed=9, stream=4, offset=11, backend=backend)
-    torch.testing.assert_close(view, expected, rtol=0, atol=0)
+    torch.testing.assert_close(view.cpu(), expected, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
@@ -176,37 +175,52 @@ def _realised_std_check(param: torch.Tensor, std: float, what: str) -> None:
     assert worst <= 2.0 * std, f"{what}: |x| reaches {worst:.6g} > 2 std = {2 * std:.6g}"
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+def _rows(backend) -> int:
+    """Rows of the 512-wide scheme tensors: fewer on the slow backends (the std checks hold to 1 %)."""
+    return 128 if backend.small else 512
+
+
 def test_fill_normal_scheme(backend):
-    param = torch.nn.Parameter(torch.empty(512, 512))
+    param = torch.nn.Parameter(torch.empty(_rows(backend), 512, device=backend.device))
     # The mission's +-2 std window (the recipe's default is HF's untruncated normal_).
-    assert tinit.fill_(param, "normal", seed=3, backend=backend, trunc=2.0, variance_preserving=False) is param
+    assert tinit.fill_(param, "normal", seed=3, backend=backend.name, trunc=2.0, variance_preserving=False) is param
     _realised_std_check(param, 0.02, "normal scheme")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_fill_gpt2_scheme(backend):
     n_layers = 12
     window = {"trunc": 2.0, "variance_preserving": False}  # +-2 std, not the recipe's untruncated default
-    residual = torch.nn.Parameter(torch.empty(768, 512))
+    residual = torch.nn.Parameter(torch.empty(_rows(backend), 512, device=backend.device))
     tinit.fill_(
         residual,
         "gpt2",
         name="transformer.h.3.attn.c_proj.weight",
         n_layers=n_layers,
         seed=4,
-        backend=backend,
+        backend=backend.name,
         **window,
     )
     _realised_std_check(residual, 0.02 / math.sqrt(2 * n_layers), "gpt2 residual c_proj")
-    mlp_out = torch.nn.Parameter(torch.empty(768, 512))
+    mlp_out = torch.nn.Parameter(torch.empty(_rows(backend), 512, device=backend.device))
     tinit.fill_(
-        mlp_out, "gpt2", name="transformer.h.3.mlp.c_proj.weight", n_layers=n_layers, seed=5, backend=backend, **window
+        mlp_out,
+        "gpt2",
+        name="transformer.h.3.mlp.c_proj.weight",
+        n_layers=n_layers,
+        seed=5,
+        backend=backend.name,
+        **window,
     )
     _realised_std_check(mlp_out, 0.02 / math.sqrt(2 * n_layers), "gpt2 residual mlp.c_proj")
-    other = torch.nn.Parameter(torch.empty(768, 512))
+    other = torch.nn.Parameter(torch.empty(_rows(backend), 512, device=backend.device))
     tinit.fill_(
-        other, "gpt2", name="transformer.h.3.attn.c_attn.weight", n_layers=n_layers, seed=6, backend=backend, **window
+        other,
+        "gpt2",
+        name="transformer.h.3.attn.c_attn.weight",
+        n_layers=n_layers,
+        seed=6,
+        backend=backend.name,
+        **window,
     )
     _realised_std_check(other, 0.02, "gpt2 c_attn")
 
@@ -291,16 +305,18 @@ def _sample_tensor(dtype):
     return (torch.arange(24).reshape(4, 6) % 3).to(dtype)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
 @pytest.mark.parametrize("kwargs,error,pattern", BAD_ARGS)
-def test_bad_arguments_raise_before_writing(kwargs, error, pattern, dtype, backend):
-    tensor = _sample_tensor(dtype)
-    before = tensor.clone()
+def test_bad_arguments_raise_before_writing(backend, kwargs, error, pattern, dtype):
+    """Refused before anything is written, and without touching torch's RNG."""
+    backend.skip_unless(dtype)
+    tensor = _sample_tensor(dtype).to(backend.device)
+    before, state = tensor.clone(), torch.get_rng_state()
     args = {"mean": 0.0, "std": 1.0, "a": -2.0, "b": 2.0} | kwargs
     with pytest.raises(error, match=pattern):
-        tinit.trunc_normal_at_(tensor, **args, seed=1, backend=backend)
+        tinit.trunc_normal_at_(tensor, **args, seed=1, backend=backend.name)
     assert torch.equal(tensor, before), "the tensor changed before the error"
+    assert torch.equal(torch.get_rng_state(), state), "torch's RNG advanced before the error"
 
 
 @pytest.mark.parametrize("dtype", DTYPE_PARAMS)
@@ -333,17 +349,16 @@ def test_drop_in_takes_what_torch_takes():
     assert torch.equal(torch.get_rng_state(), after_one), "a == b did not draw its one key"
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", BAD_DTYPES)
-def test_unsupported_dtypes_raise(dtype, backend):
-    tensor = _sample_tensor(dtype)
+def test_unsupported_dtypes_raise(backend, dtype):
+    tensor = _sample_tensor(dtype).to(backend.device)
     before, state = tensor.clone(), torch.get_rng_state()
     with pytest.raises(TypeError, match="float32, float64, bfloat16 or float16"):
-        tinit.trunc_normal_at_(tensor, seed=1, backend=backend)
+        tinit.trunc_normal_at_(tensor, seed=1, backend=backend.name)
     with pytest.raises(TypeError, match="float32, float64, bfloat16 or float16"):
         tinit.trunc_normal_(tensor)
     with pytest.raises(TypeError, match="float32, float64, bfloat16 or float16"):
-        tinit.fill_(tensor, "normal", backend=backend)
+        tinit.fill_(tensor, "normal", backend=backend.name)
     assert torch.equal(tensor, before), "the tensor changed before the error"
     assert torch.equal(torch.get_rng_state(), state), "torch's RNG advanced before the error"
 
@@ -386,15 +401,14 @@ def test_opcheck_philox():
     torch.library.opcheck(torch.ops.tinit.philox_.default, (torch.empty(1029, dtype=torch.int32), -7, 2**62, 3))
 
 
-@pytest.mark.parametrize("backend", ["cpu", "torch"])
 def test_in_place_fill_bumps_version_so_autograd_refuses_stale_graphs(backend):
     """Like every ATen in-place op: the version counter moves, and a backward
     through a value that was overwritten raises instead of giving wrong grads."""
-    x = torch.ones(5, requires_grad=True)
+    x = torch.ones(5, requires_grad=True, device=backend.device)
     y = x * 2
     z = y * y
     before = y._version
-    tinit.trunc_normal_at_(y, 0.0, 1.0, -2.0, 2.0, seed=1, backend=backend)
+    tinit.trunc_normal_at_(y, 0.0, 1.0, -2.0, 2.0, seed=1, backend=backend.name)
     assert y._version > before, f"version {before} -> {y._version}"
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.sum().backward()

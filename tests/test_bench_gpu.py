@@ -2,29 +2,30 @@
 
 - every window's rows are validated and timed, and the report is written;
 - the SASS estimate is matched by backend kernel, dtype and transform mode;
-- the benchmark's exact moments and test_gpu's closed form agree with scipy's;
-- bench_gpu, bench_gpu_grouped and tests/test_gpu.py import without scipy, matplotlib and transformers
-  (the GPU machine has none of them).
+- the benchmark's exact moments and test_backends' closed form agree with scipy's;
+- bench_gpu, bench_gpu_grouped and the GPU test files (test_gpu, test_backends, test_stream_contract) import
+  without scipy, matplotlib and transformers (the GPU machine has none of them).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import exact_moments
+from helpers import WINDOWS, exact_moments
 
 import tinit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 import bench_gpu
-import test_gpu
+import test_backends
 
 SASS = {
     "cases": [
@@ -113,9 +114,9 @@ def test_window_moments_equal_scipy(name):
 
 
 @pytest.mark.parametrize("name", ["central_2sigma", "gpt2", "shifted"])
-def test_gpu_suite_closed_form_moments_equal_scipy(name):
-    window = test_gpu.WINDOWS[name]
-    assert test_gpu.two_sided_moments(*window) == pytest.approx(exact_moments(*window), rel=1e-12)
+def test_backend_suite_closed_form_moments_equal_scipy(name):
+    window = WINDOWS[name]
+    assert test_backends.two_sided_moments(*window) == pytest.approx(exact_moments(*window), rel=1e-12)
 
 
 BLOCK_MODULES = """
@@ -129,13 +130,24 @@ sys.path[:0] = ["bench", "tests"]
 """
 
 
+def gpu_test_files() -> list[str]:
+    """bench/gpu_check.sh's GPU_TEST_FILES: the test files its GPU step runs."""
+    text = (ROOT / "bench" / "gpu_check.sh").read_text()
+    match = re.search(r"^GPU_TEST_FILES=\(([^)]*)\)", text, re.MULTILINE)
+    assert match, "bench/gpu_check.sh has no GPU_TEST_FILES=(...)"
+    return match.group(1).split()
+
+
 def test_gpu_check_modules_import_without_scipy():
+    files = gpu_test_files()
+    assert "tests/test_gpu.py" in files and "tests/test_backends.py" in files, files
     code = (
         BLOCK_MODULES
+        + f"FILES = {files!r}\n"
         + """
 import bench_gpu, bench_gpu_grouped
 import pytest
-sys.exit(pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", "tests/test_gpu.py"]))
+sys.exit(pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", *FILES]))
 """
     )
     proc = subprocess.run(

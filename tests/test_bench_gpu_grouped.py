@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import bench_gpu_grouped
 
-TINY = ["--device", "cpu", "--blocks", "1", "--widths", "8", "--large-numel", "4K", "--shard", "16", "--budget-s", "30"]
+TINY = ["--device", "cpu", "--blocks", "1", "--widths", "8", "--large-numel", "4K", "--shard", "16", "--budget-s", "15"]
 
 
 def _report(folder: Path) -> dict:
@@ -83,3 +84,43 @@ def test_trace_kernels_reads_kineto_kernel_events(args):
     if args:
         assert found["tinit_grouped_kernel"]["registers"] == 72
         assert found["tinit_grouped_kernel"]["block"] == [256, 1, 1]
+
+
+def test_case_seconds_come_from_the_caller(tmp_path, monkeypatch):
+    """--case-s gives each case its own seconds (bench/gpu_check.sh decides them): a case given none
+    records every method as skipped, the others still run, and a bad item is refused."""
+    monkeypatch.delenv("OUT", raising=False)
+    args = [*TINY, "--cases", "large,model", "--dtypes", "f32", "--case-s", "model=0", "--out-dir", str(tmp_path)]
+    assert bench_gpu_grouped.main(args) == 0
+    rows = _report(tmp_path)["results"]
+    assert {r["method"] for r in rows if r["case"] == "large" and "median_s" in r} == {"single", "grouped_1"}
+    model = [r for r in rows if r["case"] == "model"]
+    assert model and all("skipped" in r for r in model), model
+    with pytest.raises(SystemExit):
+        bench_gpu_grouped.main([*TINY, "--case-s", "nope=3", "--out-dir", str(tmp_path)])
+
+
+def test_large_rows_carry_the_sass_estimate_of_their_kernel(tmp_path):
+    """single reads trunc_normal_kernel's estimate, grouped_1 and runs grouped_kernel's, in the row's
+    dtype and the transform mode of std 0.02 in [-0.04, 0.04]; other methods and cases none."""
+    from tinit.params import transform_constants
+
+    mode = int(transform_constants(0.0, 0.02, -0.04, 0.04, torch.float32).mode)
+    cases = [
+        {"backend": "cuda", "kernel": "trunc_normal_kernel", "dtype": "fp32", "mode": mode, "est_gelem_s": 600.0},
+        {"backend": "cuda", "kernel": "grouped_kernel", "dtype": "fp32", "mode": mode, "est_gelem_s": 500.0},
+        {"backend": "cuda", "kernel": "grouped_kernel", "dtype": "bf16", "mode": mode, "est_gelem_s": 1.0},
+    ]
+    sass = tmp_path / "sass.json"
+    sass.write_text(json.dumps({"cases": cases}))
+    estimates, note = bench_gpu_grouped.load_sass_estimates(sass)
+    assert note is None
+    rows = [
+        {"case": "large", "dtype": "f32", "method": "single"},
+        {"case": "large", "dtype": "f32", "method": "grouped_1"},
+        {"case": "shard", "dtype": "f32", "method": "runs"},
+        {"case": "shard", "dtype": "f32", "method": "row_loop"},
+        {"case": "model", "dtype": "f32", "method": "grouped"},
+    ]
+    bench_gpu_grouped.add_estimates(rows, estimates)
+    assert [r.get("est_gelem_s") for r in rows] == [600.0, 500.0, 500.0, None, None]

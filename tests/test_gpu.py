@@ -1,18 +1,14 @@
-"""GPU suite for the ``cuda`` and ``triton`` backends (marker ``gpu``; skipped without CUDA).
+"""GPU suite: what only a CUDA device has (marker ``gpu``; skipped without CUDA).
 
-    python -m pytest -m gpu tests/test_gpu.py
+    python -m pytest -m gpu tests/test_gpu.py tests/test_backends.py tests/test_stream_contract.py
     TINIT_GPU_REQUIRE=1 ...    a GPU backend that cannot run fails instead of skipping
                                (bench/gpu_check.sh sets it)
 
-- the uint32 stream words equal the CPU kernel's (offsets past 2^32 blocks too);
-- values equal the CPU kernel's: bit for bit for ``cuda`` in fp32/bf16/fp16
-  (fp64 within 2 ulp: the device's libdevice ``log`` may differ from glibc's
-  in the last bit), within 2 fp32 ulp (relative to max(|x|, std)) or one
-  bf16/fp16 ulp for ``triton``;
-- bounds (fp32/fp64), KS against scipy.stats.truncnorm (skipped without scipy:
-  this module imports only torch, triton, numpy and pytest), moments against
-  the closed form (bf16/fp16);
-- the same tensor for any sharding (offsets), a different one for another stream;
+The per-backend kernel properties (words and values against the CPU kernel, bounds, KS, moments,
+views and shards, grouped against per-tensor) run on every backend, the CUDA ones included, in
+test_backends and test_stream_contract; this module keeps the rest, on the ``cuda`` and ``triton``
+cases of the ``backend`` fixture or on the CUDA ops directly:
+
 - a bf16 tensor of 2^31 + 2^20 elements: its last 2^20 values are the CPU
   kernel's values from offset 2^31 and not a copy of its first 2^20; the fill
   allocates less than 1 MiB beyond the tensor;
@@ -20,7 +16,7 @@
   under ``torch.cuda.set_sync_debug_mode("error")``;
 - ``torch.library.opcheck`` on the CUDA ops;
 - the CUDA ``trunc_normal_grouped_`` (mixed dtypes, every mode, misaligned
-  views) equals the CPU op (the convention above) and, bit for bit in every
+  views) equals the CPU op (``helpers.assert_matches_cpu``) and, bit for bit in every
   dtype, one CUDA ``trunc_normal_`` per tensor; ``trunc_normal_runs_`` and
   ``philox_runs_`` equal the CPU ops on shard layouts; 2,000 tensors take at
   most one kernel per dtype, an 8,192-row shard one kernel; neither syncs the
@@ -37,7 +33,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from helpers import assert_within_ulp
+from helpers import DTYPE_PARAMS, DTYPES, WINDOWS, assert_matches_cpu, assert_same_bits, fillable
 
 import tinit
 from tinit import dispatch, ops
@@ -48,41 +44,12 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 REQUIRE = os.environ.get("TINIT_GPU_REQUIRE", "0") == "1"
 INF = math.inf
 SEED, STREAM = 2**63 + 2024, 2**40 + 3
-WINDOWS = {
-    "central_2sigma": (0.0, 1.0, -2.0, 2.0),
-    "gpt2": (0.0, 0.02, -0.04, 0.04),
-    "two_sided_4sigma": (0.0, 1.0, -4.0, 4.0),
-    "full_line": (0.0, 1.0, -INF, INF),
-    "far_tail_8_100": (0.0, 1.0, 8.0, 100.0),
-    "tail_neginf_-15": (0.0, 1.0, -INF, -15.0),
-    "shifted": (3.0, 2.0, -1.0, 4.0),
-}
-WINDOW_PARAMS = [pytest.param(w, id=name) for name, w in WINDOWS.items()]
-DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f64": torch.float64}
-DTYPE_PARAMS = [pytest.param(d, id=name) for name, d in DTYPES.items()]
-BITS = {torch.float32: torch.int32, torch.float64: torch.int64, torch.bfloat16: torch.int16, torch.float16: torch.int16}
 
 
-@pytest.fixture(params=["cuda", "triton"])
-def backend(request) -> str:
-    """A GPU backend that can fill a CUDA tensor here (skip, or fail under TINIT_GPU_REQUIRE=1)."""
-    reason = dispatch.BACKENDS[request.param].why_not(torch.empty(4, device="cuda"))
-    if reason is not None:
-        (pytest.fail if REQUIRE else pytest.skip)(f"backend {request.param!r} unavailable: {reason}")
-    return request.param
-
-
-def _skip_unsupported(backend: str, dtype: torch.dtype) -> None:
-    reason = dispatch.BACKENDS[backend].why_not(torch.empty(1, dtype=dtype, device="cuda"))
-    if reason is not None:
-        pytest.skip(f"{backend} cannot fill {dtype}: {reason}")
-
-
-def _fillable(window, dtype) -> tuple:
-    try:
-        return transform_constants(*window, dtype)
-    except ValueError as exc:
-        pytest.skip(f"window not representable in {dtype}: {exc}")
+def _require_gpu_backend(backend) -> None:
+    """The ``backend`` fixture's CUDA cases only: the properties below are those of a CUDA device."""
+    if backend.device != "cuda":
+        pytest.skip(f"{backend} fills CPU tensors; this property is a CUDA device's")
 
 
 def _fill(device: str, backend: str, numel: int, dtype, window, *, seed=SEED, stream=STREAM, offset=0):
@@ -90,186 +57,12 @@ def _fill(device: str, backend: str, numel: int, dtype, window, *, seed=SEED, st
     return tinit.trunc_normal_at_(x, *window, seed=seed, stream=stream, offset=offset, backend=backend)
 
 
-def _gpu_words(backend: str, numel: int, seed: int, stream: int, offset: int) -> torch.Tensor:
-    if backend == "cuda":
-        return ops.philox_words(numel, seed, stream, offset, device="cuda")
-    module = dispatch._triton_module()[0]
-    return module.philox_words_triton(numel, seed, stream, offset, "cuda")
-
-
-def assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
-    """Bit equality, reporting the first differing element and both values."""
-    got, want = got.cpu().reshape(-1), want.cpu().reshape(-1)
-    assert got.dtype == want.dtype and got.numel() == want.numel(), what
-    bits = BITS[got.dtype]
-    diff = got.view(bits) != want.view(bits)
-    if bool(diff.any()):
-        where = torch.nonzero(diff)[:, 0]
-        i = int(where[0])
-        raise AssertionError(
-            f"{what}: {where.numel()} of {got.numel()} values differ in their bits; "
-            f"first at {i}: got {got[i].item()!r}, CPU kernel {want[i].item()!r}"
-        )
-
-
-def assert_matches_cpu(backend: str, got: torch.Tensor, want: torch.Tensor, std: float, what: str) -> None:
-    """The backend's agreement with the CPU kernel (see the module docstring)."""
-    dtype = got.dtype
-    if backend == "cuda" and dtype != torch.float64:
-        assert_same_bits(got, want, what)
-        return
-    ulps = {torch.float32: 2.0, torch.float64: 2.0, torch.bfloat16: 1.0, torch.float16: 1.0}[dtype]
-    assert_within_ulp(got.cpu(), want.double().numpy(), scale=std, dtype=dtype, max_ulp=ulps, what=what)
-
-
-@pytest.mark.parametrize(
-    "numel,offset",
-    [
-        pytest.param(1, 0, id="n1"),
-        pytest.param(7, 3, id="n7-offset3"),
-        pytest.param(4099, 1, id="n4099-offset1"),
-        pytest.param(2**20 + 3, 2**32 - 2, id="1M-offset2^32"),
-        pytest.param(1000, 2**34 - 6, id="across-2^32-blocks"),
-        pytest.param(2**22 + 1, 2**62 + 5, id="4M-offset2^62"),
-    ],
-)
-def test_words_equal_cpu(backend, numel, offset):
-    got = _gpu_words(backend, numel, SEED, STREAM, offset)
-    want = ops.philox_words(numel, SEED, STREAM, offset)
-    assert got.device.type == "cuda"
-    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, msg=lambda m: f"{backend} words, offset {offset}: {m}")
-
-
-@pytest.mark.parametrize("dtype", DTYPE_PARAMS)
-@pytest.mark.parametrize("window", WINDOW_PARAMS)
-@pytest.mark.parametrize(
-    "numel,offset",
-    [
-        pytest.param(1, 0, id="n1"),
-        pytest.param(1023, 3, id="n1023-offset3"),
-        pytest.param(2**22 + 5, 2**33 + 2, id="4M-offset2^33+2"),
-    ],
-)
-def test_values_equal_cpu(backend, dtype, window, numel, offset):
-    _skip_unsupported(backend, dtype)
-    _fillable(window, dtype)
-    got = _fill("cuda", backend, numel, dtype, window, offset=offset)
-    want = _fill("cpu", "cpu", numel, dtype, window, offset=offset)
-    assert_matches_cpu(backend, got, want, window[1], f"{backend} {dtype} {window} offset {offset}")
-
-
-def test_misaligned_view_and_sharding(backend):
-    window = WINDOWS["central_2sigma"]
-    whole = _fill("cuda", backend, 10_007, torch.float32, window, offset=5)
-    base = torch.empty(10_010, device="cuda")
-    view = base[3:]  # contiguous, storage offset 3: scalar stores
-    tinit.trunc_normal_at_(view, *window, seed=SEED, stream=STREAM, offset=5, backend=backend)
-    assert_same_bits(view, whole, f"{backend}: misaligned output")
-    shards = [
-        _fill("cuda", backend, n, torch.float32, window, offset=5 + start)
-        for start, n in ((0, 4001), (4001, 3), (4004, 6003))
-    ]
-    assert_same_bits(torch.cat(shards), whole, f"{backend}: three shards vs one call")
-    other = _fill("cuda", backend, 10_007, torch.float32, window, stream=STREAM + 1, offset=5)
-    assert float((other == whole).float().mean()) < 0.01, "another stream gave (nearly) the same tensor"
-    again = _fill("cuda", backend, 10_007, torch.float32, window, offset=5)
-    assert_same_bits(again, whole, f"{backend}: second call")
-
-
-def test_inner_dim_shards_equal_cpu_slices(backend):
-    """Column blocks of a (300, 70) weight (row runs): the CPU fill's slices, fp32 bits."""
-    window = WINDOWS["gpt2"]
-    whole = tinit.trunc_normal_at_(torch.empty(300, 70), *window, seed=SEED, stream=STREAM, backend="cpu")
-    for start, width in ((0, 18), (18, 18), (36, 34), (69, 1)):
-        shard = torch.empty(300, width, device="cuda")
-        tinit.trunc_normal_at_(
-            shard, *window, seed=SEED, stream=STREAM, backend=backend, global_shape=(300, 70), shard_offsets=(0, start)
-        )
-        assert_same_bits(shard.cpu(), whole[:, start : start + width], f"{backend}: column block at {start}")
-
-
-def test_grouped_fill_on_cuda_equals_per_tensor(backend):
-    from tinit import schemes
-    from tinit.fill import write_spec_
-    from tinit.grouped import FillItem, write_grouped_
-
-    tensors = [torch.empty(n, device="cuda") for n in (1, 3, 4097, 10**5)]
-    spec = schemes.InitSpec(std=0.02, trunc=2.0)
-    items = [FillItem(t, spec, stream=i, offset=7 * i) for i, t in enumerate(tensors)]
-    write_grouped_(items, seed=SEED, backend=backend)
-    for item in items:
-        want = write_spec_(
-            torch.empty(item.tensor.shape), spec, seed=SEED, stream=item.stream, offset=item.offset, backend="cpu"
-        )
-        assert_same_bits(item.tensor.cpu(), want, f"{backend}: grouped item {item.stream}")
-
-
-KS_WINDOWS = ["central_2sigma", "gpt2", "full_line", "far_tail_8_100", "tail_neginf_-15", "shifted"]
-KS_PARAMS = [pytest.param(torch.float32, id="f32"), pytest.param(torch.float64, id="f64")]
-
-
-def two_sided_moments(mean: float, std: float, a: float, b: float) -> tuple[float, float]:
-    """Mean and std of N(mean, std^2) truncated to [a, b], closed form (Johnson, Kotz &
-    Balakrishnan, Continuous Univariate Distributions, 13.10; for windows with a mass of
-    at least ~1e-3, where Phi(beta) - Phi(alpha) keeps its digits)."""
-    alpha, beta = (a - mean) / std, (b - mean) / std
-    pdf = [math.exp(-0.5 * t * t) / math.sqrt(2 * math.pi) for t in (alpha, beta)]
-    z = 0.5 * (math.erf(beta / math.sqrt(2)) - math.erf(alpha / math.sqrt(2)))
-    m = (pdf[0] - pdf[1]) / z
-    var = 1 + (alpha * pdf[0] - beta * pdf[1]) / z - m * m
-    return mean + std * m, std * math.sqrt(var)
-
-
-@pytest.mark.parametrize("dtype", KS_PARAMS)
-@pytest.mark.parametrize("name", KS_WINDOWS)
-def test_finite_and_inside_bounds(backend, name, dtype):
-    _skip_unsupported(backend, dtype)
-    window = WINDOWS[name]
-    constants = _fillable(window, dtype)
-    values = _fill("cuda", backend, 2**20, dtype, window, seed=77).cpu()
-    lo, hi = constants.lo, constants.hi
-    assert bool(torch.isfinite(values).all()), f"{backend} {name}: non-finite values"
-    assert float(values.min()) >= lo and float(values.max()) <= hi, (
-        f"{backend} {name}: values in [{float(values.min())}, {float(values.max())}], bounds [{lo}, {hi}]"
-    )
-
-
-@pytest.mark.parametrize("dtype", KS_PARAMS)
-@pytest.mark.parametrize("name", KS_WINDOWS)
-def test_ks(backend, name, dtype):
-    stats = pytest.importorskip("scipy.stats", reason="the KS test needs scipy")
-    _skip_unsupported(backend, dtype)
-    window = WINDOWS[name]
-    _fillable(window, dtype)
-    values = _fill("cuda", backend, 2**20, dtype, window, seed=77).cpu()
-    mean, std, a, b = window
-    dist = stats.truncnorm((a - mean) / std, (b - mean) / std, loc=mean, scale=std)
-    result = stats.kstest(values.double().numpy(), dist.cdf)
-    assert result.pvalue > 1e-4, f"{backend} {name} {dtype}: KS statistic {result.statistic:.3g}, p {result.pvalue:.3g}"
-
-
-@pytest.mark.parametrize("dtype", [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, id="f16")])
-@pytest.mark.parametrize("name", ["central_2sigma", "gpt2", "shifted"])
-def test_low_precision_moments_and_bounds(backend, name, dtype):
-    _skip_unsupported(backend, dtype)
-    window = WINDOWS[name]
-    constants = _fillable(window, dtype)
-    n = 2**22
-    values = _fill("cuda", backend, n, dtype, window, seed=78).double().cpu().numpy()
-    lo, hi = constants.lo, constants.hi
-    assert values.min() >= lo and values.max() <= hi, f"{backend} {name}: outside [{lo}, {hi}]"
-    mean, std = two_sided_moments(*window)
-    # Rounding to the dtype moves each value by at most half an ulp of the window's largest magnitude.
-    half_ulp = 0.5 * torch.finfo(dtype).eps * 2.0 ** math.floor(math.log2(max(abs(lo), abs(hi))))
-    assert abs(values.mean() - mean) <= 6 * std / math.sqrt(n) + half_ulp, f"{backend} {name}: mean {values.mean()}"
-    assert abs(values.std() - std) <= 6 * std / math.sqrt(n) + half_ulp, f"{backend} {name}: std {values.std()}"
-
-
 HUGE = 2**31 + 2**20
 TAIL = 2**20
 
 
 def test_huge_bf16_tail_and_memory(backend):
+    _require_gpu_backend(backend)
     free, _ = torch.cuda.mem_get_info()
     if free < 2 * HUGE + 2**30:
         pytest.skip(f"needs {(2 * HUGE + 2**30) / 2**30:.1f} GiB free on the GPU, {free / 2**30:.1f} GiB free")
@@ -279,7 +72,7 @@ def test_huge_bf16_tail_and_memory(backend):
     torch.cuda.reset_peak_memory_stats()
     x = torch.empty(HUGE, dtype=torch.bfloat16, device="cuda")
     before = torch.cuda.memory_allocated()
-    tinit.trunc_normal_at_(x, *window, seed=SEED, stream=STREAM, backend=backend)
+    tinit.trunc_normal_at_(x, *window, seed=SEED, stream=STREAM, backend=backend.name)
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - before
     head, tail = x[:TAIL].cpu(), x[-TAIL:].cpu()
@@ -287,20 +80,21 @@ def test_huge_bf16_tail_and_memory(backend):
     torch.cuda.empty_cache()
     assert extra < 2**20, f"{backend}: the fill allocated {extra} bytes beyond the tensor"
     want = _fill("cpu", "cpu", TAIL, torch.bfloat16, window, offset=2**31)
-    assert_matches_cpu(backend, tail, want, window[1], f"{backend}: last 2^20 of 2^31 + 2^20")
+    assert_matches_cpu(backend.id, tail, want, window[1], f"{backend}: last 2^20 of 2^31 + 2^20")
     same = float((head == tail).float().mean())
     assert same < 0.05, f"{backend}: the last 2^20 values repeat the first ones ({same:.1%} equal)"
 
 
 def test_cuda_graph_capture_and_no_sync(backend):
+    _require_gpu_backend(backend)
     window = WINDOWS["gpt2"]
     x = torch.empty(1_000_003, device="cuda")
-    tinit.trunc_normal_at_(x, *window, seed=5, backend=backend)  # warm-up (compiles Triton kernels)
+    tinit.trunc_normal_at_(x, *window, seed=5, backend=backend.name)  # warm-up (compiles Triton kernels)
     want = x.clone()
     torch.cuda.set_sync_debug_mode("error")
     try:
         x.zero_()
-        tinit.trunc_normal_at_(x, *window, seed=5, backend=backend)
+        tinit.trunc_normal_at_(x, *window, seed=5, backend=backend.name)
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert_same_bits(x, want, f"{backend}: fill under sync debug mode")
@@ -308,7 +102,7 @@ def test_cuda_graph_capture_and_no_sync(backend):
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        tinit.trunc_normal_at_(x, *window, seed=5, backend=backend)
+        tinit.trunc_normal_at_(x, *window, seed=5, backend=backend.name)
     graph.replay()
     torch.cuda.synchronize()
     assert_same_bits(x, want, f"{backend}: CUDA graph replay")
@@ -335,7 +129,7 @@ def _require_cuda_backend() -> None:
 )
 def test_opcheck_cuda_trunc_normal(dtype, window):
     _require_cuda_backend()
-    constants = list(_fillable(window, dtype))
+    constants = list(fillable(window, dtype))
     tensor = torch.empty(5, 37, dtype=dtype, device="cuda")
     torch.library.opcheck(torch.ops.tinit.trunc_normal_.default, (tensor, 3, -5, 2**40 + 1, constants))
 

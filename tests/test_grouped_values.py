@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import BITS, assert_same_bits
 from helpers.grouped import (
-    INT_VIEW,
     SEED,
     MixedDtypes,
     assert_matches_write_spec,
-    assert_same_bits,
     prefilled,
 )
 from torch import nn
@@ -40,7 +39,7 @@ def test_mixed_dtype_model_grouped_equals_one_by_one_and_write_spec(scheme):
     for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
         assert_same_bits(p, q, f"{scheme}: grouped vs grouped=False at {name}")
     assert_matches_write_spec(a, summary, SEED)
-    assert {p.dtype for p in a.parameters()} == set(INT_VIEW)
+    assert {p.dtype for p in a.parameters()} == set(BITS)
 
 
 def test_hf_gpt2_conv1d_dim1_parts_tie_and_bf16():

@@ -17,7 +17,7 @@ import numpy as np
 import numpy_philox
 import pytest
 import torch
-from helpers import DTYPE_PARAMS, fill_at
+from helpers import DTYPE_PARAMS, fill_at, stream_words
 
 from tinit import reference
 from tinit.ops import philox_words
@@ -112,23 +112,13 @@ STREAM_CASES = [
 
 
 @pytest.mark.parametrize("seed,stream,offset,numel", STREAM_CASES)
-def test_native_words_match_numpy(seed, stream, offset, numel):
+def test_words_match_numpy(backend, seed, stream, offset, numel):
+    """Every backend's words (the reference backend's too, hence its uniforms) are the numpy Philox's."""
     expected = numpy_philox.stream_words(numel, seed, stream, offset)
     assert_words_equal(
-        philox_words(numel, seed, stream, offset),
+        stream_words(backend, numel, seed, stream, offset),
         expected,
-        f"philox_words(seed={seed}, stream={stream}, offset={offset})",
-    )
-
-
-@pytest.mark.parametrize("seed,stream,offset,numel", STREAM_CASES)
-def test_reference_words_match_numpy(seed, stream, offset, numel):
-    """The reference backend's words, hence its uniforms, are the kernel's."""
-    expected = numpy_philox.stream_words(numel, seed, stream, offset)
-    assert_words_equal(
-        reference.stream_words(numel, seed, stream, offset),
-        expected,
-        f"reference.stream_words(seed={seed}, stream={stream}, offset={offset})",
+        f"{backend} words (seed={seed}, stream={stream}, offset={offset})",
     )
 
 

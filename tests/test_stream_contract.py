@@ -6,7 +6,7 @@ the whole), the tensor's shape or view does not change it, and a different
 seed or stream (either 32-bit half of either) gives a different tensor. Each
 backend (cpu, torch, triton-interpreter, cuda, triton) is held to the same
 property; the backends' values against each other and the oracle are checked
-elsewhere (test_triton, test_gpu, test_accuracy).
+elsewhere (test_backends, test_triton, test_accuracy).
 """
 
 from __future__ import annotations

@@ -11,11 +11,10 @@ import warnings
 
 import pytest
 import torch
+from helpers import BITS, assert_same_bits
 from helpers.grouped import (
-    INT_VIEW,
     SEED,
     S,
-    assert_same_bits,
     bits,
 )
 from torch import nn
@@ -40,10 +39,10 @@ UNIFORM = S(std=0.1, trunc=math.sqrt(3.0), distribution="uniform")
 CASES = {
     "constant-0.5-bf16": lambda: [FillItem(torch.full((5, 3), 7.0, dtype=torch.bfloat16), S(constant=0.5), 1)],
     "constant-third-mixed": lambda: [
-        FillItem(torch.full((4,), 7.0, dtype=d), S(constant=1 / 3), i) for i, d in enumerate(INT_VIEW)
+        FillItem(torch.full((4,), 7.0, dtype=d), S(constant=1 / 3), i) for i, d in enumerate(BITS)
     ],
     "zeros-non-contiguous-mixed": lambda: [
-        FillItem(torch.full((4, 6), 7.0, dtype=d)[:, ::2], S(constant=0.0), i) for i, d in enumerate(INT_VIEW)
+        FillItem(torch.full((4, 6), 7.0, dtype=d)[:, ::2], S(constant=0.0), i) for i, d in enumerate(BITS)
     ],
     "transposed-normal": lambda: [FillItem(nn.Parameter(torch.full((6, 5), 7.0).t()), S(std=0.1), 3, 7)],
     "transposed-uniform": lambda: [FillItem(nn.Parameter(torch.full((6, 5), 7.0).t()), UNIFORM, 3, 7)],

@@ -3,7 +3,7 @@ transform, and stream positions holding chosen words (``from helpers import ...`
 tests/ is on ``sys.path`` through pytest's rootdir conftest).
 
 scipy is imported by the helpers that use it (``oracle``, ``exact_moments``),
-not here: the GPU suite (tests/test_gpu.py) collects on machines without it."""
+not here: the GPU suites (test_gpu, test_backends) collect on machines without it."""
 
 from __future__ import annotations
 
@@ -21,12 +21,40 @@ DTYPE_PARAMS = [pytest.param(dtype, id=name) for name, dtype in DTYPES.items()]
 FLOAT_DTYPE_PARAMS = [pytest.param(torch.float32, id="f32"), pytest.param(torch.float64, id="f64")]
 LOW_DTYPE_PARAMS = [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, id="f16")]
 WORD_COUNT = 2**32
+# Named (mean, std, a, b) windows, absolute bounds, of the backend suites (test_backends, test_gpu): every
+# transform mode, the far tails, a window off the mean.
+WINDOWS = {
+    "central_2sigma": (0.0, 1.0, -2.0, 2.0),
+    "gpt2": (0.0, 0.02, -0.04, 0.04),
+    "two_sided_4sigma": (0.0, 1.0, -4.0, 4.0),
+    "full_line": (0.0, 1.0, -math.inf, math.inf),
+    "far_tail_8_100": (0.0, 1.0, 8.0, 100.0),
+    "tail_neginf_-15": (0.0, 1.0, -math.inf, -15.0),
+    "shifted": (3.0, 2.0, -1.0, 4.0),
+}
 
 
 def fill_at(shape, dtype, mean, std, a, b, *, seed, stream=0, offset=0, backend="auto"):
-    """A fresh tensor filled by ``tinit.trunc_normal_at_``."""
-    tensor = torch.empty(shape, dtype=dtype)
-    return tinit.trunc_normal_at_(tensor, mean, std, a, b, seed=seed, stream=stream, offset=offset, backend=backend)
+    """A fresh tensor filled by ``tinit.trunc_normal_at_``.
+
+    ``backend`` is a ``backend=`` name (the tensor is a CPU one) or a ``BackendCase`` of the ``backend``
+    fixture: then the tensor is filled on the case's device by its backend and returned on the CPU.
+    """
+    device = getattr(backend, "device", "cpu")
+    name = getattr(backend, "name", backend)
+    tensor = torch.empty(shape, dtype=dtype, device=device)
+    tinit.trunc_normal_at_(tensor, mean, std, a, b, seed=seed, stream=stream, offset=offset, backend=name)
+    return tensor.cpu()
+
+
+def fillable(window, dtype):
+    """``window``'s transform record in ``dtype``; skips the test when the window is not representable there."""
+    from tinit.params import transform_constants
+
+    try:
+        return transform_constants(*window, dtype)
+    except ValueError as exc:
+        pytest.skip(f"window not representable in {dtype}: {exc}")
 
 
 def ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
@@ -145,3 +173,53 @@ def exact_moments(mean: float, std: float, a: float, b: float) -> tuple[float, f
     alpha, beta = (a - mean) / std, (b - mean) / std
     m, v = scipy.stats.truncnorm.stats(alpha, beta, loc=mean, scale=std, moments="mv")
     return float(m), math.sqrt(float(v))
+
+
+BITS = {torch.float32: torch.int32, torch.float64: torch.int64, torch.bfloat16: torch.int16, torch.float16: torch.int16}
+
+
+def assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """Bit equality of two float tensors (any devices), reporting the first differing element and both values."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
+    got, want = got.detach().cpu().reshape(-1), want.detach().cpu().reshape(-1)
+    diff = got.view(BITS[got.dtype]) != want.view(BITS[got.dtype])
+    if bool(diff.any()):
+        where = torch.nonzero(diff)[:, 0]
+        i = int(where[0])
+        raise AssertionError(
+            f"{what}: {where.numel()} of {got.numel()} values differ in their bits; "
+            f"first at flat index {i}: got {got[i].item()!r}, expected {want[i].item()!r}"
+        )
+
+
+def assert_matches_cpu(backend: str, got: torch.Tensor, want: torch.Tensor, std: float, what: str) -> None:
+    """A backend's values against the CPU kernel's for the same (seed, stream, offset), by its convention.
+
+    ``backend`` is a fixture id (``cuda``, ``triton``, ``triton-interpreter``). ``cuda`` is bit for bit in
+    fp32/bf16/fp16 and within 2 ulp in fp64 (the device's libdevice ``log`` may differ from glibc's in the
+    last bit); the interpreter is bit for bit (its ``tl.fma`` is a true fused multiply-add, as the CPU's);
+    compiled ``triton`` is within 2 fp32 ulp (relative to max(|x|, std)) or one bf16/fp16 ulp.
+    """
+    dtype = got.dtype
+    if backend == "triton-interpreter" or (backend == "cuda" and dtype != torch.float64):
+        assert_same_bits(got, want, what)
+        return
+    ulps = {torch.float32: 2.0, torch.float64: 2.0, torch.bfloat16: 1.0, torch.float16: 1.0}[dtype]
+    assert_within_ulp(got.cpu(), want.double().numpy(), scale=std, dtype=dtype, max_ulp=ulps, what=what)
+
+
+def stream_words(backend, numel: int, seed: int, stream: int, offset: int = 0) -> torch.Tensor:
+    """The uint32 stream words [offset, offset + numel) as ``backend`` (a ``BackendCase``) computes them,
+    on the CPU: the native ``philox_words`` (cpu, cuda), ``reference.stream_words`` (torch), Triton's
+    ``philox_words_triton`` (triton, triton-interpreter)."""
+    from tinit import dispatch, ops, reference
+
+    if backend.name in ("cpu", "cuda"):
+        words = ops.philox_words(numel, seed, stream, offset, device=backend.device)
+    elif backend.name == "torch":
+        words = reference.stream_words(numel, seed, stream, offset, device=backend.device)
+    else:
+        module = dispatch._triton_module()[0]
+        words = module.philox_words_triton(numel, seed, stream, offset, backend.device)
+    assert words.device.type == backend.device, f"{backend} words on {words.device}"
+    return words.cpu()

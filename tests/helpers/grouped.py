@@ -1,4 +1,4 @@
-"""Models and bit-level assertions shared by the grouped-fill tests (test_grouped_*.py, test_write_grouped.py).
+"""Models and bit-level helpers shared by the grouped-fill tests (test_grouped_*.py, test_write_grouped.py).
 
 The contract those tests check: ``init_model_`` / ``write_grouped_`` give, bit
 for bit, what writing each tensor alone with ``write_spec_`` gives; bad input
@@ -10,32 +10,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from helpers import BITS, assert_same_bits
 from tinit import schemes
 from tinit.fill import write_spec_
 from tinit.model_init import stream_for
 
 S = schemes.InitSpec
-INT_VIEW = {
-    torch.float32: torch.int32,
-    torch.float64: torch.int64,
-    torch.bfloat16: torch.int16,
-    torch.float16: torch.int16,
-}
 SEED = 0xC0FFEE
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
     t = t.detach()
-    return t.contiguous().view(INT_VIEW[t.dtype]) if t.dtype in INT_VIEW else t.clone()
-
-
-def assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
-    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
-    bad = torch.nonzero((bits(got) != bits(want)).reshape(-1)).flatten()
-    assert bad.numel() == 0, (
-        f"{what}: {bad.numel()} of {got.numel()} values differ in bits; first at flat index {int(bad[0])}: "
-        f"got {float(got.reshape(-1)[bad[0]])!r}, expected {float(want.reshape(-1)[bad[0]])!r}"
-    )
+    return t.contiguous().view(BITS[t.dtype]) if t.dtype in BITS else t.clone()
 
 
 def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
