@@ -37,7 +37,7 @@ from helpers import DTYPE_PARAMS, DTYPES, WINDOWS, assert_matches_cpu, assert_sa
 
 import tinit
 from tinit import dispatch, ops
-from tinit.params import transform_constants
+from tinit.params import PARAM_COUNT, transform_constants
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")]
 
@@ -167,7 +167,7 @@ def test_auto_picks_cuda_for_cuda_tensors():
     np.testing.assert_array_equal(dispatch.auto_order("cuda"), ["cuda", "triton", "torch"])
 
 
-# ---- grouped and runs ops on CUDA (csrc/cuda/trunc_normal_grouped.cpp) ----
+# ---- grouped and runs ops on CUDA (tinit::trunc_normal_grouped_ and tinit::trunc_normal_runs_) ----
 
 # Windows reaching modes two-sided, tail, far two-sided and central (fp64:
 # 0, 1, 2, 0; tinit/params.py).
@@ -429,7 +429,7 @@ def test_cuda_grouped_and_runs_errors_are_reported_before_any_write():
     grouped = torch.ops.tinit.trunc_normal_grouped_
     bad = [
         ("one stream and one offset", ([good], 1, [0, 1], [0], c)),
-        ("14 transform constants per tensor", ([good], 1, [0], [0], c[:13])),
+        (f"{PARAM_COUNT} transform constants per tensor", ([good], 1, [0], [0], c[:-1])),
         ("tensor 1 is on cpu", ([good, torch.empty(4)], 1, [0, 0], [0, 0], c + c)),
         ("tensor 1 is not contiguous", ([good, torch.empty(4, 4, device="cuda").t()], 1, [0, 0], [0, 0], c + c)),
         ("tensor 1: offset must be >= 0", ([good, good[:2]], 1, [0, 0], [0, -1], c + c)),
