@@ -71,7 +71,6 @@ from _env import load_sass_estimates as load_estimates
 
 from tinit import dispatch, ops
 from tinit.params import Mode, transform_constants, uniform_constants
-from tinit.tools import info
 
 SEED = 1234
 REP_BUDGET_S = 0.25
