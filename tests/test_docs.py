@@ -383,3 +383,26 @@ def test_identifiers_exist_in_the_source(doc):
     source = _source_text()
     missing = sorted(s for s in identifiers if not re.search(rf"\b{re.escape(s)}\b", source))
     assert not missing, f"{_doc_id(doc)} names identifiers no source file has: {missing}"
+
+
+def _op_map() -> str:
+    text = _text(ROOT / "CONTRIBUTING.md")
+    start = text.index("## Where each op lives")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_every_kernel_file_is_in_the_op_map():
+    """CONTRIBUTING's "Where each op lives" names every kernel source (so from any one of them the
+    others, the callers, tests and benchmarks are found), and every file that points there is in it."""
+    op_map = _op_map()
+    kernels = [*(ROOT / "csrc" / "cpu").glob("*.cpp"), *(ROOT / "csrc" / "cuda").glob("*.cu")]
+    kernels += [p for p in (ROOT / "triton_kernels").glob("*.py") if not p.name.startswith("_")]
+    pointing = [
+        p
+        for top in ("csrc", "triton_kernels", "tinit")
+        for p in (ROOT / top).rglob("*")
+        if p.suffix in {".py", ".cpp", ".cu", ".h", ".cuh"} and '"Where each op lives"' in p.read_text()
+    ]
+    missing = sorted({str(p.relative_to(ROOT)) for p in kernels + pointing} - set(re.findall(r"`([\w/.]+)`", op_map)))
+    assert not missing, f"not in CONTRIBUTING.md's op map: {missing}"
+    assert len(pointing) >= 9, "the kernel files lost their pointer to the op map"

@@ -1,5 +1,7 @@
 """Thin wrappers over ``torch.ops.tinit.*`` and their fake (meta) kernels.
 
+Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
+
 The native extension ``tinit._C`` registers the ops (``TORCH_LIBRARY(tinit, m)``); this
 module loads it if it was built and registers the fake kernels that let the
 ops run under FakeTensorMode, meta tensors and ``torch.compile``.

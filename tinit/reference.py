@@ -1,5 +1,7 @@
 """Pure-torch reference backend: the same stream, fp64 math.
 
+Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
+
 Used by the tests and as the fallback when the C++ extension is not built.
 The Philox4x32-10 stream is the native ``tinit::philox4x32_10``'s; the transform
 takes the same modes and constants as ``tinit::trunc_normal_value``

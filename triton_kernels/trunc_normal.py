@@ -1,5 +1,7 @@
 """Triton backend of tinit: the single-tensor fill and the raw stream words.
 
+Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
+
 The kernel computes exactly what the CPU op computes: the stream of ``tinit::philox4x32_10``
 (``philox``: key = seed, counter = (block, stream), four words per Philox call) and the float path
 of ``tinit::trunc_normal_value`` (``transform``, stream version 2), from IEEE basic operations only.

@@ -1,5 +1,7 @@
 """Grouped Triton fill: many tensors, or the row runs of one shard, in one launch per dtype.
 
+Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
+
 A model's thousands of small tensors, and an inner-dim shard's rows (each a
 contiguous range of the stream, ``tinit.sharding.StreamRuns``), would each cost
 one launch of ``_trunc_normal_kernel``. Here one launch per dtype fills them

@@ -1,5 +1,6 @@
 // CPU implementations of tinit::trunc_normal_, trunc_normal_runs_, philox_
 // and philox_runs_.
+// Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
 //
 // Work is split with at::parallel_for over element ranges; each range is
 // processed in chunks of kChunk elements: the Philox words of the chunk

@@ -1,5 +1,6 @@
 // CPU implementation of tinit::trunc_normal_grouped_: many tensors of one
 // dtype in one call, each from its own (stream, offset) and constants.
+// Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
 //
 // The tensors' elements are laid end to end and at::parallel_for splits that
 // range, so a model's thousands of small tensors share the threads and pay

@@ -1,6 +1,7 @@
 // CUDA implementations of tinit::trunc_normal_, philox_, trunc_normal_grouped_,
 // trunc_normal_runs_, philox_runs_ and tinit_bench::trunc_normal_compute_only_
 // (schemas in TORCH_LIBRARY(tinit, m) and TORCH_LIBRARY(tinit_bench, m)).
+// Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
 //
 // Each op checks its arguments (checks.h) before anything is written, picks
 // the kernels' element type with AT_DISPATCH_*, fills the launch struct of

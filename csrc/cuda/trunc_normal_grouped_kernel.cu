@@ -4,6 +4,7 @@
 // launch per element type, as NVIDIA apex's multi_tensor_apply does, but with
 // a table that stays O(entries) however large the tensors are (apex's
 // per-block table is O(elements)).
+// Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
 //
 // Table (one host-packed buffer, copied to the device before the launch):
 //   entries[n]     GroupEntry: output pointer, numel, stream, offset, index

@@ -1,5 +1,6 @@
 // CUDA kernels of tinit::trunc_normal_ and tinit::philox_, and launch_fill
 // (launch.h) for FillLaunch of every element type.
+// Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
 //
 // Free of torch headers, so any nvcc compiles it (test_kernel_compiles_for_sm90_and_sm80);
 // the torch bindings are in bindings.cpp. Build with --fmad=false: the shared
