@@ -72,6 +72,10 @@ def modules(root: Path) -> tuple[dict, dict]:
     # ops are left unregistered: torch.ops.tinit.* stay the package's own (this copy only compiles).
     import torch
 
+    # tinit (and what it imports: DTensor, torch's functional collectives) must register its own ops
+    # before the stand-ins below replace torch.library's decorators.
+    import tinit  # noqa: F401
+
     previous = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "0"
     try:
