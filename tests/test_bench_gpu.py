@@ -23,7 +23,6 @@ from helpers import WINDOWS, exact_moments
 import tinit
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
 import bench_gpu
 import test_backends
 

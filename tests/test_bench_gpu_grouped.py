@@ -8,14 +8,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+import bench_gpu_grouped
 import pytest
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import bench_gpu_grouped
 
 TINY = ["--device", "cpu", "--blocks", "1", "--widths", "8", "--large-numel", "4K", "--shard", "16", "--budget-s", "15"]
 

@@ -20,13 +20,11 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
 import _sass
 import sass_budget as sb
 
