@@ -17,45 +17,26 @@
 
 #include "stream_words.h"
 #include "tinit/philox.h"
+#include "../checks.h"
 #include "transform_kernels.h"
 
 namespace tinit {
 namespace cpu {
 namespace {
 
-void check_target(const at::Tensor& self, const char* op) {
-  TORCH_CHECK(self.device().is_cpu(), op, ": expected a CPU tensor, got ", self.device());
-  TORCH_CHECK(self.is_contiguous(), op, ": expected a contiguous tensor (tinit copies views)");
-}
-
-void check_transform(at::ArrayRef<double> transform, const char* op) {
-  TORCH_CHECK(static_cast<int64_t>(transform.size()) == kParamCount, op, ": expected ", kParamCount,
-              " transform constants (tinit.params.TruncNormalParams), got ", transform.size());
-}
-
 // The run map of a shard: `outer_starts` holds, dim after dim, one stream
 // index contribution per position of each outer dim.
 RunMap runs_map(const at::Tensor& self, int64_t offset, int64_t run, at::IntArrayRef outer_sizes,
                 at::IntArrayRef outer_starts, const char* op) {
-  TORCH_CHECK(offset >= 0, op, ": offset must be >= 0");
-  TORCH_CHECK(run > 0, op, ": run must be > 0");
+  check_runs(self, offset, run, outer_sizes, outer_starts, op);
   RunMap map;
   map.base = static_cast<uint64_t>(offset);
   map.run = run;
-  int64_t rows = 1, entries = 0;
+  int64_t entries = 0;
   for (const int64_t size : outer_sizes) {
-    TORCH_CHECK(size > 0, op, ": outer sizes must be > 0");
     map.sizes.push_back(size);
     map.table_begin.push_back(entries);
-    rows *= size;
     entries += size;
-  }
-  TORCH_CHECK(rows * run == self.numel(), op, ": ", rows, " runs of ", run, " elements do not cover the ", self.numel(),
-              " of the tensor");
-  TORCH_CHECK(entries == static_cast<int64_t>(outer_starts.size()), op, ": expected ", entries, " outer starts, got ",
-              outer_starts.size());
-  for (const int64_t s : outer_starts) {
-    TORCH_CHECK(s >= 0, op, ": outer starts must be >= 0");
   }
   map.starts.assign(outer_starts.begin(), outer_starts.end());
   return map;
@@ -76,7 +57,6 @@ void fill(const at::Tensor& self, uint64_t seed, uint64_t stream, const RunMap& 
 }
 
 void words(const at::Tensor& self, uint64_t seed, uint64_t stream, const RunMap& map) {
-  TORCH_CHECK(self.scalar_type() == at::kInt, "tinit::philox_: expected an int32 tensor for the uint32 words");
   auto* base = reinterpret_cast<uint32_t*>(self.data_ptr<int32_t>());
   at::parallel_for(0, self.numel(), kGrain, [&](int64_t begin, int64_t end) {
     alignas(64) uint32_t buf[kWordBuffer];
@@ -90,11 +70,12 @@ void words(const at::Tensor& self, uint64_t seed, uint64_t stream, const RunMap&
 }
 
 void trunc_normal_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, at::ArrayRef<double> transform) {
-  const char* op = "tinit::trunc_normal_";
-  check_target(self, op);
-  check_transform(transform, op);
-  TORCH_CHECK(offset >= 0, op, ": offset must be >= 0");
-  const ChunkTransform tf = make_chunk_transform(self.scalar_type(), transform.data(), op);
+  const Where where{"tinit::trunc_normal_"};
+  check_target(self, c10::DeviceType::CPU, where);
+  check_transform(transform, where);
+  check_offset(offset, self.numel(), where);
+  check_dtype(self, where);
+  const ChunkTransform tf = make_chunk_transform(self.scalar_type(), transform.data(), where.op);
   if (self.numel() == 0) return;
   fill(self, static_cast<uint64_t>(seed), static_cast<uint64_t>(stream),
        RunMap::contiguous(static_cast<uint64_t>(offset), self.numel()), tf);
@@ -103,8 +84,10 @@ void trunc_normal_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t off
 void trunc_normal_runs_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, int64_t run,
                            at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts, at::ArrayRef<double> transform) {
   const char* op = "tinit::trunc_normal_runs_";
-  check_target(self, op);
-  check_transform(transform, op);
+  const Where where{op};
+  check_target(self, c10::DeviceType::CPU, where);
+  check_transform(transform, where);
+  check_dtype(self, where);
   const ChunkTransform tf = make_chunk_transform(self.scalar_type(), transform.data(), op);
   if (self.numel() == 0) return;
   fill(self, static_cast<uint64_t>(seed), static_cast<uint64_t>(stream),
@@ -112,8 +95,10 @@ void trunc_normal_runs_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_
 }
 
 void philox_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset) {
-  check_target(self, "tinit::philox_");
-  TORCH_CHECK(offset >= 0, "tinit::philox_: offset must be >= 0");
+  const Where where{"tinit::philox_"};
+  check_target(self, c10::DeviceType::CPU, where);
+  check_words(self, where);
+  check_offset(offset, self.numel(), where);
   if (self.numel() == 0) return;
   words(self, static_cast<uint64_t>(seed), static_cast<uint64_t>(stream),
         RunMap::contiguous(static_cast<uint64_t>(offset), self.numel()));
@@ -122,7 +107,9 @@ void philox_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset) {
 void philox_runs_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, int64_t run,
                      at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts) {
   const char* op = "tinit::philox_runs_";
-  check_target(self, op);
+  const Where where{op};
+  check_target(self, c10::DeviceType::CPU, where);
+  check_words(self, where);
   if (self.numel() == 0) return;
   words(self, static_cast<uint64_t>(seed), static_cast<uint64_t>(stream),
         runs_map(self, offset, run, outer_sizes, outer_starts, op));

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../checks.h"
 #include "stream_words.h"
 #include "transform_kernels.h"
 
@@ -31,20 +32,21 @@ void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed, at::IntArray
                               at::ArrayRef<double> transforms) {
   const char* op = "tinit::trunc_normal_grouped_";
   const auto n = static_cast<int64_t>(tensors.size());
-  TORCH_CHECK(static_cast<int64_t>(streams.size()) == n && static_cast<int64_t>(offsets.size()) == n, op,
-              ": expected one stream and one offset per tensor");
-  TORCH_CHECK(static_cast<int64_t>(transforms.size()) == n * kParamCount, op, ": expected ", kParamCount,
-              " transform constants per tensor");
+  check_grouped_lists(n, streams, offsets, transforms, op);
   std::vector<Entry> entries;
   std::vector<int64_t> first{0};  // first[t]: position of tensor t's element 0
   entries.reserve(n);
   for (int64_t t = 0; t < n; ++t) {
     const at::Tensor& x = tensors[t];
-    TORCH_CHECK(x.device().is_cpu() && x.is_contiguous(), op, ": tensor ", t, " is not a contiguous CPU tensor");
-    TORCH_CHECK(offsets[t] >= 0, op, ": offsets must be >= 0");
+    const Where where{op, t};
+    const double* packed = transforms.data() + t * kParamCount;
+    check_target(x, c10::DeviceType::CPU, where);
+    check_offset(offsets[t], x.numel(), where);
+    check_record(packed, where);
+    check_dtype(x, where);
     entries.push_back({static_cast<char*>(x.data_ptr()),
                        RunMap::contiguous(static_cast<uint64_t>(offsets[t]), x.numel()),
-                       make_chunk_transform(x.scalar_type(), transforms.data() + t * kParamCount, op)});
+                       make_chunk_transform(x.scalar_type(), packed, op)});
     first.push_back(first.back() + x.numel());
   }
   const auto seed_u = static_cast<uint64_t>(seed);

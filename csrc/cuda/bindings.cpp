@@ -3,7 +3,7 @@
 // (schemas in TORCH_LIBRARY(tinit, m) and TORCH_LIBRARY(tinit_bench, m)).
 // Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
 //
-// Each op checks its arguments (checks.h) before anything is written, picks
+// Each op checks its arguments (the checks every binding shares, tinit::Where) before anything is written, picks
 // the kernels' element type with AT_DISPATCH_*, fills the launch struct of
 // launch.h and calls its launcher under a device guard on the current
 // stream; every launch is checked (C10_CUDA_KERNEL_LAUNCH_CHECK). Nothing
@@ -26,7 +26,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "checks.h"
+#include "../checks.h"
 #include "launch.h"
 
 namespace tinit {
@@ -80,10 +80,11 @@ FillLaunch<out_t> fill_launch(const at::Tensor& self, int64_t seed, int64_t stre
 
 void fill(const at::Tensor& self, int64_t seed, int64_t stream, int64_t offset, at::ArrayRef<double> transform,
           bool compute_only, const char* op) {
-  check_target(self, op);
-  check_transform(transform, op);
-  check_offset(offset, self.numel(), Where{op});
-  check_dtype(self, Where{op});
+  const Where where{op};
+  check_target(self, c10::DeviceType::CUDA, where);
+  check_transform(transform, where);
+  check_offset(offset, self.numel(), where);
+  check_dtype(self, where);
   if (self.numel() == 0) return;
   TINIT_DISPATCH_DTYPES(self.scalar_type(), "tinit::trunc_normal_", [&] {
     using out_t = device_t<scalar_t>;
@@ -102,9 +103,10 @@ void trunc_normal_compute_only_cuda(at::Tensor self, int64_t seed, int64_t strea
 
 void philox_cuda(at::Tensor self, int64_t seed, int64_t stream, int64_t offset) {
   const char* op = "tinit::philox_";
-  check_target(self, op);
-  check_words(self, op);
-  check_offset(offset, self.numel(), Where{op});
+  const Where where{op};
+  check_target(self, c10::DeviceType::CUDA, where);
+  check_words(self, where);
+  check_offset(offset, self.numel(), where);
   if (self.numel() == 0) return;
   run_fill<uint32_t>(self, {reinterpret_cast<uint32_t*>(self.data_ptr<int32_t>()),
                             self.numel(),
@@ -146,22 +148,16 @@ void trunc_normal_grouped_cuda(at::TensorList tensors, int64_t seed, at::IntArra
                                at::ArrayRef<double> transforms) {
   const char* op = "tinit::trunc_normal_grouped_";
   const auto n = static_cast<int64_t>(tensors.size());
-  TORCH_CHECK(static_cast<int64_t>(streams.size()) == n && static_cast<int64_t>(offsets.size()) == n, op,
-              ": expected one stream and one offset per tensor, got ", n, " tensors, ", streams.size(), " streams and ",
-              offsets.size(), " offsets");
-  TORCH_CHECK(static_cast<int64_t>(transforms.size()) == n * kParamCount, op, ": expected ", kParamCount,
-              " transform constants per tensor (tinit.params.TruncNormalParams), ", n * kParamCount, " in all, got ",
-              transforms.size());
+  check_grouped_lists(n, streams, offsets, transforms, op);
   if (n == 0) return;
   const c10::Device device = tensors[0].device();
   GroupPlan plan;
   for (int64_t t = 0; t < n; ++t) {
     const at::Tensor& x = tensors[t];
     const Where where{op, t};
-    TORCH_CHECK(x.is_cuda(), where, " is on ", x.device(), "; expected CUDA tensors");
+    check_target(x, c10::DeviceType::CUDA, where);
     TORCH_CHECK(x.device() == device, where, " is on ", x.device(), " but tensor 0 on ", device,
                 " (one device per call)");
-    TORCH_CHECK(x.is_contiguous(), where, " is not contiguous (tinit.ops copies views)");
     check_offset(offsets[t], x.numel(), where);
     const double* packed = transforms.data() + t * kParamCount;
     check_record(packed, where);
@@ -176,43 +172,10 @@ void trunc_normal_grouped_cuda(at::TensorList tensors, int64_t seed, at::IntArra
   launch_plan(plan, bits(seed), device, op);
 }
 
-// The runs layout's rows (tinit::trunc_normal_runs_'s schema), as the CPU ops
-// check it, plus what the stream index needs: its last index, offset + the
-// largest start of every outer dim + run - 1, must fit in 63 bits.
-int64_t checked_rows(const at::Tensor& self, int64_t offset, int64_t run, at::IntArrayRef outer_sizes,
-                     at::IntArrayRef outer_starts, const char* op) {
-  TORCH_CHECK(offset >= 0, op, ": offset must be >= 0");
-  TORCH_CHECK(run > 0, op, ": run must be > 0");
-  int64_t rows = 1, entries = 0;
-  for (const int64_t size : outer_sizes) {
-    TORCH_CHECK(size > 0, op, ": outer sizes must be > 0");
-    TORCH_CHECK(rows <= INT64_MAX / size, op, ": the outer sizes' product overflows int64");
-    rows *= size;
-    entries += size;
-  }
-  TORCH_CHECK(rows <= INT64_MAX / run && rows * run == self.numel(), op, ": ", rows, " runs of ", run,
-              " elements do not cover the ", self.numel(), " of the tensor");
-  TORCH_CHECK(entries == static_cast<int64_t>(outer_starts.size()), op, ": expected ", entries, " outer starts, got ",
-              outer_starts.size());
-  int64_t last = offset;
-  const int64_t* start = outer_starts.data();
-  for (const int64_t size : outer_sizes) {
-    int64_t top = 0;
-    for (int64_t i = 0; i < size; ++i, ++start) {
-      TORCH_CHECK(*start >= 0, op, ": outer starts must be >= 0");
-      top = std::max(top, *start);
-    }
-    TORCH_CHECK(top <= INT64_MAX - last, op, ": offset + outer starts + run must not exceed 2^63 - 1");
-    last += top;
-  }
-  TORCH_CHECK(run <= INT64_MAX - last, op, ": offset + outer starts + run must not exceed 2^63 - 1");
-  return rows;
-}
-
 template <typename out_t>
 void runs_fill(const at::Tensor& self, int64_t seed, int64_t stream, int64_t offset, int64_t run,
                at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts, const double* packed, const char* op) {
-  const int64_t rows = checked_rows(self, offset, run, outer_sizes, outer_starts, op);
+  const int64_t rows = check_runs(self, offset, run, outer_sizes, outer_starts, op);
   GroupPlan plan;
   check_built(plan.group<out_t>().add_runs(self.data_ptr(), rows, bits(stream), bits(offset), run, outer_sizes.data(),
                                            static_cast<int64_t>(outer_sizes.size()), outer_starts.data(), packed),
@@ -224,9 +187,10 @@ void runs_fill(const at::Tensor& self, int64_t seed, int64_t stream, int64_t off
 void trunc_normal_runs_cuda(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, int64_t run,
                             at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts, at::ArrayRef<double> transform) {
   const char* op = "tinit::trunc_normal_runs_";
-  check_target(self, op);
-  check_transform(transform, op);
-  check_dtype(self, Where{op});
+  const Where where{op};
+  check_target(self, c10::DeviceType::CUDA, where);
+  check_transform(transform, where);
+  check_dtype(self, where);
   if (self.numel() == 0) return;
   TINIT_DISPATCH_DTYPES(self.scalar_type(), "tinit::trunc_normal_runs_", [&] {
     runs_fill<device_t<scalar_t>>(self, seed, stream, offset, run, outer_sizes, outer_starts, transform.data(), op);
@@ -236,8 +200,9 @@ void trunc_normal_runs_cuda(at::Tensor self, int64_t seed, int64_t stream, int64
 void philox_runs_cuda(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, int64_t run,
                       at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts) {
   const char* op = "tinit::philox_runs_";
-  check_target(self, op);
-  check_words(self, op);
+  const Where where{op};
+  check_target(self, c10::DeviceType::CUDA, where);
+  check_words(self, where);
   if (self.numel() == 0) return;
   runs_fill<uint32_t>(self, seed, stream, offset, run, outer_sizes, outer_starts, nullptr, op);
 }
