@@ -127,9 +127,15 @@ def environment() -> dict:
 
 def write_report(out_dir: str | Path, env: dict, suffix: str, report: str, payload: dict) -> Path:
     """Write ``report`` (markdown) and ``payload`` (JSON, with ``env`` added) as
-    ``<out_dir>/<date>_<commit>[_dirty]<suffix>.md`` and ``.json``; returns the path stem."""
+    ``<out_dir>/<date>_<commit>[_dirty]<suffix>[_<n>].md`` and ``.json``; returns the path stem. A second
+    run of the same commit on the same day gets ``_2``, ``_3``, ...: a result the docs quote is never
+    overwritten by a later run."""
     day = datetime.date.fromisoformat(env["date"][:10]).isoformat()
-    stem = Path(out_dir) / f"{day}_{env['git_commit']}{'_dirty' if env.get('git_dirty') else ''}{suffix}"
+    base = Path(out_dir) / f"{day}_{env['git_commit']}{'_dirty' if env.get('git_dirty') else ''}{suffix}"
+    stem, n = base, 1
+    while stem.parent.joinpath(stem.name + ".json").exists() or stem.parent.joinpath(stem.name + ".md").exists():
+        n += 1
+        stem = base.parent / f"{base.name}_{n}"
     stem.parent.mkdir(parents=True, exist_ok=True)
     # Not with_suffix: a suffix such as "_tinit_0.2.0" holds dots.
     stem.parent.joinpath(stem.name + ".md").write_text(report)
@@ -203,10 +209,10 @@ class Timer:
 
 def gpu_environment(device) -> dict:
     """GPU, versions, commit and date beside every figure: ``_env.environment`` (machine, versions,
-    commit, date) and the CUDA toolchain, the device and the CPU tinit.info names."""
+    commit, date) and the CUDA toolchain, the device and the CPU tinit.tools.info names."""
     import torch
 
-    from tinit import info
+    from tinit.tools import info
 
     device = torch.device(device)
     build = info.build_info()

@@ -15,7 +15,7 @@ large   one --large-numel tensor (default 2^28 elements), bf16 and fp32, std 0.0
                        ShardLayout.from_offsets(...).runs(0), tinit.ops.trunc_normal_runs_native)
             row_loop   one trunc_normal_ per row (row views made beforehand); when the whole loop would
                        not fit the case's time, a prefix of the rows is timed and scaled to all rows
-model   whole-model init of bench/bench_grouped.py's GPT (tinit.models.GPT, --blocks 167 blocks: 2,008
+model   whole-model init of bench/bench_grouped.py's GPT (tinit.tools.toy_models.GPT, --blocks 167 blocks: 2,008
         tensors) at --widths 64 and 1024, bf16 and fp32, built on the meta device and materialised on
         --device; the methods are bench_grouped's own functions:
             grouped     tinit.init_model_(model, "gpt2") (tinit.grouped.write_grouped_: one

@@ -4,7 +4,7 @@
     python bench/report_grouped.py bench/results/raw_grouped.json       # table + ratios
     python -m pytest bench/bench_grouped.py --benchmark-only --quick     # 200 tensors, smoke run
 
-Models: GPT-2-style decoders (``tinit.models.GPT``: LayerNorm gains and
+Models: GPT-2-style decoders (``tinit.tools.toy_models.GPT``: LayerNorm gains and
 biases, nn.Linear weights and biases; tied lm_head) with 167 blocks, 12 tensors each, so
 2,008 tensors, at widths 32, 64 and 128 (average 1.1 k, 4.2 k and 16.4 k
 elements per tensor). Every method writes the same values scheme "gpt2" gives (the torch

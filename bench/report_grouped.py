@@ -61,7 +61,7 @@ def markdown(rows: list[dict], env: dict) -> str:
         ),
         f"- torch {env['torch']}, tinit {env['tinit']}, Python {env['python']}",
         f"- commit {env['git_commit']}{dirty}, {env['date']}",
-        "- GPT-2-style models (tinit.models.GPT), scheme gpt2, fp32; median of whole-model calls",
+        "- GPT-2-style models (tinit.tools.toy_models.GPT), scheme gpt2, fp32; median of whole-model calls",
         "",
         "| model | tensors | mean elements | "
         + " | ".join(LABELS[m] for m in METHODS)

@@ -781,3 +781,11 @@ def test_bad_arguments_leave_a_meta_model_on_meta(kwargs, error, match):
         tinit.init_model_(model, "gpt2", device="cpu", **kwargs)
     assert all(p.is_meta for p in model.parameters())
     assert torch.equal(torch.get_rng_state(), state)
+
+
+@pytest.mark.parametrize("model", [torch.zeros(3), None, "gpt2"], ids=["tensor", "none", "str"])
+def test_a_model_that_is_not_a_module_is_refused(model):
+    state = torch.get_rng_state()
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        tinit.init_model_(model, "gpt2", seed=0)
+    assert torch.equal(torch.get_rng_state(), state)

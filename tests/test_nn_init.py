@@ -311,6 +311,7 @@ BAD = [
     ("xavier_uniform_", (), {}, (), torch.float32),
     ("xavier_uniform_", (-1.0,), {}, (3, 4), torch.float32),
     ("xavier_normal_", (-1.0,), {}, (3, 4), torch.float32),
+    ("xavier_uniform_", ("x",), {}, (3, 4), torch.float32),
     ("xavier_normal_", (), {}, (0,), torch.float32),
     ("kaiming_uniform_", (), {"mode": "fan_avg"}, (3, 4), torch.float32),
     ("kaiming_uniform_", (), {"mode": 3}, (3, 4), torch.float32),
@@ -354,6 +355,28 @@ def test_refusals_beyond_torch(name, args, dtype):
     with pytest.raises((ValueError, TypeError)):
         getattr(tnn, name)(torch.zeros(4, dtype=dtype), *args)
     assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, match",
+    [
+        pytest.param("xavier_uniform_", {"gain": math.nan}, "gain must be finite, got nan", id="xavier-gain-nan"),
+        pytest.param("xavier_normal_", {"gain": math.inf}, "gain must be finite, got inf", id="xavier-gain-inf"),
+        pytest.param("xavier_uniform_", {"gain": "x"}, "gain must be a real number", id="xavier-gain-str"),
+        pytest.param("kaiming_uniform_", {"a": math.nan}, "a must be finite, got nan", id="kaiming-a-nan"),
+        pytest.param("kaiming_normal_", {"a": math.nan}, "a must be finite, got nan", id="kaiming-normal-a-nan"),
+        pytest.param("uniform_", {"a": math.nan}, "uniform_: a nan", id="uniform-a-nan"),
+        pytest.param("uniform_", {"b": math.inf}, "uniform_: b inf", id="uniform-b-inf"),
+    ],
+)
+def test_refusals_name_the_argument(name, kwargs, match):
+    """Where torch would write NaN (or fail somewhere inside), the refusal names the argument."""
+    tensor = torch.zeros(4, 3)
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    with pytest.raises((ValueError, TypeError), match=match):
+        getattr(tnn, name)(tensor, **kwargs)
+    assert torch.equal(torch.get_rng_state(), before) and not tensor.any()
 
 
 @pytest.mark.parametrize(

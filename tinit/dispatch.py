@@ -5,7 +5,7 @@ installed, and says why not when it cannot fill a tensor. ``select`` tries
 them in the order of ``AUTO_ORDER`` for the tensor's device (fastest measured
 first) for ``backend="auto"`` (or ``$TINIT_BACKEND``), and raises with every
 backend's reason when none fits. All backends compute the same stream
-(the native ``tinit::philox4x32_10``); see README "The stream".
+(the native ``tinit::philox4x32_10``); see docs/stream.md.
 
 Backends:
     cuda    the native extension's CUDA kernels (csrc/cuda/), CUDA tensors

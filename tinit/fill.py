@@ -140,7 +140,7 @@ def trunc_normal_at_(
 
     Element j of ``tensor`` (row-major over its logical shape, whatever its
     strides) receives the value at stream index ``offset + j`` of
-    (``seed``, ``stream``); see README "The stream". Torch's RNG is not touched.
+    (``seed``, ``stream``); see docs/stream.md. Torch's RNG is not touched.
     For a shard, j is the element's row-major index in the logical tensor, so
     the shards of all ranks together hold exactly the unsharded fill.
 

@@ -369,7 +369,7 @@ def init_model_(
     Raises:
         tinit.schemes.UnknownNameError: unknown scheme or override role (a KeyError and a
             ValueError).
-        TypeError: ``device`` neither a str nor a torch.device; ``unclassified``
+        TypeError: ``model`` not a torch.nn.Module; ``device`` neither a str nor a torch.device; ``unclassified``
             not a str; ``prefix`` not a str, ``grouped`` not a bool, ``only``
             neither a regex str nor a callable, ``n_layers`` / ``d_model`` /
             an override's ``layer``, ``fan_in``, ``fan_out`` not ints,
@@ -388,6 +388,8 @@ def init_model_(
         TypeError: a parameter dtype tinit cannot fill, or an unknown option.
         All raised before anything is written.
     """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"init_model_: model must be a torch.nn.Module, got {type(model).__name__}")
     chosen = schemes.get(scheme)
     seed = _stream_position(seed, 0, 0, 0)[0]
     policy = _check_unclassified(unclassified, "init_model_")

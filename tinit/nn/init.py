@@ -163,8 +163,9 @@ def _finite_in(value: float, dtype: torch.dtype, what: str, name: str) -> None:
 def _uniform_plan(low, high, dtype: torch.dtype, name: str):
     """The transform constants of U(low, high), or the float ``low`` when low == high (a constant fill)."""
     low, high = _real("a", low), _real("b", high)
-    _finite_in(low, dtype, "lower bound", name)
-    _finite_in(high, dtype, "upper bound", name)
+    # uniform_ takes a and b; the fan-based fills derive the bounds from gain and the fans.
+    _finite_in(low, dtype, "a" if name == "uniform_" else "lower bound", name)
+    _finite_in(high, dtype, "b" if name == "uniform_" else "upper bound", name)
     if low > high:
         raise ArgumentError(f"tinit.nn.init.{name} needs a <= b, got a={low}, b={high}")
     if low == high:
@@ -274,8 +275,17 @@ def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, s
     return _write(tensor, local, layout, _trunc_normal_plan(mean, std, a, b, local.dtype), generator, seed, stream)
 
 
-def _xavier_std(tensor, gain) -> float | None:
+def _finite_argument(name: str, value, fill: str) -> float:
+    """``value`` as a float, refused (naming ``name``) unless it is a finite real number."""
+    value = _real(name, value)
+    if not math.isfinite(value):
+        raise ArgumentError(f"tinit.nn.init.{fill}: {name} must be finite, got {value}")
+    return value
+
+
+def _xavier_std(tensor, gain, fill: str) -> float | None:
     """gain * sqrt(2 / (fan_in + fan_out)), or None for a tensor of no elements (nothing to write)."""
+    gain = _finite_argument("gain", gain, fill)
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     if tensor.numel() == 0:
         return None
@@ -285,7 +295,7 @@ def _xavier_std(tensor, gain) -> float | None:
 @_eager
 def _xavier_uniform(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "xavier_uniform_")
-    std = _xavier_std(tensor, gain)
+    std = _xavier_std(tensor, gain, "xavier_uniform_")
     if std is None:
         _check_generator(generator)
         return tensor
@@ -297,17 +307,20 @@ def _xavier_uniform(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
 @_eager
 def _xavier_normal(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "xavier_normal_")
-    std = _xavier_std(tensor, gain)
+    std = _xavier_std(tensor, gain, "xavier_normal_")
     if std is None:
         _check_generator(generator)
         return tensor
     return _write(tensor, local, layout, _normal_plan(0.0, std, local.dtype, "xavier_normal_"), generator, seed, stream)
 
 
-def _kaiming_std(tensor, a, mode, nonlinearity) -> float:
+def _kaiming_std(tensor, a, mode, nonlinearity, fill: str) -> float:
     """gain / sqrt(fan) with gain = calculate_gain(nonlinearity, a), fan = fan_in or fan_out."""
     fan = _calculate_correct_fan(tensor, mode)
-    return calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    gain = calculate_gain(nonlinearity, a)  # torch's own checks of a and nonlinearity, and its errors
+    if not math.isfinite(gain):
+        raise ArgumentError(f"tinit.nn.init.{fill}: a must be finite, got {a}")
+    return gain / math.sqrt(fan)
 
 
 @_eager
@@ -316,7 +329,7 @@ def _kaiming_uniform(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
         return tensor
     local, layout = _checked(tensor, "kaiming_uniform_")
-    bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
+    bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_uniform_")
     plan = _uniform_plan(-bound, bound, local.dtype, "kaiming_uniform_")
     return _write(tensor, local, layout, plan, generator, seed, stream)
 
@@ -327,7 +340,7 @@ def _kaiming_normal(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
         return tensor
     local, layout = _checked(tensor, "kaiming_normal_")
-    std = _kaiming_std(tensor, a, mode, nonlinearity)
+    std = _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_normal_")
     return _write(
         tensor, local, layout, _normal_plan(0.0, std, local.dtype, "kaiming_normal_"), generator, seed, stream
     )
