@@ -48,6 +48,7 @@ $OUT when it is set.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -528,6 +529,40 @@ def write(
     return save(env, payload, markdown(env, rows, complete, sass_note), out_dir)
 
 
+def annotate(result: Path, sass_json: Path, out_dir: Path) -> list[Path]:
+    """Add the estimates of ``sass_json`` to the rows of a written report that have none, and rewrite it.
+
+    gpu_check.sh compiles the Triton kernels for their SASS while the benchmark runs (the compile takes
+    about a minute of CPU, which the first throughput numbers should not wait for), then calls this so
+    that every tinit row still shows its static estimate. Measured fields are not touched.
+
+    Args:
+        result: a JSON report this script wrote (its copy under $OUT or under ``out_dir``).
+        sass_json: bench/sass_budget.py's JSON report.
+        out_dir: the run's ``--out-dir``: the copies there and under $OUT are rewritten.
+
+    Returns:
+        The paths written.
+
+    Raises:
+        ValueError: ``sass_json`` has no kernel cases, or ``result`` is not this script's report.
+    """
+    estimates, note = load_estimates(sass_json)
+    if not estimates:
+        raise ValueError(f"annotate: {note}")
+    payload = json.loads(Path(result).read_text())
+    if "results" not in payload or "environment" not in payload:
+        raise ValueError(f"annotate: {result} is not a bench_gpu report")
+    env, rows = payload["environment"], payload["results"]
+    for row in rows:
+        if "mode" in row and "est_gelem_s" not in row:
+            row.update(_estimate(estimates, row["method"], row["dtype"], int(Mode[row["mode"]])))
+    for key in {(r["numel"], r["dtype"]) for r in rows}:
+        _derive([r for r in rows if (r["numel"], r["dtype"]) == key])
+    env["sass_json"] = str(sass_json)
+    return write(env, rows, out_dir, payload.get("complete", True), payload.get("sass_note"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 1 when a tinit output failed validation, 2 without a CUDA device, else 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -545,7 +580,19 @@ def main(argv: list[str] | None = None) -> int:
         help="bench/sass_budget.py's JSON report, for the estimate column",
     )
     parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument(
+        "--annotate",
+        type=Path,
+        metavar="REPORT.json",
+        help="measure nothing: add --sass-json's estimates to a written report's rows that lack one",
+    )
     args = parser.parse_args(argv)
+    if args.annotate is not None:
+        if args.sass_json is None:
+            parser.error("--annotate needs --sass-json")
+        for path in annotate(args.annotate, args.sass_json, args.out_dir):
+            print(f"bench_gpu: annotated {path}")
+        return 0
     device = torch.device(args.device)
     windows = [WINDOWS[w.strip()] for w in args.windows.split(",")]
     dtypes = [d.strip() for d in args.dtypes.split(",")]

@@ -100,6 +100,36 @@ def test_estimates_match_backend_kernel_dtype_and_mode(tmp_path):
     assert bench_gpu.load_estimates(None)[0] == {} and bench_gpu.load_estimates(tmp_path / "none.json")[1]
 
 
+def test_annotate_adds_the_estimates_a_run_lacked(tmp_path, monkeypatch):
+    """gpu_check.sh compiles Triton's SASS while the benchmark runs, then annotates its report: the triton
+    rows get the estimate of their kernel, dtype and mode, and what was measured stays as it was."""
+    monkeypatch.delenv("OUT", raising=False)
+    env = bench_gpu.gpu_environment(torch.device("cpu"))
+    base = {"numel": 4096, "size": "4K", "dtype": "f32", "bytes": 16384}
+
+    def timed(t):
+        return {"median_s": t, "g_elements_per_s": 4096 / t / 1e9, "write_gb_per_s": 16384 / t / 1e9}
+
+    rows = [
+        {**base, "window": "-", "method": "fill", **timed(1e-6)},
+        {**base, "window": "pm2sigma", "method": "tinit_triton", "mode": "TWO_SIDED", **timed(2e-6)},
+        {**base, "window": "pm2sigma", "method": "torch", "mode": "TWO_SIDED", **timed(8e-6)},
+    ]
+    bench_gpu._derive(rows)
+    (written,) = [p for p in bench_gpu.write(env, rows, tmp_path, complete=True) if p.suffix == ".json"]
+    assert "est_gelem_s" not in json.loads(written.read_text())["results"][1]
+    triton = {**SASS["cases"][0], "backend": "triton", "kernel": "_trunc_normal_kernel", "est_gelem_s": 599.0}
+    sass = tmp_path / "sass.json"
+    sass.write_text(json.dumps({"cases": [*SASS["cases"], triton]}))
+    assert bench_gpu.main(["--annotate", str(written), "--sass-json", str(sass), "--out-dir", str(tmp_path)]) == 0
+    after = json.loads(written.read_text())["results"]
+    assert after[1]["est_gelem_s"] == 599.0 and after[1]["median_s"] == 2e-6
+    assert "est_gelem_s" not in after[2] and after[2]["median_s"] == 8e-6
+    assert "599.0" in written.with_suffix(".md").read_text()
+    with pytest.raises(ValueError, match="unreadable"):
+        bench_gpu.annotate(written, tmp_path / "missing.json", tmp_path)
+
+
 @pytest.mark.parametrize("name", list(bench_gpu.WINDOWS))
 def test_window_moments_equal_scipy(name):
     window = bench_gpu.WINDOWS[name]
