@@ -160,12 +160,12 @@ def _finite_in(value: float, dtype: torch.dtype, what: str, name: str) -> None:
         raise ArgumentError(f"tinit.nn.init.{name}: {what} {value!r} is not a finite value of {dtype}")
 
 
-def _uniform_plan(low, high, dtype: torch.dtype, name: str):
-    """The transform constants of U(low, high), or the float ``low`` when low == high (a constant fill)."""
+def _uniform_plan(low, high, dtype: torch.dtype, name: str, labels=("lower bound", "upper bound")):
+    """The transform constants of U(low, high), or the float ``low`` when low == high (a constant fill);
+    ``labels`` name the bounds in errors (uniform_'s are its arguments a and b)."""
     low, high = _real("a", low), _real("b", high)
-    # uniform_ takes a and b; the fan-based fills derive the bounds from gain and the fans.
-    _finite_in(low, dtype, "a" if name == "uniform_" else "lower bound", name)
-    _finite_in(high, dtype, "b" if name == "uniform_" else "upper bound", name)
+    _finite_in(low, dtype, labels[0], name)
+    _finite_in(high, dtype, labels[1], name)
     if low > high:
         raise ArgumentError(f"tinit.nn.init.{name} needs a <= b, got a={low}, b={high}")
     if low == high:
@@ -260,7 +260,9 @@ def _checked(tensor, name: str):
 @_eager
 def _uniform(tensor, a=0.0, b=1.0, generator=None, *, seed=None, stream=0):
     local, layout = _checked(tensor, "uniform_")
-    return _write(tensor, local, layout, _uniform_plan(a, b, local.dtype, "uniform_"), generator, seed, stream)
+    return _write(
+        tensor, local, layout, _uniform_plan(a, b, local.dtype, "uniform_", ("a", "b")), generator, seed, stream
+    )
 
 
 @_eager
@@ -275,17 +277,11 @@ def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, s
     return _write(tensor, local, layout, _trunc_normal_plan(mean, std, a, b, local.dtype), generator, seed, stream)
 
 
-def _finite_argument(name: str, value, fill: str) -> float:
-    """``value`` as a float, refused (naming ``name``) unless it is a finite real number."""
-    value = _real(name, value)
-    if not math.isfinite(value):
-        raise ArgumentError(f"tinit.nn.init.{fill}: {name} must be finite, got {value}")
-    return value
-
-
 def _xavier_std(tensor, gain, fill: str) -> float | None:
     """gain * sqrt(2 / (fan_in + fan_out)), or None for a tensor of no elements (nothing to write)."""
-    gain = _finite_argument("gain", gain, fill)
+    gain = _real("gain", gain)
+    if not math.isfinite(gain):
+        raise ArgumentError(f"tinit.nn.init.{fill}: gain must be finite, got {gain}")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     if tensor.numel() == 0:
         return None
