@@ -38,8 +38,6 @@ from pathlib import Path
 
 import pytest
 
-from tinit.tools import MOVED
-
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")])
 TOP_DIRS = ("tinit", "tests", "bench", "scripts", "csrc", "docs", "triton_kernels", ".ci")
@@ -62,6 +60,7 @@ CLASS_MODULES = (
     "tinit.schemes",
     "tinit.params",
     "tinit.architecture",
+    "tinit.families",
     "tinit.buffers",
     "tinit.dispatch",
     "tinit.grouped",
@@ -223,10 +222,6 @@ def test_tinit_names_resolve(doc):
     names = _names(_text(doc))
     unresolved = []
     for name in sorted(names):
-        old = next((m for m in MOVED if name == m or name.startswith(m + ".")), None)
-        if old is not None:
-            unresolved.append(f"{name} (a deprecated path: {old} moved to {MOVED[old]})")
-            continue
         try:
             _resolve(name)
         except (ImportError, AttributeError) as err:

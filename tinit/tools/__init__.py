@@ -10,12 +10,5 @@ Modules:
     toy_models   the toy transformers: GPT-2 small for ``tinit init``, the configurable stack of the report
 """
 
-# The tools' old module paths, kept one release as deprecated aliases: {old: new}. Docs name the new ones.
-MOVED = {
-    "tinit.cli": "tinit.tools.cli",
-    "tinit.cli_models": "tinit.tools.cli_models",
-    "tinit.hf_families": "tinit.tools.hf_families",
-    "tinit.info": "tinit.tools.info",
-    "tinit.models": "tinit.tools.toy_models",
-    "tinit.report_models": "tinit.tools.toy_models",
-}
+# The tools are the modules themselves; the package exports nothing of its own.
+__all__: list[str] = []
