@@ -24,7 +24,6 @@ from tinit.mup_groups import mup_param_groups
 from tinit.nn.init import trunc_normal_
 from tinit.params import STREAM_VERSION, InferenceTensorError, InternalOverlapError
 from tinit.patch import patch_torch_init
-from tinit.tools.report import report
 
 __all__ = [
     "STREAM_VERSION",
@@ -41,4 +40,29 @@ __all__ = [
     "trunc_normal_",
     "trunc_normal_at_",
 ]
-__version__ = "0.2.0"
+__version__ = "0.3.0"
+
+
+def __getattr__(name: str):
+    """``tinit.report``, imported on first use: ``import tinit`` loads no tool (``tinit.tools``).
+
+    Args:
+        name: the attribute looked up on the package and not found in it.
+
+    Returns:
+        ``tinit.tools.report.report`` for ``"report"`` (bound on the package from then on).
+
+    Raises:
+        AttributeError: any other name.
+    """
+    if name == "report":
+        from tinit.tools.report import report
+
+        globals()["report"] = report
+        return report
+    raise AttributeError(f"module 'tinit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The package's names, ``report`` included before its first use."""
+    return sorted({*globals(), "report"})
