@@ -28,24 +28,34 @@ import torch
 from tqdm import tqdm
 
 import tinit
-from tinit import dispatch, schemes
+from tinit import STREAM_VERSION, dispatch, materialise_, schemes
 from tinit.grouped import GPU_TABLE_MAX_NUMEL
-from tinit.model_init import materialise_, tied_groups
-from tinit.params import STREAM_VERSION
 from tinit.tools import hf_families
 from tinit.tools import info as _info
 from tinit.tools.cli_models import (
     MODELS,
     Built,
-    _build_model,
-    _jsonable,
     build_hf,
     check_save_dir,
+    jsonable,
     load_config,
+    make_model,
     parse_set,
     save,
+    tied_groups,
 )
 from tinit.tools.report import add_parser as _add_report_parser
+
+__all__ = [
+    "DEVICES",
+    "DTYPES",
+    "Moments",
+    "build_parser",
+    "init_record",
+    "main",
+    "measure",
+    "truncated_std",
+]
 
 DEVICES = ("cpu", "cuda")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
@@ -166,11 +176,22 @@ def _torch_label(summary) -> str:
     return "torch.nn.init." + "/".join(random)
 
 
+def _fused_slices(param: torch.Tensor, spec: schemes.InitSpec):
+    """(slice of ``param`` along ``spec.split_dim``, its part) of a fused spec, as tinit writes them:
+    ``spec.segments`` ((part, length), ...) or, without them, equal consecutive slices."""
+    size = param.shape[spec.split_dim]
+    segments = spec.segments or tuple((i, size // len(spec.parts)) for i in range(len(spec.parts)))
+    start = 0
+    for part, length in segments:
+        yield param.narrow(spec.split_dim, start, length), spec.parts[part]
+        start += length
+
+
 def _torch_spec_(param: torch.Tensor, spec: schemes.InitSpec) -> None:
     if spec.constant is not None:
         torch.nn.init.constant_(param, spec.constant)
     elif spec.parts is not None:
-        for view, _, part, _ in tinit.fill._leaves(param, None, spec, 0):  # the segments tinit writes
+        for view, part in _fused_slices(param, spec):
             _torch_spec_(view, part)
     elif spec.distribution == "uniform":
         torch.nn.init.uniform_(param, *spec.bounds)
@@ -276,6 +297,20 @@ def build_parser() -> argparse.ArgumentParser:
     init = sub.add_parser(
         "init", help="initialise a whole model and report per-role stds", description=__doc__.split("\n\n")[0]
     )
+    _add_model_arguments(init)
+    _add_recipe_arguments(init)
+    _add_run_arguments(init)
+    _add_report_parser(sub)
+    sub.add_parser(
+        "info",
+        help="print the build, the backends and what each can fill on this machine (tinit.tools.info)",
+        description="The build (compiler flags, CUDA), each backend's devices, dtypes and reasons, the devices.",
+    )
+    return parser
+
+
+def _add_model_arguments(init: argparse.ArgumentParser) -> None:
+    """``tinit init``'s model: ``--model``, ``--hf`` or ``--config``, ``--set``, ``--save``."""
     init.add_argument(
         "--model",
         choices=MODELS,
@@ -315,6 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
         "config.json), tinit's own by safetensors (one tensor per tie) and config.json; both with "
         "tinit_init.json (scheme, seed, options, tinit and stream versions, per-role specs)",
     )
+
+
+def _add_recipe_arguments(init: argparse.ArgumentParser) -> None:
+    """``tinit init``'s recipe and shape: ``--scheme``, ``--seed``, the sizes, the truncation, ``--unclassified``."""
     init.add_argument(
         "--scheme",
         choices=sorted(schemes.SCHEMES),
@@ -344,6 +383,10 @@ def build_parser() -> argparse.ArgumentParser:
         "a role name treats it as that role (the models here are built on the meta device, so there is "
         "no own init to leave in place: init_model_'s unclassified='skip' does not apply)",
     )
+
+
+def _add_run_arguments(init: argparse.ArgumentParser) -> None:
+    """Where and how ``tinit init`` runs: ``--device``, ``--backend``, ``--dtype``, ``--compare``, ``--no-progress``."""
     init.add_argument(
         "--device",
         choices=DEVICES,
@@ -372,13 +415,6 @@ def build_parser() -> argparse.ArgumentParser:
         f"call on the CPU; on a GPU one launch per dtype, plus one per tensor over "
         f"{GPU_TABLE_MAX_NUMEL:,} elements)",
     )
-    _add_report_parser(sub)
-    sub.add_parser(
-        "info",
-        help="print the build, the backends and what each can fill on this machine (tinit.tools.info)",
-        description="The build (compiler flags, CUDA), each backend's devices, dtypes and reasons, the devices.",
-    )
-    return parser
 
 
 def init_record(args, summary, built: Built, count: int) -> dict:
@@ -398,7 +434,7 @@ def init_record(args, summary, built: Built, count: int) -> dict:
     roles: dict = {}
     for entry in summary:
         key = (entry.role, entry.spec)
-        row = roles.setdefault(key, {"role": labels[key], "tensors": 0, "elements": 0, "spec": _jsonable(entry.spec)})
+        row = roles.setdefault(key, {"role": labels[key], "tensors": 0, "elements": 0, "spec": jsonable(entry.spec)})
         row["tensors"] += 1
         row["elements"] += entry.numel
     options = {"variance_preserving": bool(args.variance_preserving)}
@@ -421,7 +457,7 @@ def init_record(args, summary, built: Built, count: int) -> dict:
         import transformers
 
         record["transformers_version"] = transformers.__version__
-    return _jsonable(record)
+    return jsonable(record)
 
 
 def _sync(device: str) -> None:
@@ -481,7 +517,7 @@ def _device_error(args) -> str | None:
 
 
 def _init(args, built: Built) -> int:
-    model, n_layers, description = built.model, built.n_layers, built.description
+    model, n_layers = built.model, built.n_layers
     dtype, device = DTYPES[args.dtype], args.device
     model.to(dtype=dtype)
     start = time.perf_counter()
@@ -499,24 +535,14 @@ def _init(args, built: Built) -> int:
         return 2
     written = [params[e.name].data_ptr() for e in summary if e.numel]
     ok = len(written) == len(set(written)) and sum(e.numel for e in summary) == count
-
-    print(f"tinit init: {description}")
+    print(f"tinit init: {built.description}")
     print(f"stream version {STREAM_VERSION} (tinit {tinit.__version__}; docs/stream.md)")
     print(
         f"scheme {args.scheme}, seed {args.seed}, dtype {args.dtype}, backend {backend}, "
         f"{torch.get_num_threads()} threads"
     )
     print(f"materialised on {device} with to_empty in {materialise_s:.3f} s")
-    print(f"parameters: {count:,} in {len(params)} unique tensors (tied counted once)")
-    for group in tied_groups(model):
-        ptr = model.get_parameter(group[0]).data_ptr()
-        print(f"tied: {' = '.join(group)}: data_ptr {ptr:#x} written {written.count(ptr)}x")
-        ok = ok and written.count(ptr) == 1
-    print(f"tensors written: {len(summary)}, distinct data_ptr: {len(set(written))}")
-    print(
-        f"tinit:                       {seconds:8.3f} s  {count / seconds / 1e9:8.3f} G elements/s"
-        "  (includes the first touch of the memory to_empty allocated)"
-    )
+    ok = _print_writes(model, summary, params, written, count, seconds) and ok
 
     def moments(desc: str) -> dict[tuple, Moments]:
         return measure(summary, params, progress=lambda items: _bar(args, desc, items=items))
@@ -527,32 +553,73 @@ def _init(args, built: Built) -> int:
         print(f"saved to {args.save}: {', '.join(files)}")
     torch_moments = None
     if args.compare:
-        label = _torch_label(summary)
-        probe = torch.empty(4096, dtype=dtype, device=device)
-        torch.nn.init.trunc_normal_(probe, 0.0, 0.02, -0.04, 0.04)  # warm-up
-        torch.manual_seed(args.seed)
-        _sync(device)
-        start = time.perf_counter()
-        _torch_init_(summary, params, progress=lambda items: _bar(args, label, items=items))
-        _sync(device)
-        torch_s = time.perf_counter() - start
-        torch_moments = moments(f"measuring {label}")
-        _, warm_s = _timed_init(model, args, n_layers, f"tinit fill again ({args.scheme})")
-        same = {k: (m.total, m.squares) for k, m in moments("measuring again").items()} == {
-            k: (m.total, m.squares) for k, m in tinit_moments.items()
-        }
+        torch_moments, same = _compare(args, built, summary, params, seconds, moments, tinit_moments)
         ok = ok and same
-        what = "same bounds" if label.endswith(".uniform_") else "same std and bounds"
+    _print_roles(summary, tinit_moments, torch_moments)
+    if not ok:
         print(
-            f"{label + ':':<29}{torch_s:8.3f} s  {count / torch_s / 1e9:8.3f} G elements/s"
-            f"  ({what} per parameter, constants by constant_; torch {torch.__version__})"
+            "error: a tensor was written more than once, the element counts disagree, "
+            "or the same seed gave different values",
+            file=sys.stderr,
         )
-        print(
-            f"tinit again:                 {warm_s:8.3f} s  {count / warm_s / 1e9:8.3f} G elements/s"
-            f"  (same seed: values {'identical to' if same else 'DIFFERENT from'} the first pass;"
-            " memory already touched, as for torch)"
-        )
-        print(f"speed-up: {torch_s / warm_s:.1f}x over {label} ({torch_s / seconds:.1f}x counting tinit's first touch)")
+        return 1
+    return 0
+
+
+def _print_writes(model, summary, params: dict, written: list[int], count: int, seconds: float) -> bool:
+    """Print what the fill wrote (ties once, distinct tensors, its speed); whether each tie was written once."""
+    ok = True
+    print(f"parameters: {count:,} in {len(params)} unique tensors (tied counted once)")
+    for group in tied_groups(model):
+        ptr = model.get_parameter(group[0]).data_ptr()
+        print(f"tied: {' = '.join(group)}: data_ptr {ptr:#x} written {written.count(ptr)}x")
+        ok = ok and written.count(ptr) == 1
+    print(f"tensors written: {len(summary)}, distinct data_ptr: {len(set(written))}")
+    print(
+        f"tinit:                       {seconds:8.3f} s  {count / seconds / 1e9:8.3f} G elements/s"
+        "  (includes the first touch of the memory to_empty allocated)"
+    )
+    return ok
+
+
+def _compare(args, built: Built, summary, params: dict, seconds: float, moments, tinit_moments):
+    """``--compare``: time torch.nn.init's calls, then tinit again on the touched memory, and print both.
+
+    Returns:
+        (torch's moments, whether tinit's second pass wrote the first pass's values).
+    """
+    dtype, device = DTYPES[args.dtype], args.device
+    count = sum(p.numel() for p in params.values())
+    label = _torch_label(summary)
+    probe = torch.empty(4096, dtype=dtype, device=device)
+    torch.nn.init.trunc_normal_(probe, 0.0, 0.02, -0.04, 0.04)  # warm-up
+    torch.manual_seed(args.seed)
+    _sync(device)
+    start = time.perf_counter()
+    _torch_init_(summary, params, progress=lambda items: _bar(args, label, items=items))
+    _sync(device)
+    torch_s = time.perf_counter() - start
+    torch_moments = moments(f"measuring {label}")
+    _, warm_s = _timed_init(built.model, args, built.n_layers, f"tinit fill again ({args.scheme})")
+    same = {k: (m.total, m.squares) for k, m in moments("measuring again").items()} == {
+        k: (m.total, m.squares) for k, m in tinit_moments.items()
+    }
+    what = "same bounds" if label.endswith(".uniform_") else "same std and bounds"
+    print(
+        f"{label + ':':<29}{torch_s:8.3f} s  {count / torch_s / 1e9:8.3f} G elements/s"
+        f"  ({what} per parameter, constants by constant_; torch {torch.__version__})"
+    )
+    print(
+        f"tinit again:                 {warm_s:8.3f} s  {count / warm_s / 1e9:8.3f} G elements/s"
+        f"  (same seed: values {'identical to' if same else 'DIFFERENT from'} the first pass;"
+        " memory already touched, as for torch)"
+    )
+    print(f"speed-up: {torch_s / warm_s:.1f}x over {label} ({torch_s / seconds:.1f}x counting tinit's first touch)")
+    return torch_moments, same
+
+
+def _print_roles(summary, tinit_moments, torch_moments) -> None:
+    """The per-role table and its legend."""
     print()
     print(_table(_role_rows(summary, tinit_moments, torch_moments)))
     print(
@@ -564,14 +631,6 @@ def _init(args, built: Built) -> int:
         "measured: std of the values written (their value for constants); mean: their mean\n"
         "error: measured / intended - 1 (max |value - constant| for constants)"
     )
-    if not ok:
-        print(
-            "error: a tensor was written more than once, the element counts disagree, "
-            "or the same seed gave different values",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -613,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.hf is not None:
             built = build_hf(args.hf, fields=fields, **sizes)
         else:
-            built = _build_model(args.model, fields=fields, **sizes)
+            built = make_model(args.model, fields=fields, **sizes)
         if args.save is not None and not built.hf:  # the writer of tinit's own models, needed after the fill
             try:
                 import safetensors  # noqa: F401

@@ -13,16 +13,50 @@ import json
 import math
 import os
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from tinit.model_init import tied_groups
 from tinit.tools import hf_families
 from tinit.tools.toy_models import GPT, GPTConfig
 
+__all__ = [
+    "GENERIC_FIELDS",
+    "MODELS",
+    "Built",
+    "build_hf",
+    "build_model",
+    "check_save_dir",
+    "generic_fields",
+    "jsonable",
+    "load_config",
+    "make_model",
+    "parse_set",
+    "save",
+    "tied_groups",
+]
+
 MODELS = ("gpt2-small", "hf-gpt2")
+
+
+def tied_groups(model: torch.nn.Module) -> list[list[str]]:
+    """Names that share one Parameter, e.g. [["transformer.wte.weight", "lm_head.weight"]].
+
+    The tools' own copy of what ``tinit.init_model_`` writes once per tie, so that they use only
+    tinit's public API.
+
+    Args:
+        model: any module (on the meta device too).
+
+    Returns:
+        One list per shared Parameter with more than one name, in ``named_parameters`` order.
+    """
+    groups = defaultdict(list)
+    for name, param in model.named_parameters(remove_duplicate=False):
+        groups[id(param)].append(name)
+    return [names for names in groups.values() if len(names) > 1]
 
 
 def parse_set(items: list[str] | None) -> dict:
@@ -128,7 +162,7 @@ GENERIC_FIELDS = {
 def _present(config, key: str) -> bool:
     """A field of the config's own (not an ``attribute_map`` alias of another) that is set."""
     aliases = getattr(type(config), "attribute_map", {})
-    return key not in aliases and hf_families._settable(config, key) and getattr(config, key, None) is not None
+    return key not in aliases and hf_families.settable(config, key) and getattr(config, key, None) is not None
 
 
 def generic_fields(config, *, layers: int | None, d_model: int | None, heads: int | None) -> dict:
@@ -228,11 +262,22 @@ def build_model(
         ImportError: "hf-gpt2" without transformers installed.
         ValueError: unknown model name, an unknown field or an invalid shape.
     """
-    built = _build_model(name, layers=layers, d_model=d_model, heads=heads, fields=fields)
+    built = make_model(name, layers=layers, d_model=d_model, heads=heads, fields=fields)
     return built.model, built.n_layers, built.description
 
 
-def _build_model(name, *, layers, d_model, heads, fields) -> Built:
+def make_model(name, *, layers, d_model, heads, fields) -> Built:
+    """``build_model`` with its ``Built`` record (the config ``--save`` writes too).
+
+    Args:
+        name, layers, d_model, heads, fields: as ``build_model``'s.
+
+    Returns:
+        The ``Built`` model on the meta device.
+
+    Raises:
+        ImportError, ValueError: as ``build_model``.
+    """
     sizes = {}
     if layers is not None:
         sizes["n_layers"] = layers
@@ -332,7 +377,7 @@ def build_hf(
         ValueError: unknown family, model type or ``fields`` name; an invalid shape; a config or
             model its class refuses to build.
     """
-    transformers = hf_families._transformers()
+    transformers = hf_families.import_transformers()
     notes = []
     if config is not None:
         config = dict(config)
@@ -366,7 +411,8 @@ def build_hf(
     return Built(
         model,
         None,
-        f"hf {label} (transformers {transformers.__version__} {type(model).__name__}, {source}): {_shape_line(built_config)}",
+        f"hf {label} (transformers {transformers.__version__} {type(model).__name__}, {source}): "
+        f"{_shape_line(built_config)}",
         built_config.to_dict(),
         hf=True,
         notes=notes,
@@ -400,14 +446,14 @@ def check_save_dir(path: str) -> str | None:
     return None
 
 
-def _jsonable(value):
+def jsonable(value):
     """``value`` with dataclasses as dicts and non-finite floats as strings ("inf"), for strict JSON."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value

@@ -132,7 +132,15 @@ FAMILIES = {
 }
 
 
-def _transformers():
+def import_transformers():
+    """``import transformers``, with the install hint when it is missing.
+
+    Returns:
+        The ``transformers`` module.
+
+    Raises:
+        ImportError: transformers is not installed.
+    """
     try:
         import transformers
     except ImportError as err:
@@ -140,12 +148,19 @@ def _transformers():
     return transformers
 
 
-def _settable(config, key: str) -> bool:
-    """Whether ``key`` can be passed to the config's constructor.
+def settable(config, key: str) -> bool:
+    """Whether ``key`` can be passed to the config's constructor (a ``transformers`` config object).
 
     A dataclass config (transformers 5) takes its init fields and its ``attribute_map`` names; a field
     its ``__post_init__`` computes (DeepSeek-V3's ``head_dim``, from ``qk_rope_head_dim``) is not one.
     Otherwise anything but a read-only property (Falcon's ``head_dim``) is.
+
+    Args:
+        config: a ``transformers`` config object.
+        key: a field name.
+
+    Returns:
+        True when the constructor takes ``key``.
     """
     if dataclasses.is_dataclass(config):
         init = {f.name for f in dataclasses.fields(config) if f.init}
@@ -160,15 +175,16 @@ def _independent_head_dim(config) -> bool:
     width, heads = getattr(config, "hidden_size", None), getattr(config, "num_attention_heads", None)
     if not (isinstance(getattr(config, "head_dim", None), int) and isinstance(width, int) and isinstance(heads, int)):
         return False
-    if not _settable(config, "head_dim"):
+    if not settable(config, "head_dim"):
         return False
-    wider = _transformers().AutoConfig.for_model(config.model_type, hidden_size=2 * width, num_attention_heads=heads)
+    auto = import_transformers().AutoConfig
+    wider = auto.for_model(config.model_type, hidden_size=2 * width, num_attention_heads=heads)
     return wider.head_dim != 2 * width // heads
 
 
 def _non_default(config) -> dict:
     """The fields of a held config that differ from its model type's defaults (LLaVA's CLIP tower sizes)."""
-    plain = _transformers().AutoConfig.for_model(config.model_type).to_dict()
+    plain = import_transformers().AutoConfig.for_model(config.model_type).to_dict()
     return {k: v for k, v in config.to_dict().items() if k not in _METADATA and plain.get(k, object()) != v}
 
 
@@ -180,9 +196,9 @@ def _reduction(config) -> dict:
         if inner is not None and hasattr(inner, "to_dict"):
             reduced = merge(_non_default(inner), canonical(inner, _reduction(inner)))
             fields[sub] = {"model_type": inner.model_type, **merge(reduced, canonical(inner, extra))}
-    fields.update({key: value for key, value in REDUCED.items() if hasattr(config, key) and _settable(config, key)})
+    fields.update({key: value for key, value in REDUCED.items() if hasattr(config, key) and settable(config, key)})
     for key, value in _REDUCED_IF_PRESENT.items():
-        if getattr(config, key, None) is not None and _settable(config, key):
+        if getattr(config, key, None) is not None and settable(config, key):
             fields[key] = value
     if _independent_head_dim(config):
         fields["head_dim"] = 64  # else the config derives it: hidden_size // num_attention_heads
@@ -233,7 +249,7 @@ def _consumed(model_type: str, key: str, value) -> bool:
     """Whether a config of ``model_type`` reads ``key`` though it keeps no field of that name: a legacy
     name its constructor converts (transformers 5 folds ``rope_theta`` into ``rope_parameters``), seen
     as another field changing when ``key`` is given."""
-    transformers = _transformers()
+    transformers = import_transformers()
     try:
         given = transformers.AutoConfig.for_model(model_type, **{key: value}).to_dict()
     except Exception:  # noqa: BLE001 - a value the constructor rejects is one it reads
@@ -309,7 +325,7 @@ def from_fields(model_type: str, fields: Mapping, *, check: bool = True):
         ValueError: an unknown model type, or (``check``) unknown field names, all listed.
         ImportError: transformers is not installed.
     """
-    transformers = _transformers()
+    transformers = import_transformers()
     try:
         defaults = transformers.AutoConfig.for_model(model_type)
     except ValueError:
@@ -347,7 +363,7 @@ def fields(family: str, **overrides) -> dict:
     if family not in FAMILIES:
         raise ValueError(f"unknown Hugging Face family {family!r}; choose from {sorted(FAMILIES)}")
     record = FAMILIES[family]
-    defaults = _transformers().AutoConfig.for_model(record.model_type, **record.fields)
+    defaults = import_transformers().AutoConfig.for_model(record.model_type, **record.fields)
     reduced = merge(canonical(defaults, _reduction(defaults)), canonical(defaults, record.fields))
     return merge(reduced, canonical(defaults, overrides))
 
@@ -380,7 +396,7 @@ def model_class(config) -> str:
     else the Auto class of the family with this model type, else ``AutoModelForCausalLM`` when
     it knows the type, else ``AutoModel``.
     """
-    transformers = _transformers()
+    transformers = import_transformers()
     for name in getattr(config, "architectures", None) or ():
         if isinstance(name, str) and hasattr(transformers, name):
             return name
@@ -410,7 +426,7 @@ def build(family_or_config, *, device: str | torch.device = "meta", **overrides)
     Raises:
         ValueError: unknown family or field, or ``overrides`` with a config. ImportError: no transformers.
     """
-    transformers = _transformers()
+    transformers = import_transformers()
     if isinstance(family_or_config, str):
         built = config(family_or_config, **overrides)
     else:
@@ -433,7 +449,9 @@ __all__ = [
     "config",
     "fields",
     "from_fields",
+    "import_transformers",
     "merge",
     "model_class",
+    "settable",
     "unknown_fields",
 ]

@@ -18,6 +18,19 @@ import torch
 import tinit
 from tinit import dispatch, ops
 
+__all__ = [
+    "backend_info",
+    "build_info",
+    "cpu_flags",
+    "cpu_model",
+    "cpu_simd_level",
+    "device_info",
+    "main",
+    "nvcc_version",
+    "report",
+    "triton_version",
+]
+
 
 def cpu_flags() -> set[str]:
     """The CPU's feature flags from /proc/cpuinfo (empty where it is unreadable)."""
@@ -54,9 +67,9 @@ def cpu_simd_level(flags: set[str] | None = None) -> dict[str, str]:
     flags = cpu_flags() if flags is None else flags
     philox = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "scalar"
     lzcnt = "abm" in flags or "lzcnt" in flags
-    if _X86_64_V4 <= flags and _X86_64_V3 <= flags and lzcnt:
+    if flags >= _X86_64_V4 and flags >= _X86_64_V3 and lzcnt:
         transform = "x86-64-v4"
-    elif _X86_64_V3 <= flags and lzcnt:
+    elif flags >= _X86_64_V3 and lzcnt:
         transform = "x86-64-v3"
     else:
         transform = "default"

@@ -49,9 +49,26 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
+from tinit import init_model_
 from tinit import schemes as _schemes
-from tinit.model_init import init_model_
 from tinit.tools.toy_models import NORMS, Stack, StackConfig
+
+__all__ = [
+    "INPUTS",
+    "KINDS",
+    "PNG_NEEDS",
+    "Report",
+    "SchemeList",
+    "SchemeReport",
+    "SublayerStats",
+    "add_parser",
+    "measure",
+    "plot",
+    "report",
+    "run",
+    "to_dict",
+    "to_markdown",
+]
 
 INPUTS = ("embeds", "tokens")
 KINDS = ("attn", "mlp")
@@ -224,6 +241,64 @@ def _inputs(config: StackConfig, batch: int, seq: int, inputs: str, seed: int):
     return (embeds if inputs == "embeds" else ids), targets
 
 
+def _record_hooks(model: Stack, resid: dict, delta: dict, branch: dict, sums: dict, grads: dict) -> list:
+    """Forward hooks filling, per sublayer key (0: the input), Var(x), Var(x - x_0), Var(F), the sum's
+    variance and the stream gradient's RMS; returns their handles."""
+    first = []
+
+    def resid_hook(key):
+        def hook(module, args, output):
+            resid[key] = _var(output)
+            if key == 0:
+                first.append(output.detach())
+            else:
+                delta[key] = _var(output.detach() - first[0])
+            if output.requires_grad:
+                output.register_hook(lambda g: grads.__setitem__(key, _rms(g)))
+
+        return hook
+
+    def var_hook(store, key):
+        def hook(module, args, output):
+            store[key] = _var(output)
+
+        return hook
+
+    handles = [model.embed_resid.register_forward_hook(resid_hook(0))]
+    for i, block in enumerate(model.layers):
+        for j, kind in enumerate(KINDS):
+            key = 2 * i + j + 1
+            handles.append(getattr(block, f"{kind}_resid").register_forward_hook(resid_hook(key)))
+            handles.append(getattr(block, f"{kind}_branch").register_forward_hook(var_hook(branch, key)))
+            handles.append(getattr(block, f"{kind}_sum").register_forward_hook(var_hook(sums, key)))
+    return handles
+
+
+def _forward_backward(model: Stack, x, targets: torch.Tensor, backward: bool) -> torch.Tensor:
+    """One forward pass (embeddings or ids), the cross-entropy loss, and its backward pass when asked."""
+    with torch.set_grad_enabled(backward):
+        if x.is_floating_point():
+            x = x.detach().to(next(model.parameters()).dtype).requires_grad_(backward)
+            logits = model(inputs_embeds=x)
+        else:
+            logits = model(x)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+    if backward:
+        loss.backward()
+    return loss
+
+
+def _grad_squares(model: Stack) -> dict[int, float]:
+    """Squared Frobenius norm of the parameter gradients, summed per sublayer key."""
+    squares = {}
+    for name, param in model.named_parameters():
+        match = _PARAM_PATTERN.match(name)
+        if match and param.grad is not None:
+            key = 2 * int(match.group(1)) + KINDS.index(match.group(2)) + 1
+            squares[key] = squares.get(key, 0.0) + _norm(param.grad) ** 2
+    return squares
+
+
 def measure(
     model: Stack, scheme: str, x, targets: torch.Tensor, *, seed: int = 0, backward: bool = True
 ) -> SchemeReport:
@@ -254,66 +329,27 @@ def measure(
     alpha, notes = _apply_multipliers(model, scheme)
     model.zero_grad(set_to_none=True)
     n = model.config.n_layers
-    resid, delta, branch, sums, grads, first = {}, {}, {}, {}, {}, []
-    handles = []
-
-    def resid_hook(key):
-        def hook(module, args, output):
-            resid[key] = _var(output)
-            if key == 0:
-                first.append(output.detach())
-            else:
-                delta[key] = _var(output.detach() - first[0])
-            if output.requires_grad:
-                output.register_hook(lambda g: grads.__setitem__(key, _rms(g)))
-
-        return hook
-
-    def var_hook(store, key):
-        def hook(module, args, output):
-            store[key] = _var(output)
-
-        return hook
-
-    handles.append(model.embed_resid.register_forward_hook(resid_hook(0)))
-    for i, block in enumerate(model.layers):
-        for j, kind in enumerate(KINDS):
-            key = 2 * i + j + 1
-            handles.append(getattr(block, f"{kind}_resid").register_forward_hook(resid_hook(key)))
-            handles.append(getattr(block, f"{kind}_branch").register_forward_hook(var_hook(branch, key)))
-            handles.append(getattr(block, f"{kind}_sum").register_forward_hook(var_hook(sums, key)))
+    resid, delta, branch, sums, grads = {}, {}, {}, {}, {}
+    handles = _record_hooks(model, resid, delta, branch, sums, grads)
     try:
-        with torch.set_grad_enabled(backward):
-            if x.is_floating_point():
-                x = x.detach().to(next(model.parameters()).dtype).requires_grad_(backward)
-                logits = model(inputs_embeds=x)
-            else:
-                logits = model(x)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-        if backward:
-            loss.backward()
+        loss = _forward_backward(model, x, targets, backward)
     finally:
         for handle in handles:
             handle.remove()
-    squares = {}
-    for name, param in model.named_parameters():
-        match = _PARAM_PATTERN.match(name)
-        if match and param.grad is not None:
-            key = 2 * int(match.group(1)) + KINDS.index(match.group(2)) + 1
-            squares[key] = squares.get(key, 0.0) + _norm(param.grad) ** 2
+    squares = _grad_squares(model)
     sublayers = tuple(
         SublayerStats(
-            index=l,
-            layer=(l - 1) // 2,
-            kind=KINDS[(l - 1) % 2],
-            resid_var=resid[l],
-            branch_var=branch[l],
-            sum_var=sums[l],
-            delta_var=delta[l],
-            grad_norm=math.sqrt(squares.get(l, 0.0)) if backward else math.nan,
-            stream_grad_rms=grads.get(l, math.nan),
+            index=layer,
+            layer=(layer - 1) // 2,
+            kind=KINDS[(layer - 1) % 2],
+            resid_var=resid[layer],
+            branch_var=branch[layer],
+            sum_var=sums[layer],
+            delta_var=delta[layer],
+            grad_norm=math.sqrt(squares.get(layer, 0.0)) if backward else math.nan,
+            stream_grad_rms=grads.get(layer, math.nan),
         )
-        for l in range(1, 2 * n + 1)
+        for layer in range(1, 2 * n + 1)
     )
     return SchemeReport(
         scheme=scheme,
@@ -455,24 +491,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def to_markdown(r: Report) -> str:
-    """The report as markdown.
-
-    A summary table (one row per scheme: Var(x_0), Var(x_2L), for a pre-LN
-    stack the variance added Var(x_2L) - Var(x_0) and Var(x_2L - x_0), else
-    the largest variance of a sum before its LayerNorm; the mean Var(F_l) of attention and MLP sublayers, the parameter
-    gradient norm of the first and last sublayer, the loss), the skipped
-    schemes with their reasons, the multipliers not applied, then per scheme a section ``## <scheme>`` whose
-    table has exactly one row per sublayer l = 1..2L (Var(x_l - x_0) for a
-    pre-LN stack, the variance of the sum before the LayerNorm otherwise).
-
-    Args:
-        r: a ``Report``.
-
-    Returns:
-        Markdown text.
-    """
-    lines = ["# tinit step-zero report", "", _describe(r), ""]
+def _summary_table(r: Report) -> list[str]:
+    """``to_markdown``'s first table: one row per scheme."""
     pre = r.config.norm == "pre"
     rows = []
     for name, s in r.results.items():
@@ -497,7 +517,7 @@ def to_markdown(r: Report) -> str:
             ]
         )
     stream = ["Var(x_2L) - Var(x_0)", "Var(x_2L - x_0)"] if pre else ["max Var(sum before LN)"]
-    lines += _table(
+    return _table(
         [
             "scheme",
             "Var(x_0)",
@@ -511,6 +531,65 @@ def to_markdown(r: Report) -> str:
         ],
         rows,
     )
+
+
+def _scheme_section(r: Report, name: str, s: SchemeReport) -> list[str]:
+    """``to_markdown``'s section of one scheme: one row per sublayer."""
+    alpha = f", residual alpha {s.residual_scale:.4g}" if r.config.norm == "deepnorm" else ""
+    lines = [
+        "",
+        f"## {name}",
+        "",
+        f"Var(x_0) = {s.input_var:.6g}, rms grad x_0 = {s.input_grad_rms:.4g}{alpha}",
+        "",
+    ]
+    pre = r.config.norm == "pre"
+    lines += _table(
+        [
+            "l",
+            "layer",
+            "sublayer",
+            "Var(x_l)",
+            "Var(x_l - x_0)" if pre else "Var(sum before LN)",
+            "Var(F_l)",
+            "grad norm theta_l",
+            "rms grad x_l",
+        ],
+        [
+            [
+                str(x.index),
+                str(x.layer),
+                x.kind,
+                f"{x.resid_var:.6g}",
+                f"{x.delta_var if pre else x.sum_var:.4g}",
+                f"{x.branch_var:.4g}",
+                f"{x.grad_norm:.4g}",
+                f"{x.stream_grad_rms:.4g}",
+            ]
+            for x in s.sublayers
+        ],
+    )
+    return lines
+
+
+def to_markdown(r: Report) -> str:
+    """The report as markdown.
+
+    A summary table (one row per scheme: Var(x_0), Var(x_2L), for a pre-LN
+    stack the variance added Var(x_2L) - Var(x_0) and Var(x_2L - x_0), else
+    the largest variance of a sum before its LayerNorm; the mean Var(F_l) of attention and MLP sublayers, the parameter
+    gradient norm of the first and last sublayer, the loss), the skipped
+    schemes with their reasons, the multipliers not applied, then per scheme a section ``## <scheme>`` whose
+    table has exactly one row per sublayer l = 1..2L (Var(x_l - x_0) for a
+    pre-LN stack, the variance of the sum before the LayerNorm otherwise).
+
+    Args:
+        r: a ``Report``.
+
+    Returns:
+        Markdown text.
+    """
+    lines = ["# tinit step-zero report", "", _describe(r), "", *_summary_table(r)]
     if r.skipped:
         lines += ["", "Skipped (the scheme does not apply to this stack):", ""]
         lines += [f"- `{name}`: {why}" for name, why in r.skipped.items()]
@@ -518,40 +597,7 @@ def to_markdown(r: Report) -> str:
     if notes:
         lines += ["", "Notes:", "", *notes]
     for name, s in r.results.items():
-        alpha = f", residual alpha {s.residual_scale:.4g}" if r.config.norm == "deepnorm" else ""
-        lines += [
-            "",
-            f"## {name}",
-            "",
-            f"Var(x_0) = {s.input_var:.6g}, rms grad x_0 = {s.input_grad_rms:.4g}{alpha}",
-            "",
-        ]
-        pre = r.config.norm == "pre"
-        lines += _table(
-            [
-                "l",
-                "layer",
-                "sublayer",
-                "Var(x_l)",
-                "Var(x_l - x_0)" if pre else "Var(sum before LN)",
-                "Var(F_l)",
-                "grad norm theta_l",
-                "rms grad x_l",
-            ],
-            [
-                [
-                    str(x.index),
-                    str(x.layer),
-                    x.kind,
-                    f"{x.resid_var:.6g}",
-                    f"{x.delta_var if pre else x.sum_var:.4g}",
-                    f"{x.branch_var:.4g}",
-                    f"{x.grad_norm:.4g}",
-                    f"{x.stream_grad_rms:.4g}",
-                ]
-                for x in s.sublayers
-            ],
-        )
+        lines += _scheme_section(r, name, s)
     return "\n".join(lines) + "\n"
 
 
@@ -576,13 +622,60 @@ def to_dict(r: Report) -> dict:
     }
 
 
+def _positive(values) -> list[float]:
+    """The values a log axis can draw: NaN for zero, negative and non-finite ones."""
+    return [v if v > 0 and math.isfinite(v) else float("nan") for v in values]
+
+
+def _draw_curves(axes, r: Report, colours: list) -> None:
+    """``plot``'s curves: per scheme the stream, its gradient, and per sublayer kind Var(F_l) and the grad norm."""
+    pre = r.config.norm == "pre"
+    for k, (name, s) in enumerate(r.results.items()):
+        colour = colours[k % len(colours)]
+        stream = s.resid_vars if pre else [s.input_var] + [x.sum_var for x in s.sublayers]
+        axes[0, 0].plot(range(len(stream)), _positive(stream), color=colour, label=name)
+        grads = [s.input_grad_rms] + [x.stream_grad_rms for x in s.sublayers]
+        axes[1, 1].plot(range(len(grads)), _positive(grads), color=colour)
+        for ax, attr in ((axes[0, 1], "branch_var"), (axes[1, 0], "grad_norm")):
+            for kind, style in (("mlp", "-"), ("attn", "--")):
+                picked = [x for x in s.sublayers if x.kind == kind]
+                ax.plot(
+                    [x.index for x in picked],
+                    _positive([getattr(x, attr) for x in picked]),
+                    linestyle=style,
+                    color=colour,
+                )
+
+
+def _style_panel(ax, title: str, ylabel: str, scalar_formatter) -> None:
+    """Title, label, grid and a log y axis when the panel's values span more than ``_LOG_SPAN``."""
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    values = [v for line in ax.get_lines() for v in line.get_ydata() if v > 0 and math.isfinite(v)]
+    if values and max(values) > _LOG_SPAN * min(values):
+        ax.set_yscale("log")
+    else:
+        ax.yaxis.set_major_formatter(scalar_formatter(useOffset=False))
+    if not values:
+        ax.text(
+            0.5,
+            0.5,
+            "nothing to draw (no backward pass, or all zero)",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="grey",
+        )
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def plot(r: Report, path: str | Path) -> Path:
     """Write the report's PNG: four panels against the sublayer count l.
 
     Residual-stream variance Var(x_l) (l = 0 is the input; for post-LN and
     DeepNorm stacks, whose stream is a LayerNorm output, the variance of the
-    sum before the norm instead), sublayer output variance Var(F_l), parameter gradient norm per sublayer, and RMS of the
-    stream gradient; one colour per scheme, MLP sublayers solid and attention
+    sum before the norm instead), sublayer output variance Var(F_l), parameter gradient norm per
+    sublayer, and RMS of the stream gradient; one colour per scheme, MLP sublayers solid and attention
     sublayers dashed. A panel whose values span more than a factor of 30 gets
     a log y axis (zeros, e.g. zero-initialised projections, are then not
     drawn), a narrower one a linear axis without offset.
@@ -625,43 +718,9 @@ def plot(r: Report, path: str | Path) -> Path:
         (axes[1, 1], "Stream gradient RMS", "rms(d loss / d x_l)"),
     ]
 
-    def positive(values):
-        return [v if v > 0 and math.isfinite(v) else float("nan") for v in values]
-
-    for k, (name, s) in enumerate(r.results.items()):
-        colour = colours[k % len(colours)]
-        stream = s.resid_vars if pre else [s.input_var] + [x.sum_var for x in s.sublayers]
-        axes[0, 0].plot(range(len(stream)), positive(stream), color=colour, label=name)
-        grads = [s.input_grad_rms] + [x.stream_grad_rms for x in s.sublayers]
-        axes[1, 1].plot(range(len(grads)), positive(grads), color=colour)
-        for ax, attr in ((axes[0, 1], "branch_var"), (axes[1, 0], "grad_norm")):
-            for kind, style in (("mlp", "-"), ("attn", "--")):
-                picked = [x for x in s.sublayers if x.kind == kind]
-                ax.plot(
-                    [x.index for x in picked],
-                    positive([getattr(x, attr) for x in picked]),
-                    linestyle=style,
-                    color=colour,
-                )
+    _draw_curves(axes, r, colours)
     for ax, title, ylabel in panels:
-        ax.set_title(title)
-        ax.set_ylabel(ylabel)
-        values = [v for line in ax.get_lines() for v in line.get_ydata() if v > 0 and math.isfinite(v)]
-        if values and max(values) > _LOG_SPAN * min(values):
-            ax.set_yscale("log")
-        else:
-            ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))
-        if not values:
-            ax.text(
-                0.5,
-                0.5,
-                "nothing to draw (no backward pass, or all zero)",
-                transform=ax.transAxes,
-                ha="center",
-                va="center",
-                color="grey",
-            )
-        ax.grid(True, which="both", alpha=0.3)
+        _style_panel(ax, title, ylabel, ScalarFormatter)
     for ax in axes[1]:
         ax.set_xlabel(f"sublayer l (2 per block, L = {r.config.n_layers})")
     kinds = [

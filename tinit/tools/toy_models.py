@@ -54,6 +54,22 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+__all__ = [
+    "GPT",
+    "GPTMLP",
+    "NORMS",
+    "GPTAttention",
+    "GPTBlock",
+    "GPTConfig",
+    "GPTTransformer",
+    "Stack",
+    "StackAttention",
+    "StackBlock",
+    "StackConfig",
+    "StackMLP",
+    "deepnorm_alpha",
+]
+
 NORMS = ("pre", "post", "deepnorm")
 
 
