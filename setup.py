@@ -12,8 +12,8 @@ torch falls back to compiling one file at a time.
 CUDA: the extension also gets the CUDA kernels (csrc/cuda/) when a CUDA toolkit
 is found ($CUDA_HOME or $CUDA_PATH, else the nvcc on PATH, else /usr/local/cuda:
 a folder with bin/nvcc and include/cuda_runtime.h) AND the installed torch is
-a CUDA build (torch.version.cuda is set). No GPU needs to be visible. TORCH_CUDA_ARCH_LIST picks the targets, e.g. "9.0" or
-"8.0;9.0"; without it and without a visible GPU the build targets
+a CUDA build (torch.version.cuda is set). No GPU needs to be visible.
+TORCH_CUDA_ARCH_LIST picks the targets, e.g. "9.0" or "8.0;9.0"; without it and without a visible GPU the build targets
 DEFAULT_CUDA_ARCHS.
 
 Environment:

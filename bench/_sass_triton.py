@@ -239,7 +239,8 @@ def compile_all(root: Path, modes: dict[int, str], work: Path, select=None) -> l
             for dtype in dtypes:
                 if isinstance(recorded.get((kname, dtype)), tuple):
                     args, kwargs = recorded[(kname, dtype)]
-                    values = {**dict(zip(fn.arg_names, args)), **kwargs}
+                    # The recorded positional arguments are the first ones, the rest came by keyword.
+                    values = {**dict(zip(fn.arg_names, args, strict=False)), **kwargs}
                     options = {k: v for k, v in kwargs.items() if k not in fn.arg_names}
                     sig = {n: "constexpr" if n in constexpr else mangle_type(values[n]) for n in fn.arg_names}
                     typed_by = "launcher"

@@ -287,7 +287,8 @@ def planned_estimates(estimates: dict, windows: list[Window], dtypes: list[str])
             mode = int(w.constants(DTYPES[dtype_name]).mode)
             ests = [_estimate(estimates, m, dtype_name, mode).get("est_gelem_s") for m in SASS_KERNELS]
             cells = ", ".join(
-                f"{m.removeprefix('tinit_')} {'-' if e is None else f'{e:.1f}'}" for m, e in zip(SASS_KERNELS, ests)
+                f"{m.removeprefix('tinit_')} {'-' if e is None else f'{e:.1f}'}"
+                for m, e in zip(SASS_KERNELS, ests, strict=True)
             )
             out.append(f"- {dtype_name} {w.name} [{Mode(mode).name}]: {cells} G elem/s")
     return out

@@ -162,7 +162,9 @@ def _nan_(tensors) -> None:
 
 def _same_bits(got: list[torch.Tensor], want: list[torch.Tensor], what: str) -> None:
     """Raise naming the first tensor whose bits differ (one host sync for the whole list)."""
-    diffs = torch.stack([(g.view(BITS[g.dtype]) != w.view(BITS[w.dtype])).sum() for g, w in zip(got, want)])
+    diffs = torch.stack(
+        [(g.view(BITS[g.dtype]) != w.view(BITS[w.dtype])).sum() for g, w in zip(got, want, strict=True)]
+    )
     bad = torch.nonzero(diffs).flatten().tolist()
     if bad:
         t = bad[0]
@@ -176,7 +178,7 @@ def _in_bounds(tensors: list[torch.Tensor], bounds: list[tuple[float, float]]) -
     """(non-finite tensors, tensors with a value outside its (lo, hi)), one host sync."""
     if not tensors:
         return 0, 0
-    mins, maxs = zip(*(torch.aminmax(t.reshape(-1)) for t in tensors))
+    mins, maxs = zip(*(torch.aminmax(t.reshape(-1)) for t in tensors), strict=True)
     lo = torch.stack(mins).double().cpu()
     hi = torch.stack(maxs).double().cpu()
     want_lo = torch.tensor([b[0] for b in bounds], dtype=torch.float64)
@@ -202,7 +204,7 @@ def _within_ulp(got: list[torch.Tensor], want: list[torch.Tensor], stds: list[fl
     """Largest |got - want| in units of eps(dtype) * max(|want|, std), over all tensors (one sync)."""
     worst = [
         ((g.double() - w.double()).abs() / (torch.finfo(w.dtype).eps * w.double().abs().clamp(min=s))).max()
-        for g, w, s in zip(got, want, stds)
+        for g, w, s in zip(got, want, stds, strict=True)
         if w.numel()
     ]
     return float(torch.stack(worst).max()) if worst else 0.0
@@ -596,7 +598,7 @@ def _triton(width: int, blocks: int, dtype_name: str, device: torch.device, budg
     ref = {}
 
     def per_tensor():
-        for t, s, c in zip(tensors, streams, packed):
+        for t, s, c in zip(tensors, streams, packed, strict=True):
             single.trunc_normal_triton_(t, bench_grouped.SEED, s, 0, c)
 
     def triton_grouped():

@@ -125,7 +125,7 @@ def test_model_init(benchmark, bench_options, width, method):
     call()
     first = time.perf_counter() - start
     if method != "torch_loop":  # the tinit methods (and the grouped fill's native calls alone) write the same bits
-        for p, want in zip(model.parameters(), reference):
+        for p, want in zip(model.parameters(), reference, strict=True):
             assert torch.equal(p, want)
     rounds = max(1, min(MAX_ROUNDS, math.floor(ROUND_BUDGET_S / max(first, 1e-6))))
     benchmark.extra_info.update(

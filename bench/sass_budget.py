@@ -297,7 +297,7 @@ def cuda_cases(
         (keep / f"{source.stem}.ptxas.txt").write_text(log)
     functions, usage = disassemble(cubin, keep)
     symbols = [s for s in functions if not s.startswith("$")]
-    names = {s: describe(d, modes) for s, d in zip(symbols, demangle(symbols))}
+    names = {s: describe(d, modes) for s, d in zip(symbols, demangle(symbols), strict=True)}
     if select:
         symbols = [s for s in symbols if select(*names[s])]
     functions = {s: functions[s] for s in symbols}

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout: this tree's tinit
     sys.path.insert(0, str(ROOT))
 
-from tinit.tools import hf_families
+from tinit.tools import hf_families  # noqa: E402 (after the sys.path line above)
 
 OUTPUT = ROOT / "docs" / "coverage.md"
 SEED = 0
@@ -398,7 +398,8 @@ def render(rows: list[dict], frameworks: tuple[list[dict], list[str]] | None = N
             "when `init_model_` writes every parameter; *refused by* lists the recipes that refused, and the "
             "refusals table what: the first parameter names no rule classifies, or the error. *Roles* are the "
             "roles `init_model_` assigns under `normal`; *unclassified* counts the parameters no rule "
-            "classifies. *Checked against a reference* names the tests that compare the family's init with the model's own code (`REFERENCE_CHECKS` in "
+            "classifies. *Checked against a reference* names the tests that compare the family's init with the "
+            "model's own code (`REFERENCE_CHECKS` in "
             "the script)."
         ),
         "",

@@ -16,15 +16,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import bench_gpu
 import pytest
+import test_backends
 import torch
 from helpers import WINDOWS, exact_moments
 
 import tinit
 
 ROOT = Path(__file__).resolve().parent.parent
-import bench_gpu
-import test_backends
 
 SASS = {
     "cases": [

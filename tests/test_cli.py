@@ -462,7 +462,8 @@ def test_generic_flags_reach_each_family_s_fields():
 
 
 def test_save_round_trip_tinit_model(tmp_path, capsys):
-    """tinit's own model: the safetensors file holds, bit for bit, a fresh init with the same seed (one tensor per tie)."""
+    """tinit's own model: the safetensors file holds, bit for bit, a fresh init with the same seed (one
+    tensor per tie)."""
     pytest.importorskip("safetensors", reason="safetensors is not installed (pip install safetensors)")
     assert main(["init", *SMALL, "--seed", "5", "--save", str(tmp_path / "out")]) == 0
     assert "saved to" in capsys.readouterr().out

@@ -443,12 +443,12 @@ def test_grouped_host_run_matches_cpu_grouped_op(grouped_harness, grid):
     assert {c[0] for c in constants} == {0.0, 1.0, 2.0, 3.0}, "the list must reach every transform mode"
     records = [
         _tensor_record(DTYPE_CODES[t.dtype], t.numel(), s, o, sh, c)
-        for t, s, o, c, sh in zip(tensors, streams, offsets, constants, shifts)
+        for t, s, o, c, sh in zip(tensors, streams, offsets, constants, shifts, strict=True)
     ]
     got, report = _grouped_run(grouped_harness, records, grid)
     ops.trunc_normal_grouped_native(tensors, GROUP_SEED, streams, offsets, constants)
     # The harness writes its outputs in record order, each kind's launch in turn.
-    for t, part, o, sh, c in zip(tensors, _split(got, tensors), offsets, shifts, constants):
+    for t, part, o, sh, c in zip(tensors, _split(got, tensors), offsets, shifts, constants, strict=True):
         _assert_same_bits(
             part, t, f"grouped host run (grid {grid}): {t.dtype} n={t.numel()} offset {o} shift {sh} mode {int(c[0])}"
         )
@@ -512,7 +512,7 @@ def test_runs_host_run_matches_cpu_runs_ops(grouped_harness, global_shape, local
             records.append(_runs_record(DTYPE_CODES[dtype], want.numel(), stream, runs, shift, constants))
         tensors.append(want)
     got, _ = _grouped_run(grouped_harness, records, grid=2)
-    for i, (part, want) in enumerate(zip(_split(got, tensors), tensors)):
+    for i, (part, want) in enumerate(zip(_split(got, tensors), tensors, strict=True)):
         _assert_same_bits(
             part, want, f"runs host run, {dtype} {local_shape} of {global_shape} at {shard_offsets}, case {i}"
         )

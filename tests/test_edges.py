@@ -117,7 +117,7 @@ def _stream_oracle(window: tuple, seed: int, numel: int, extra: tuple) -> tuple[
 def _placed_values(words, window, dtype, backend) -> np.ndarray:
     """Values of ``words`` (a multiple of 4), each block filled at its placed stream position."""
     out = []
-    for seed, stream, offset, block in place_words(words):
+    for seed, stream, offset, _block in place_words(words):
         out.append(fill_at(4, dtype, *window, seed=seed, stream=stream, offset=offset, backend=backend))
     return torch.cat(out).double().numpy()
 

@@ -190,7 +190,7 @@ def test_grouped_op_cuda_equals_cpu_and_per_tensor_fills():
     cpu = _mixed_group("cpu")[0]
     ops.trunc_normal_grouped_native(gpu, SEED, streams, offsets, constants)
     ops.trunc_normal_grouped_native(cpu, SEED, streams, offsets, constants)
-    for t, (g, c) in enumerate(zip(gpu, cpu)):
+    for t, (g, c) in enumerate(zip(gpu, cpu, strict=True)):
         if c.numel() == 0:
             continue
         what = f"grouped tensor {t}: {c.dtype} n={c.numel()} offset {offsets[t]} mode {int(constants[t][0])}"
@@ -277,7 +277,7 @@ def test_grouped_fill_of_2000_tensors_is_one_kernel_per_dtype():
     assert len(names) <= len(dtypes), f"{len(names)} kernels for 2,000 tensors of 2 dtypes: {names[:8]}"
     cpu = [torch.empty(t.shape, dtype=t.dtype) for t in tensors]
     ops.trunc_normal_grouped_native(cpu, SEED, streams, offsets, constants)
-    for t, (g, c) in enumerate(zip(tensors, cpu)):
+    for t, (g, c) in enumerate(zip(tensors, cpu, strict=True)):
         assert_same_bits(g, c, f"tensor {t} of 2,000")
 
 
@@ -323,7 +323,7 @@ def test_grouped_and_runs_fills_do_not_sync():
         fill()
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    for t, (g, w) in enumerate(zip([*gpu, shard], want)):
+    for t, (g, w) in enumerate(zip([*gpu, shard], want, strict=True)):
         assert_same_bits(g, w, f"output {t} filled under sync debug mode")
 
 
@@ -364,7 +364,7 @@ def test_grouped_and_runs_fills_replay_in_a_cuda_graph():
     assert all(bool((t == 7.0).all()) for t in outputs), "capturing the fills wrote to the tensors"
     graph.replay()
     torch.cuda.synchronize()
-    for t, (g, w) in enumerate(zip(outputs, want)):
+    for t, (g, w) in enumerate(zip(outputs, want, strict=True)):
         assert_same_bits(g, w, f"output {t} after a replay")
     for t in outputs:
         t.fill_(7.0)
@@ -375,7 +375,7 @@ def test_grouped_and_runs_fills_replay_in_a_cuda_graph():
         torch.ops.tinit.trunc_normal_runs_(shard, *shard_args[:1], 12 + k, *shard_args[2:])
     graph.replay()
     torch.cuda.synchronize()
-    for t, (g, w) in enumerate(zip(outputs, want)):
+    for t, (g, w) in enumerate(zip(outputs, want, strict=True)):
         assert_same_bits(g, w, f"output {t} replayed after other grouped and runs calls")
 
 

@@ -135,7 +135,7 @@ def test_reference_uniforms_are_exact():
     exact = (words.double() + 0.5) / 2**32
     torch.testing.assert_close(u, exact, rtol=0, atol=0)
     torch.testing.assert_close(uc, 1.0 - exact, rtol=0, atol=0)
-    assert 0.0 < float(u.min()) and float(u.max()) < 1.0, "uniforms must lie in the open interval (0, 1)"
+    assert float(u.min()) > 0.0 and float(u.max()) < 1.0, "uniforms must lie in the open interval (0, 1)"
 
 
 WINDOW = (0.0, 1.0, -2.0, 2.0)

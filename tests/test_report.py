@@ -69,9 +69,9 @@ def full(tmp_path_factory):
     return report(schemes=names, out=tmp_path_factory.mktemp("report"), **FULL)
 
 
-def _fit(l: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """Least squares y = slope * l + intercept; returns (slope, intercept, R^2)."""
-    design = np.stack([l, np.ones_like(l)], axis=1)
+def _fit(depth: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """Least squares y = slope * depth + intercept; returns (slope, intercept, R^2)."""
+    design = np.stack([depth, np.ones_like(depth)], axis=1)
     (slope, intercept), *_ = np.linalg.lstsq(design, y, rcond=None)
     residual = y - design @ np.array([slope, intercept])
     return float(slope), float(intercept), float(1 - residual @ residual / ((y - y.mean()) @ (y - y.mean())))
@@ -79,9 +79,9 @@ def _fit(l: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
 
 def test_normal_variance_grows_linearly_with_depth(deep):
     r = deep.results["normal"]
-    l = np.arange(2 * DEEP["n_layers"] + 1, dtype=np.float64)
+    depth = np.arange(2 * DEEP["n_layers"] + 1, dtype=np.float64)
     added = np.array(r.resid_vars) - r.input_var
-    slope, intercept, r2 = _fit(l, added)
+    slope, intercept, r2 = _fit(depth, added)
     sigma_f2 = float(np.mean([s.branch_var for s in r.sublayers]))
     mlp = float(np.mean([s.branch_var for s in r.sublayers if s.kind == "mlp"]))
     samples = DEEP["batch"] * DEEP["seq"] * DEEP["d_model"]
@@ -111,7 +111,13 @@ def test_gpt2_adds_2L_times_less_variance(deep):
     delta_ratio = normal.sublayers[-1].delta_var / gpt2.sublayers[-1].delta_var
     ratios = {
         kind: float(
-            np.mean([n.branch_var / g.branch_var for n, g in zip(normal.sublayers, gpt2.sublayers) if n.kind == kind])
+            np.mean(
+                [
+                    n.branch_var / g.branch_var
+                    for n, g in zip(normal.sublayers, gpt2.sublayers, strict=True)
+                    if n.kind == kind
+                ]
+            )
         )
         for kind in ("attn", "mlp")
     }
@@ -224,7 +230,8 @@ def test_deepnorm_scheme_sets_the_stacks_alpha():
     alpha = r.results["deepnorm"].residual_scale
     assert alpha == pytest.approx(deepnorm_alpha(SMALL["n_layers"]))
     dn = r.results["deepnorm"]
-    for s, before in zip(dn.sublayers, dn.resid_vars):  # Var(alpha x + F) = alpha^2 Var(x) + Var(F) + 2 alpha Cov
+    # Var(alpha x + F) = alpha^2 Var(x) + Var(F) + 2 alpha Cov; sublayer l after the stream x_(l-1)
+    for s, before in zip(dn.sublayers, dn.resid_vars[:-1], strict=True):
         assert s.sum_var == pytest.approx(alpha**2 * before + s.branch_var, rel=0.05), s
     pre = report(schemes=["deepnorm"], norm="pre", **SMALL).results["deepnorm"]
     assert pre.residual_scale == 1.0 and "residual_alpha" in pre.notes[0]

@@ -22,11 +22,11 @@ import math
 import shutil
 from pathlib import Path
 
+import _sass
 import pytest
+import sass_budget as sb
 
 ROOT = Path(__file__).resolve().parent.parent
-import _sass
-import sass_budget as sb
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on PATH: the SASS budget compiles with nvcc"),

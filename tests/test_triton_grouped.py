@@ -144,7 +144,7 @@ def test_grouped_equals_cpu_op_in_one_launch_per_dtype(launches):
     tensors, streams, offsets, packed = _mixed_list()
     expected = _cpu_grouped(tensors, streams, offsets, packed)
     tg.trunc_normal_grouped_(tensors, SEED, streams, offsets, packed)
-    for t, (got, want) in enumerate(zip(tensors, expected)):
+    for t, (got, want) in enumerate(zip(tensors, expected, strict=True)):
         _assert_bits_equal(got, want, f"tensor {t} ({got.dtype}, {got.numel()} elements, offset {offsets[t]})")
     assert sorted(launches) == [("grouped", 0), ("grouped", 1), ("grouped", 2)], launches
 
@@ -159,7 +159,7 @@ def test_values_do_not_depend_on_block_or_batching():
     for block in (4, 64):
         out = [torch.empty_like(x) for x in tensors]
         tg.trunc_normal_grouped_(out, SEED, streams, offsets, packed, block=block)
-        for t, (got, want) in enumerate(zip(out, expected)):
+        for t, (got, want) in enumerate(zip(out, expected, strict=True)):
             _assert_bits_equal(got, want, f"block {block}, tensor {t}")
     alone = torch.empty_like(tensors[-1])  # the same tensor in a group of one
     tg.trunc_normal_grouped_([alone], SEED, streams[-1:], offsets[-1:], packed[-1:])
@@ -173,14 +173,14 @@ def test_unaligned_views_bit_identical():
     programs: the vector path is taken only where it is aligned, and nothing outside is written."""
     dtypes, firsts = (torch.float32, torch.bfloat16, torch.float16, torch.float32), (1, 1, 4, 4)
     storages = [torch.full((600,), 7.0, dtype=d) for d in dtypes]
-    views = [storage[first : first + 512] for storage, first in zip(storages, firsts)]
+    views = [storage[first : first + 512] for storage, first in zip(storages, firsts, strict=True)]
     streams, offsets = [STREAM, STREAM + 1, 5, 6], [0, 64, 2**34, 8]
     packed = [transform_constants(*WINDOWS[k % 4], v.dtype) for k, v in enumerate(views)]
     expected = _cpu_grouped(views, streams, offsets, packed)
     tg.trunc_normal_grouped_(views, SEED, streams, offsets, packed, block=16)
-    for t, (got, want) in enumerate(zip(views, expected)):
+    for t, (got, want) in enumerate(zip(views, expected, strict=True)):
         _assert_bits_equal(got, want, f"view {t} ({got.dtype}, address % 16 = {got.data_ptr() % 16})")
-    for t, (storage, first) in enumerate(zip(storages, firsts)):
+    for t, (storage, first) in enumerate(zip(storages, firsts, strict=True)):
         outside = torch.cat([storage[:first], storage[first + 512 :]])
         assert bool((outside == 7.0).all()), f"storage {t}: written outside its view"
 
@@ -320,13 +320,15 @@ def test_write_grouped_uses_the_triton_table(launches, monkeypatch):
     dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.bfloat16, torch.float32]
     items = [
         grouped.FillItem(torch.full(shape, 9.0, dtype=dtype), specs[i % 2], stream=STREAM - i, offset=3 * i)
-        for i, (shape, dtype) in enumerate(zip(shapes, dtypes))
+        for i, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True))
     ]
     items.append(grouped.FillItem(torch.full((5,), 9.0), specs[2], stream=0))
     expected = [torch.empty_like(item.tensor) for item in items]
-    grouped.write_grouped_([item._replace(tensor=t) for item, t in zip(items, expected)], seed=SEED, backend="cpu")
+    grouped.write_grouped_(
+        [item._replace(tensor=t) for item, t in zip(items, expected, strict=True)], seed=SEED, backend="cpu"
+    )
     grouped.write_grouped_(items, seed=SEED, backend="triton")
-    for item, want in zip(items, expected):
+    for item, want in zip(items, expected, strict=True):
         _assert_bits_equal(item.tensor, want, f"triton grouped item {tuple(item.tensor.shape)} {item.tensor.dtype}")
     # f32 (7, 5) and (64,) in one launch, bf16 (3,) and (4, 4) in another, f16 (101,) alone
     assert sorted(launches, key=str) == sorted([("grouped", 0), ("grouped", 1), ("single", None)], key=str), launches
@@ -435,8 +437,8 @@ def test_gpu_code_compiles_without_inexact_math():
         copies = [
             c
             for c in itertools.product((1, 2), repeat=len(Mode))
-            if fmas == sum(MODE_FMAS[m] * k for m, k in zip(Mode, c))
-            and conversions == sum(MODE_CONVERSIONS[m] * k for m, k in zip(Mode, c))
+            if fmas == sum(MODE_FMAS[m] * k for m, k in zip(Mode, c, strict=True))
+            and conversions == sum(MODE_CONVERSIONS[m] * k for m, k in zip(Mode, c, strict=True))
         ]
         assert copies, (
             f"DTYPE {dtype}: {fmas} fmas and {conversions} conversions per element are not the "

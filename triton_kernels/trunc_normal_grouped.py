@@ -551,7 +551,10 @@ if triton is not None:
     def _grouped_op(
         tensors: list[torch.Tensor], seed: int, streams: list[int], offsets: list[int], transform: list[float]
     ) -> None:
-        """Registered body of ``torch.ops.tinit.trunc_normal_grouped_triton_`` (schema of ``tinit::trunc_normal_grouped_``)."""
+        """Registered body of ``torch.ops.tinit.trunc_normal_grouped_triton_``.
+
+        Its schema is that of the CPU op ``tinit::trunc_normal_grouped_``.
+        """
         _fill_grouped(tensors, seed, streams, offsets, transform, None)
 
     @_grouped_op.register_fake
@@ -569,7 +572,10 @@ if triton is not None:
         outer_starts: list[int],
         transform: list[float],
     ) -> None:
-        """Registered body of ``torch.ops.tinit.trunc_normal_runs_triton_`` (schema of ``tinit::trunc_normal_runs_``)."""
+        """Registered body of ``torch.ops.tinit.trunc_normal_runs_triton_``.
+
+        Its schema is that of the CPU op ``tinit::trunc_normal_runs_``.
+        """
         _fill_runs(tensor, seed, stream, offset, run, outer_sizes, outer_starts, transform, None)
 
     @_runs_op.register_fake
