@@ -26,14 +26,17 @@ releases and is left out):
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import glob
 import importlib
 import io
+import os
 import re
 import runpy
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -401,3 +404,52 @@ def test_every_kernel_file_is_in_the_op_map():
     missing = sorted({str(p.relative_to(ROOT)) for p in kernels + pointing} - set(re.findall(r"`([\w/.]+)`", op_map)))
     assert not missing, f"not in CONTRIBUTING.md's op map: {missing}"
     assert len(pointing) >= 9, "the kernel files lost their pointer to the op map"
+
+
+# The source whose comments and docstrings are checked as the markdown is, and the suffixes read.
+SOURCE_DIRS = ("tinit", "triton_kernels", "csrc", "bench", "scripts")
+SOURCE_SUFFIXES = {".py", ".h", ".cpp", ".cu", ".cuh"}
+_CXX_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
+_CXX_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def _python_prose(text: str) -> str:
+    """The comments and docstrings of a Python source (module, class and function docstrings)."""
+    parts = [tok.string for tok in tokenize.generate_tokens(io.StringIO(text).readline) if tok.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            parts.append(ast.get_docstring(node, clean=False) or "")
+    return "\n".join(parts)
+
+
+def _cxx_prose(text: str) -> str:
+    """The ``//`` and ``/* */`` comments of a C++/CUDA source (string literals dropped first)."""
+    return "\n".join(_CXX_COMMENT.findall(_CXX_STRING.sub('""', text)))
+
+
+def _source_files() -> list[Path]:
+    files = []
+    for top in SOURCE_DIRS:
+        for folder, dirs, names in os.walk(ROOT / top):  # not through tinit/triton_kernels, a link
+            dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", "results"))
+            files += [Path(folder) / n for n in sorted(names) if Path(n).suffix in SOURCE_SUFFIXES]
+    return files
+
+
+@pytest.mark.parametrize("top", SOURCE_DIRS)
+def test_paths_in_comments_and_docstrings_exist(top):
+    """A repository path a comment or docstring quotes (``csrc/...``, ``tinit/....py``,
+    ``docs/....md``, ``bench/...``, ``tests/...``) exists, as in the markdown."""
+    missing = []
+    for path in (p for p in _source_files() if p.relative_to(ROOT).parts[0] == top):
+        text = _text(path)
+        prose = _python_prose(text) if path.suffix == ".py" else _cxx_prose(text)
+        missing += [f"{path.relative_to(ROOT)}: {p}" for p in sorted(_paths(prose)) if not glob.glob(str(ROOT / p))]
+    assert not missing, f"comments and docstrings name paths that do not exist: {missing}"
+
+
+def test_the_prose_of_sources_is_found():
+    python = '"""Module: see tinit/a.py."""\nx = "tinit/not_prose.py"  # but tinit/b.py\n'
+    assert _paths(_python_prose(python)) == {"tinit/a.py", "tinit/b.py"}
+    cxx = 'auto s = "// tinit/not.py";\n// csrc/a.h\n/* csrc/b.cpp\n */ int x;\n'
+    assert _paths(_cxx_prose(cxx)) == {"csrc/a.h", "csrc/b.cpp"}

@@ -18,7 +18,7 @@
 // not depend on launch shape, thread count, device or sharding.
 //
 // Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3",
-// SC'11. Known-answer vectors: shared/reference/philox4x32_10_kat.json.
+// SC'11. Known-answer vectors: tests/data/philox4x32_10_kat.json.
 #pragma once
 
 #include <cstdint>
