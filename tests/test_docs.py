@@ -35,6 +35,8 @@ import io
 import os
 import re
 import runpy
+import shutil
+import subprocess
 import sys
 import tokenize
 from pathlib import Path
@@ -453,3 +455,40 @@ def test_the_prose_of_sources_is_found():
     assert _paths(_python_prose(python)) == {"tinit/a.py", "tinit/b.py"}
     cxx = 'auto s = "// tinit/not.py";\n// csrc/a.h\n/* csrc/b.cpp\n */ int x;\n'
     assert _paths(_cxx_prose(cxx)) == {"csrc/a.h", "csrc/b.cpp"}
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+
+
+def _stream_version_at(commit: str) -> int | None:
+    """``tinit.STREAM_VERSION`` as assigned in the package at ``commit``; None where it is not assigned
+    (before it existed: stream version 1 was implicit)."""
+    grep = subprocess.run(
+        ["git", "-C", str(ROOT), "grep", "-h", "^STREAM_VERSION = ", commit, "--", "tinit"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # exit status 1: no match
+    found = re.findall(r"^STREAM_VERSION = (\d+)", grep.stdout, re.MULTILINE)
+    return int(found[0]) if found else None
+
+
+def test_stream_version_1_commit_is_in_the_history():
+    """docs/stream.md and CHANGELOG.md name, by its hash, the last commit of stream version 1: it is an
+    ancestor of HEAD, it has version 1 (no ``STREAM_VERSION`` yet, tinit 0.1.0), and the next commit
+    towards HEAD has version 2."""
+    row = re.search(r"^\| 1 \| .*?`([0-9a-f]{12,40})`", _text(ROOT / "docs" / "stream.md"), re.MULTILINE)
+    assert row, "docs/stream.md's version table names no commit for version 1"
+    full = max(re.findall(rf"\b({row.group(1)}[0-9a-f]*)\b", _text(ROOT / "docs" / "stream.md")), key=len)
+    assert len(full) == 40 and full in _text(ROOT / "CHANGELOG.md"), "CHANGELOG.md names another commit"
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (or no git): the history cannot be read")
+    if _git("rev-parse", "--is-shallow-repository").strip() == "true":
+        pytest.skip("a shallow clone: the commit of stream version 1 may be outside the fetched history")
+    ancestor = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", full, "HEAD"], check=False)
+    assert ancestor.returncode == 0, f"{full} is not in the history of HEAD"
+    assert _stream_version_at(full) in (None, 1)
+    assert re.search(r'^__version__ = "0\.1\.0"', _git("show", f"{full}:tinit/__init__.py"), re.MULTILINE)
+    child = _git("rev-list", "--ancestry-path", "--reverse", f"{full}..HEAD").split()[0]
+    assert _stream_version_at(child) == 2, f"{full} is not the last commit of version 1"
