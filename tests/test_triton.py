@@ -377,14 +377,14 @@ def test_kernel_arguments_are_the_record_fields():
     are, in order, the fields of the KernelParams record it passes to the transform."""
     constants = transform_constants(*WINDOWS["mirrored"], torch.float32)
     args = transform.kernel_constants(constants)
-    assert set(tk.FLOAT_FIELDS) | {"mode", "sign", "split"} == set(TruncNormalParams._fields)
+    assert set(transform.FLOAT_FIELDS) | {"mode", "sign", "split"} == set(TruncNormalParams._fields)
     assert args["MODE"] == Mode.TWO_SIDED and args["flip"] == -1
     assert args["split"] == host.i32_bits(int(constants.split))
-    for name in tk.FLOAT_FIELDS:
+    for name in transform.FLOAT_FIELDS:
         assert args[name] == host.f32(getattr(constants, name)), name
-    assert set(tk.FLOAT_FIELDS) <= set(tk._trunc_normal_kernel.arg_names)
+    assert set(transform.FLOAT_FIELDS) <= set(tk._trunc_normal_kernel.arg_names)
     fields = transform.KernelParams._fields
-    assert fields == ("flip", "split", *tk.FLOAT_FIELDS)
+    assert fields == ("flip", "split", *transform.FLOAT_FIELDS)
     names = tk._trunc_normal_kernel.arg_names
     assert tuple(names[names.index("flip") : names.index("flip") + len(fields)]) == fields, names
 
@@ -524,6 +524,7 @@ def test_gpu_code_is_ieee_fp32_and_uncontracted():
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
         from tinit.triton_kernels import trunc_normal as tk
+        from tinit.triton_kernels.transform import FLOAT_FIELDS
         from triton.backends import backends
 
         if "nvidia" not in backends:
@@ -533,7 +534,7 @@ def test_gpu_code_is_ieee_fp32_and_uncontracted():
         result = {}
         for dtype, mode in json.loads(sys.argv[1]):
             types = {"out_ptr": "*" + dtype, "table_ptr": "*fp32", "numel": "i32", **{n: "i32" for n in ints},
-                     **{n: "fp32" for n in tk.FLOAT_FIELDS}, "MODE": "constexpr", "BLOCK": "constexpr"}
+                     **{n: "fp32" for n in FLOAT_FIELDS}, "MODE": "constexpr", "BLOCK": "constexpr"}
             sig = {n: types[n] for n in tk._trunc_normal_kernel.arg_names}
             attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
             src = ASTSource(tk._trunc_normal_kernel, sig, constexprs={"MODE": mode, "BLOCK": tk.DEFAULT_BLOCK},

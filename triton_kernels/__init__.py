@@ -7,3 +7,7 @@ Modules:
     trunc_normal_grouped  many tensors, or a shard's row runs, in one launch per dtype
     _host                 host-side helpers both fills share (triton import, argument checks, table upload)
 """
+
+# The API is in the modules: trunc_normal (the one-tensor fill, the stream words, what the dispatcher
+# asks) and trunc_normal_grouped (many tensors, a shard's runs); the package adds no name.
+__all__: list[str] = []

@@ -13,6 +13,7 @@ import operator
 import numpy as np
 import torch
 
+from tinit import params
 from tinit._ndtri_table import COEFFICIENTS as _NDTRI_COEFFICIENTS
 
 try:
@@ -29,7 +30,8 @@ if triton is not None and not hasattr(torch.library, "triton_op"):
     IMPORT_ERROR = f"torch {torch.__version__} has no torch.library.triton_op (torch >= 2.6 has)"
 
 INSTALL_HINT = "install triton (`pip install triton`, or tinit[triton]) to use the triton backend"
-SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# tinit's dtypes but fp64, whose transform uses libm log, which Triton cannot reproduce bit for bit.
+SUPPORTED_DTYPES = tuple(d for d in params.SUPPORTED_DTYPES if d != torch.float64)
 # Counter blocks (four elements each) per program and warps per program. The
 # interpreter's cost is per program, so it takes larger programs.
 DEFAULT_BLOCK = 256
@@ -90,14 +92,30 @@ def check_block(block: int) -> None:
         raise ValueError(f"block must be a power of two, got {block!r}")
 
 
+def dtype_refusal(dtype: torch.dtype) -> str:
+    """Why a tensor of ``dtype`` (outside SUPPORTED_DTYPES) is refused, in the words of every check."""
+    names = ", ".join(str(d).removeprefix("torch.") for d in SUPPORTED_DTYPES[:-1])
+    return f"fills {names} and {str(SUPPORTED_DTYPES[-1]).removeprefix('torch.')} tensors, got {dtype}"
+
+
 def check_tensor(tensor, what: str) -> None:
     """TypeError for a non-tensor or a dtype outside SUPPORTED_DTYPES, ValueError for a non-contiguous tensor."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"{what}: fills float32, bfloat16 and float16 tensors, got {tensor.dtype}")
+        raise TypeError(f"{what}: {dtype_refusal(tensor.dtype)}")
     if not tensor.is_contiguous():
         raise ValueError(f"{what}: expected a contiguous tensor")
+
+
+def schema_int(name: str, value) -> int:
+    """``value`` as the int64 an op's ``int`` argument carries; the op checks its own range.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: outside [-2**63, 2**63).
+    """
+    return check_int(name, value, -(2**63), 2**63)
 
 
 def check_stream_range(offset: int, numel: int, what: str) -> None:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from ._host import i32_bits, tl, triton
 
+# The counter blocks' device functions and launch helpers, shared by this package's kernels: no API.
+__all__: list[str] = []
+
 
 def split_u64(name: str, value: int) -> dict:
     """A uint64 (or int64 bits of one) as two int32 bit patterns ``{name}_lo``, ``{name}_hi``.

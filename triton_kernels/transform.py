@@ -26,6 +26,9 @@ from tinit.params import PARAM_COUNT, Mode, TruncNormalParams, valid_params
 
 from ._host import f32, i32_bits, tl, triton
 
+# The transform's device functions and the kernels' record, shared by this package's kernels: no API.
+__all__: list[str] = []
+
 _MODES = tuple(int(mode) for mode in Mode)
 # The fp32 fields of TruncNormalParams<float> the kernels take, by name and in
 # the record's order (mode is the MODE constexpr; sign only gives flip; split

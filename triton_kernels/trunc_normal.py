@@ -34,26 +34,24 @@ from ._host import (
     SUPPORTED_DTYPES,
     check_block,
     check_stream_range,
+    dtype_refusal,
     is_interpreted,
     ndtri_table_made_on,
     ndtri_table_on,
     on_device,
     require_triton,
+    schema_int,
     tl,
     triton,
     triton_available,
 )
 from ._host import INTERPRETER_BLOCK as _INTERPRETER_BLOCK
 from .philox import grid, stream_args
-from .transform import FLOAT_FIELDS, kernel_constants
+from .transform import kernel_constants
 
+# The API: the launchers and what the dispatcher asks. DEFAULT_BLOCK, WORDS_BLOCK, LAUNCH_OPTIONS,
+# FLOAT_FIELDS and OP_NAME stay module attributes for the SASS budget and the tests.
 __all__ = [
-    "DEFAULT_BLOCK",
-    "FLOAT_FIELDS",
-    "LAUNCH_OPTIONS",
-    "OP_NAME",
-    "SUPPORTED_DTYPES",
-    "WORDS_BLOCK",
     "interpreted",
     "philox_words_triton",
     "triton_available",
@@ -91,16 +89,15 @@ def why_not(tensor: torch.Tensor) -> str | None:
     if not triton_available():
         return f"{IMPORT_ERROR}; {INSTALL_HINT}"
     if tensor.dtype not in SUPPORTED_DTYPES:
-        return (
-            f"fills float32, bfloat16 and float16 tensors, got {tensor.dtype} "
-            "(the fp64 transform uses libm log, which Triton cannot reproduce bit for bit)"
-        )
+        why = "the fp64 transform uses libm log, which Triton cannot reproduce bit for bit"
+        return f"{dtype_refusal(tensor.dtype)} ({why})"
     if tensor.device.type == "cpu" and not interpreted():
         return "runs on GPU tensors (CPU tensors only under TRITON_INTERPRET=1, set before import)"
     return None
 
 
 def _check_target(tensor: torch.Tensor, offset: int, what: str) -> None:
+    """ValueError for a non-contiguous tensor, a negative offset or stream indices past 2**63."""
     if not tensor.is_contiguous():
         raise ValueError(f"{what}: expected a contiguous tensor (tinit.ops copies views)")
     if offset < 0:
@@ -258,6 +255,8 @@ if triton is not None:
         wrap,
         table: torch.Tensor | None = None,
     ) -> None:
+        """One launch of ``_trunc_normal_kernel`` over ``tensor`` (non-empty, checked by ``_fill``);
+        malformed constants raise before it."""
         args = kernel_constants(constants)
         kernel = wrap(_trunc_normal_kernel)
         if table is None:
@@ -278,32 +277,40 @@ if triton is not None:
 
         return tensor.device.type == "meta" or is_fake(tensor)
 
-    @torch.library.triton_op(OP_NAME, mutates_args={"tensor"})
-    def _trunc_normal_triton_op(
-        tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: list[float]
-    ) -> None:
-        """Registered body of ``torch.ops.tinit.trunc_normal_triton_``.
+    def _fill(tensor: torch.Tensor, seed: int, stream: int, offset: int, constants, block, wrap) -> None:
+        """The checks, then the launch: the one body of the op and of a launch with a given ``block``.
 
-        seed and stream arrive as int64 bits of the uint64 values (the schema's
-        int), like ``tinit::trunc_normal_``.
+        seed and stream are int64 bits of the uint64 values; ``wrap`` is ``torch.library.wrap_triton``
+        inside the op, the identity outside it.
         """
         if tensor.dtype not in SUPPORTED_DTYPES:
             raise TypeError(f"{OP_NAME}: {why_not(tensor) or tensor.dtype}")
         _check_target(tensor, offset, OP_NAME)
-        if tensor.numel() == 0:
-            return
         # The interpreter runs the kernel in Python on the tensor's storage,
         # which fake and meta tensors do not have; a compiled kernel goes
         # through wrap_triton's higher-order op, whose fake kernel does
         # nothing. A mutation-only op has no output shape to compute.
         fake = _is_fake(tensor)
-        if interpreted() and fake:
+        if tensor.numel() == 0 or (interpreted() and fake):
+            kernel_constants(constants)  # refused as a launch refuses them (_launch's first step)
             return
         # Traced (fake tensors): the table is made in the trace, where the
         # cached real tensor would be foreign to its fake mode.
         table = ndtri_table_made_on(tensor.device) if fake else ndtri_table_on(tensor.device)
-        block = _INTERPRETER_BLOCK if interpreted() else DEFAULT_BLOCK
-        _launch(tensor, seed, stream, offset, constants, block, torch.library.wrap_triton, table)
+        if block is None:
+            block = _INTERPRETER_BLOCK if interpreted() else DEFAULT_BLOCK
+        _launch(tensor, seed, stream, offset, constants, block, wrap, table)
+
+    @torch.library.triton_op(OP_NAME, mutates_args={"tensor"})
+    def _trunc_normal_triton_op(
+        tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: list[float]
+    ) -> None:
+        """Registered body of ``torch.ops.tinit.trunc_normal_triton_``: every check, then the launch.
+
+        seed and stream arrive as int64 bits of the uint64 values (the schema's
+        int), like ``tinit::trunc_normal_``.
+        """
+        _fill(tensor, seed, stream, offset, constants, None, torch.library.wrap_triton)
 
 
 def trunc_normal_triton_(
@@ -339,17 +346,15 @@ def trunc_normal_triton_(
             malformed constants.
     """
     require_triton()
-    if tensor.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"tinit triton backend: {why_not(tensor)}")
-    _check_target(tensor, offset, "trunc_normal_triton_")
+    # Only what the op's schema cannot carry is handled here (uint64 ids as int64 bits, an offset
+    # that fits its int); the op's body checks the rest, once, on either path.
     seed64, stream64 = as_int64(seed), as_int64(stream)
+    offset = schema_int("offset", offset)
     if block is None:
-        kernel_constants(constants)  # fail early, with the op's message
         torch.ops.tinit.trunc_normal_triton_(tensor, seed64, stream64, offset, list(constants))
-        return
-    check_block(block)
-    if tensor.numel():
-        _launch(tensor, seed64, stream64, offset, constants, block, lambda k: k)
+    else:
+        check_block(block)
+        _fill(tensor, seed64, stream64, offset, constants, block, lambda k: k)
 
 
 def philox_words_triton(

@@ -21,7 +21,8 @@ O(elements):
                                (prefix counts of programs per entry; increasing)
     entry_base + 5 e + [0,5)   entry e: output address (tensor.data_ptr()), numel,
                                stream, offset (stream index of element 0), constants row
-    const_base + 12 c + [0,12) constants row c as PARAM_COUNT int32 (ROW_FIELDS): the fp32
+    const_base + 12 c + [0,12) constants row c (_CONST_WORDS = PARAM_COUNT / 2 int64 words) as
+                               PARAM_COUNT int32 (ROW_FIELDS): the fp32
                                bit patterns of the TruncNormalParams fields
                                FLOAT_FIELDS (a_cdf, ..., l5), then mode, flip, split
                                (read back as a transform.KernelParams)
@@ -66,12 +67,15 @@ from ._host import (
     ndtri_table_on,
     on_device,
     require_triton,
+    schema_int,
     tl,
     triton,
     triton_available,
 )
 from .philox import counter_blocks, split_u64
 from .transform import FLOAT_FIELDS, kernel_constants
+
+__all__ = ["trunc_normal_grouped_", "trunc_normal_runs_"]
 
 GROUPED_OP_NAME = "tinit::trunc_normal_grouped_triton_"
 RUNS_OP_NAME = "tinit::trunc_normal_runs_triton_"
@@ -382,7 +386,7 @@ def _plan(
     """The table of one launch (module docstring) from int64 arrays of length E >= 1.
 
     streams and offsets hold int64 bits of the uint64 values; const_rows is
-    int32[C, 16]. Returns (table int64, E, programs, BLOCK).
+    int32[C, PARAM_COUNT] (24 words, ROW_FIELDS). Returns (table int64, E, programs, BLOCK).
 
     Raises:
         ValueError: more programs than a grid holds.
@@ -626,18 +630,21 @@ def trunc_normal_grouped_(
             check runs before anything is written.
     """
     require_triton()
+    # Only what the op's schema cannot carry is handled here: a list of tensors on one device (else
+    # the dispatcher might pick the fake kernel for all), uint64 ids as int64 bits, offsets that fit
+    # its ints, one constants tuple per tensor flattened; the op's body checks the rest, once.
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"tensors must be a list of tensors, got {type(tensors).__name__}")
     if len(packed) != len(tensors):
         raise ValueError(f"expected one constants tuple per tensor, got {len(packed)} for {len(tensors)} tensors")
-    # What the op's schema cannot carry is refused here, with the op's own checks' errors.
     for t, tensor in enumerate(tensors):
-        check_tensor(tensor, f"tensor {t}")
-        if tensor.device != tensors[0].device:  # else the dispatcher might pick the fake kernel for all
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"tensor {t}: expected a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.device != tensors[0].device:
             raise ValueError(f"tensor {t} is on {tensor.device}, tensor 0 on {tensors[0].device}: one device per call")
     seed64 = as_int64(check_int("seed", seed, 0, 2**64))
     streams64 = [as_int64(check_int(f"streams[{t}]", s, 0, 2**64)) for t, s in enumerate(streams)]
-    offsets = [check_int(f"offsets[{t}]", offset, 0, 2**63) for t, offset in enumerate(offsets)]
+    offsets = [schema_int(f"offsets[{t}]", offset) for t, offset in enumerate(offsets)]
     transform = []
     for t, constants in enumerate(packed):
         if len(constants) != PARAM_COUNT:
@@ -681,20 +688,18 @@ def trunc_normal_runs_(
             anything is written.
     """
     require_triton()
-    check_tensor(tensor, "trunc_normal_runs_")
+    # Only what the op's schema cannot carry is handled here (uint64 ids as int64 bits, the runs as
+    # ints); the op's body checks the rest, once, on either path.
     seed64 = as_int64(check_int("seed", seed, 0, 2**64))
     stream64 = as_int64(check_int("stream", stream, 0, 2**64))
-    check_int("runs.base", runs.base, 0, 2**63)
-    if len(packed) != PARAM_COUNT:
-        raise ValueError(f"expected {PARAM_COUNT} transform constants, got {len(packed)}")
     args = (
         tensor,
         seed64,
         stream64,
-        runs.base,
-        runs.run,
-        list(runs.outer_sizes),
-        list(runs.outer_starts),
+        schema_int("runs.base", runs.base),
+        schema_int("runs.run", runs.run),
+        [schema_int("runs.outer_sizes[k]", size) for size in runs.outer_sizes],
+        [schema_int("runs.outer_starts[k]", start) for start in runs.outer_starts],
         [float(c) for c in packed],
     )
     if block is not None:
