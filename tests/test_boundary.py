@@ -356,7 +356,7 @@ def test_every_api_name_is_quoted_in_the_docs():
 
 def test_the_doc_name_checks_can_fail():
     text = "`tinit.x.y` and `tinit.z`\n```python\nfrom tinit.a import b, c as d\nimport tinit.e\n```\n"
-    assert quoted_names(text) == {"tinit.x.y", "tinit.z", "tinit.a.b", "tinit.a.c", "tinit.e"}
+    assert quoted_names(text) == {"tinit.x.y", "tinit.z", "tinit.a", "tinit.a.b", "tinit.a.c", "tinit.e"}
     modules = package_modules(ROOT)
     assert _exported("tinit.nn", modules) is None
     assert _exported("tinit.no_such_name", modules) == "no_such_name is not in tinit.__all__"
