@@ -17,7 +17,7 @@ import torch
 
 import tinit
 from tinit import schemes
-from tinit.architecture import FusedQKV, expert_layout, fused_qkv_of_config
+from tinit.families import FusedQKV, expert_layout, fused_qkv_of_config
 from tinit.fill import write_spec_
 from tinit.grouped import write_grouped_
 

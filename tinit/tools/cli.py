@@ -29,8 +29,8 @@ from tqdm import tqdm
 
 import tinit
 from tinit import dispatch, schemes
+from tinit._model_init import materialise_, tied_groups
 from tinit.grouped import GPU_TABLE_MAX_NUMEL
-from tinit.model_init import materialise_, tied_groups
 from tinit.params import STREAM_VERSION
 from tinit.tools import hf_families
 from tinit.tools import info as _info

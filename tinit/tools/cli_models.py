@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from tinit.model_init import tied_groups
+from tinit._model_init import tied_groups
 from tinit.tools import hf_families
 from tinit.tools.toy_models import GPT, GPTConfig
 

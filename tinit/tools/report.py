@@ -50,7 +50,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from tinit import schemes as _schemes
-from tinit.model_init import init_model_
+from tinit._model_init import init_model_
 from tinit.tools.toy_models import NORMS, Stack, StackConfig
 
 INPUTS = ("embeds", "tokens")
