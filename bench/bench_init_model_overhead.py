@@ -1,4 +1,4 @@
-"""Planning time of ``tinit.init_model_`` on a model of thousands of tiny parameters, and what two speed hacks would save.
+"""Planning time of ``tinit.init_model_`` on a model of thousands of tiny parameters, and two speed hacks' savings.
 
     python bench/bench_init_model_overhead.py                         # 200 layers (1,803 tensors), 31 repeats
     python bench/bench_init_model_overhead.py --layers 20 --repeats 3   # a smoke run

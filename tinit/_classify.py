@@ -336,7 +336,7 @@ def _ungated_up_projections(entries: list[Param], found: families.Index) -> None
 def _common_parts(a: str, b: str) -> int:
     """How many leading dot-separated components ``a`` and ``b`` share."""
     count = 0
-    for x, y in zip(a.split("."), b.split(".")):
+    for x, y in zip(a.split("."), b.split("."), strict=False):
         if x != y:
             break
         count += 1

@@ -520,7 +520,7 @@ def recompute_(buffer_plan: BufferPlan, device: str | torch.device) -> list[str]
                         f"buffer recipe {recipe.name!r} failed for {', '.join(names)} ({type(module).__name__}): {err}",
                         names,
                     ) from err
-                for leaf, qualified in zip(claimed, names):
+                for leaf, qualified in zip(claimed, names, strict=True):
                     buffer, value = module._buffers[leaf], found.get(leaf)
                     if value is None or tuple(value.shape) != tuple(buffer.shape):
                         got = "nothing" if value is None else f"shape {tuple(value.shape)}"
