@@ -79,8 +79,7 @@ from _env import (
 from bench_trunc_normal import STD, A, B
 
 import tinit
-from tinit import dispatch, ops
-from tinit.model_init import stream_for
+from tinit import dispatch, ops, stream_for
 from tinit.params import transform_constants
 from tinit.sharding import ShardLayout
 

@@ -33,8 +33,7 @@ import pytest
 import torch
 
 import tinit
-from tinit import ops
-from tinit.model_init import stream_for
+from tinit import ops, stream_for
 from tinit.params import transform_constants
 from tinit.tools.toy_models import GPT, GPTConfig
 

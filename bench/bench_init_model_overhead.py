@@ -1,37 +1,37 @@
-"""Planning time of ``tinit.init_model_`` on a model of thousands of tiny parameters, and what its speed hacks save.
+"""Planning time of ``tinit.init_model_`` on a model of thousands of tiny parameters, and two speed hacks' savings.
 
     python bench/bench_init_model_overhead.py                         # 200 layers (1,803 tensors), 31 repeats
     python bench/bench_init_model_overhead.py --layers 20 --repeats 3   # a smoke run
 
 The model is an HF ``LlamaForCausalLM`` reduced to width 16 and ``--layers``
 blocks on the CPU, so that the fill is negligible and the per-parameter Python
-work (classify, choose a spec, build the fill list) is what is timed: the
-native fill (``write_grouped_``) is replaced by a no-op, leaving the planning.
-``--ballast`` keeps that many extra small objects alive during the run, as a
-process holding a large training stack would; the cyclic collector's full
-passes walk them.
+work (classify, choose a spec, build the items) is what is timed: the write
+(``tinit._plan.Plan.build(...).run()``) is replaced by a no-op, leaving the
+planning. ``--ballast`` keeps that many extra small objects alive during the
+run, as a process holding a large training stack would; the cyclic collector's
+full passes walk them.
 
-Two hacks are measured:
+Two hacks are measured, neither of them in the library (each stays out while it
+saves less than 5 % of the planning time in 3 runs out of 3 on a quiet machine):
 
-- the paused garbage collector (``_without_gc_passes``): ``init_model_`` is
-  timed as shipped and with the pause undone (``init_model_.__wrapped__``),
-  or, once the library no longer pauses it, with the pause added by the
-  caller. The two alternate within each repeat so that the machine's load
-  falls on both alike;
+- the paused garbage collector: ``init_model_`` is timed as shipped and with
+  the collector paused around the call by this script (``_gc_paused``). The two
+  alternate within each repeat so that the machine's load falls on both alike;
 - ``tuple.__new__`` in place of the NamedTuples' constructors (one
-  ``FillItem`` and one ``ParamInit`` per tensor): timed directly, both ways,
-  as the best of many loops (``timeit``), and multiplied by the tensor count.
+  ``tinit._plan.Item`` and one ``ParamInit`` per tensor): timed directly, both
+  ways, as the best of many loops (``timeit``), and multiplied by the tensor count.
 
 Each figure is the best (minimum) of --repeats calls, the statistic least
-moved by other jobs on a shared machine; medians are printed beside it. A
-hack stays in the library only while it saves more than 5 % of the planning
-time without it. Prints a markdown table and writes it with JSON (machine, versions,
-commit, load average) under --out (bench/results/).
+moved by other jobs on a shared machine; medians are printed beside it. Prints
+a markdown table and writes it with JSON (machine, versions, commit, load
+average) under --out (bench/results/).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
 import inspect
 import os
 import statistics
@@ -42,8 +42,8 @@ from unittest import mock
 import torch
 
 import tinit
-from tinit import model_init, schemes
-from tinit.grouped import FillItem
+from tinit import _model_init, schemes
+from tinit._plan import Item
 
 
 def _model(layers: int) -> torch.nn.Module:
@@ -63,23 +63,51 @@ def _model(layers: int) -> torch.nn.Module:
 
 
 def _tuple_costs(loops: int = 5_000, repeats: int = 31) -> dict[str, float]:
-    """Seconds per tensor to build its FillItem and ParamInit with the constructors and with tuple.__new__."""
+    """Seconds per tensor to build its Item and ParamInit with the constructors and with tuple.__new__."""
     param, spec = torch.empty(0), schemes.InitSpec(constant=0.0)
-    ParamInit, version = model_init.ParamInit, model_init.STREAM_VERSION
+    ParamInit, version = _model_init.ParamInit, _model_init.STREAM_VERSION
     new = tuple.__new__
+    name = "model.layers.0.mlp.up_proj.weight"
 
     def constructors():
-        FillItem(param, spec, 7, 0)
-        ParamInit("model.layers.0.mlp.up_proj.weight", "mlp_up", 0, 512, spec, None, (), version, "model.layers")
+        Item(param, spec, 7, 0, name=name)
+        ParamInit(name, "mlp_up", 0, 512, spec, None, (), version, "model.layers")
 
     def shortcut():
-        new(FillItem, (param, spec, 7, 0))
-        new(ParamInit, ("model.layers.0.mlp.up_proj.weight", "mlp_up", 0, 512, spec, None, (), version, "model.layers"))
+        new(Item, (param, spec, 7, 0, name, None, None, ()))
+        new(ParamInit, (name, "mlp_up", 0, 512, spec, None, (), version, "model.layers"))
 
     return {
         name: min(timeit.repeat(function, number=loops, repeat=repeats)) / loops
         for name, function in (("constructors", constructors), ("tuple.__new__", shortcut))
     }
+
+
+def _gc_paused(function):
+    """``function`` with Python's cyclic garbage collector paused around each call (and restored after)."""
+
+    @functools.wraps(function)
+    def paused(*args, **kwargs):
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return paused
+
+
+class _NoWrite:
+    """Stands in for ``tinit._plan.Plan``: builds nothing, writes nothing."""
+
+    @classmethod
+    def build(cls, items, **kwargs):
+        return cls()
+
+    def run(self, progress=None) -> None:
+        return None
 
 
 def main() -> None:
@@ -94,17 +122,12 @@ def main() -> None:
     n_tensors = sum(1 for _ in model.parameters())
     ballast = [[i] for i in range(args.ballast)]  # noqa: F841  kept alive for the collector to walk
 
-    shipped = model_init.init_model_
-    pauses_gc = hasattr(shipped, "__wrapped__")
-    other = "gc not paused" if pauses_gc else "gc paused"
-    variants = {
-        "as shipped": shipped,
-        other: shipped.__wrapped__ if pauses_gc else model_init._without_gc_passes(shipped),
-    }
+    shipped = _model_init.init_model_
+    variants = {"as shipped": shipped, "gc paused": _gc_paused(shipped)}
 
     times: dict[str, list[float]] = {name: [] for name in variants}
     load_before = os.getloadavg()
-    with mock.patch.object(model_init, "write_grouped_", lambda *a, **k: None):
+    with mock.patch.object(_model_init, "Plan", _NoWrite):
         reference = shipped(model, "gpt2")  # warm-up: imports, regex compilation, caches
         for _ in range(args.repeats):
             for name, function in variants.items():
@@ -118,10 +141,9 @@ def main() -> None:
 
     best = {name: min(samples) for name, samples in times.items()}
     median = {name: statistics.median(samples) for name, samples in times.items()}
-    with_gc = best["gc not paused"] if pauses_gc else best["as shipped"]
-    without_gc = best["as shipped"] if pauses_gc else best["gc paused"]
+    with_gc, without_gc = best["as shipped"], best["gc paused"]
     saved_per_tensor = tuple_costs["constructors"] - tuple_costs["tuple.__new__"]
-    uses_shortcut = "tuple.__new__" in inspect.getsource(model_init)
+    uses_shortcut = "tuple.__new__" in inspect.getsource(_model_init)
     # Each share is of the planning time without the hack.
     saved_tuple = saved_per_tensor * n_tensors
     planning = best["as shipped"] + (saved_tuple if uses_shortcut else 0.0)
@@ -135,11 +157,11 @@ def main() -> None:
         f"{args.repeats}; load average (1, 5, 15 min) {load_before} before, {load_after} after; {env}"
     )
     gc_row = (
-        f"| paused collector | {'yes' if pauses_gc else 'no'} | {(with_gc - without_gc) * 1e3:.2f} | "
+        f"| paused collector | no | {(with_gc - without_gc) * 1e3:.2f} | "
         f"{100 * (with_gc - without_gc) / with_gc:.1f} % |"
     )
     tuple_row = (
-        f"| `tuple.__new__` for FillItem and ParamInit ({tuple_costs['constructors'] * 1e6:.2f} -> "
+        f"| `tuple.__new__` for Item and ParamInit ({tuple_costs['constructors'] * 1e6:.2f} -> "
         f"{tuple_costs['tuple.__new__'] * 1e6:.2f} us a tensor) | {'yes' if uses_shortcut else 'no'} | "
         f"{saved_tuple * 1e3:.2f} | {100 * saved_tuple / planning:.1f} % |"
     )

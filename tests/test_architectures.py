@@ -223,9 +223,9 @@ def _torchtitan(family: str):
 
 @pytest.mark.parametrize("family", sorted(TORCHTITAN))
 def test_torchtitan_models_are_classified(family):
-    from tinit.classify import _classify
+    from tinit._classify import classify
 
-    roles = {e.name: e.role for e in _classify(_torchtitan(family), "", [])}
+    roles = {e.name: e.role for e in classify(_torchtitan(family), "", [])}
     assert [name for name, role in roles.items() if role is None] == []
     for pattern, role in TORCHTITAN[family][1].items():
         found = {roles[name] for name in roles if re.search(pattern, name)}

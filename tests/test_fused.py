@@ -17,7 +17,7 @@ import torch
 
 import tinit
 from tinit import schemes
-from tinit.architecture import FusedQKV, expert_layout, fused_qkv_of_config
+from tinit.families import FusedQKV, expert_layout, fused_qkv_of_config
 from tinit.fill import write_spec_
 from tinit.grouped import write_grouped_
 
@@ -160,11 +160,16 @@ def test_grouped_writes_segments_as_sequential():
         S(parts=(S(std=0.1), S(constant=0.0), S(std=0.3)), segments=LAYOUTS["per_head"].segments()),
     ]
     shapes = [(fused.width, 8), (8, LAYOUTS["codegen"].width), (LAYOUTS["per_head"].width, 8)]
-    expected = [write_spec_(torch.empty(s), p, seed=1, stream=10 + i) for i, (s, p) in enumerate(zip(shapes, specs))]
+    expected = [
+        write_spec_(torch.empty(s), p, seed=1, stream=10 + i)
+        for i, (s, p) in enumerate(zip(shapes, specs, strict=True))
+    ]
     for sequential in (False, True):
         tensors = [torch.full(s, float("nan")) for s in shapes]
-        write_grouped_([(t, p, 10 + i) for i, (t, p) in enumerate(zip(tensors, specs))], seed=1, sequential=sequential)
-        for got, want in zip(tensors, expected):
+        write_grouped_(
+            [(t, p, 10 + i) for i, (t, p) in enumerate(zip(tensors, specs, strict=True))], seed=1, sequential=sequential
+        )
+        for got, want in zip(tensors, expected, strict=True):
             torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 

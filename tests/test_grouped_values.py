@@ -17,8 +17,8 @@ from helpers.grouped import (
 from torch import nn
 
 import tinit
+from tinit import stream_for
 from tinit.fill import write_spec_
-from tinit.model_init import stream_for
 
 # --- init_model_: values -----------------------------------------------------
 

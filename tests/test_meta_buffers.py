@@ -117,7 +117,7 @@ def _assert_same(family, meta, eager):
     assert not differ, f"buffers differ from the eager build: {differ}"
     for name, value in want.items():
         torch.testing.assert_close(got[name], value, rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")
-    for (name, a), b in zip(meta.named_parameters(), eager.parameters(), strict=True):
+    for (_, a), b in zip(meta.named_parameters(), eager.parameters(), strict=True):
         assert torch.equal(a, b), name
     torch.testing.assert_close(_logits(family, meta), _logits(family, eager), rtol=0, atol=0)
 
@@ -295,7 +295,7 @@ def test_other_buffers_match_eager_bit_for_bit(family):
         assert got[name].dtype == value.dtype, name
         torch.testing.assert_close(got[name], value, rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")
     with torch.no_grad():  # parameters only: a persistent buffer must come from the recipe, not a state dict
-        for (name, a), b in zip(meta.named_parameters(), eager.parameters(), strict=True):
+        for (_, a), b in zip(meta.named_parameters(), eager.parameters(), strict=True):
             a.copy_(b)
     ids = INPUT_IDS % config.vocab_size
     extra = {"decoder_input_ids": ids} if config.is_encoder_decoder else {}

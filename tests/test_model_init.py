@@ -11,8 +11,7 @@ import torch
 from torch import nn
 
 import tinit
-from tinit import model_init
-from tinit.model_init import stream_for
+from tinit import _model_init, stream_for
 from tinit.tools.toy_models import GPT, GPTConfig
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
@@ -233,10 +232,10 @@ def test_lost_hf_tie_is_refused():
 def test_tied_weight_written_once(monkeypatch, grouped):
     model = GPT(TINY)
     writes = []
-    real = model_init.write_grouped_
+    real = _model_init.Plan.build
     monkeypatch.setattr(
-        model_init,
-        "write_grouped_",
+        _model_init.Plan,
+        "build",
         lambda items, **k: (writes.extend(i.tensor.data_ptr() for i in items), real(items, **k))[1],
     )
     summary = tinit.init_model_(model, "gpt2", seed=3, grouped=grouped)

@@ -97,10 +97,10 @@ def compare(
         if n < min_pooled:
             continue  # checked tensor by tensor above, at its own sampling error
         assert abs(ratio - 1) < 0.01, f"role {role}: pooled std ratio {ratio:.4f} over {n} elements"
-        p_ref, p_got = (sum(t.tail for t in side) / n for side in zip(*pairs))
+        p_ref, p_got = (sum(t.tail for t in side) / n for side in zip(*pairs, strict=True))
         se = math.sqrt(2 * max(p_ref, 1e-6) * (1 - p_ref) / n)
         assert abs(p_got - p_ref) < 6 * se, f"role {role}: fraction beyond 2.5 std {p_got:.5f}, reference {p_ref:.5f}"
-        max_ref, max_got = (max(t.z_max for t in side) for side in zip(*pairs))
+        max_ref, max_got = (max(t.z_max for t in side) for side in zip(*pairs, strict=True))
         assert not check_max or abs(max_got / max_ref - 1) < 0.2, (
             f"role {role}: max |x| / std {max_got:.3f}, reference {max_ref:.3f}"
         )

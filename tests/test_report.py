@@ -34,7 +34,7 @@ import torch
 
 import tinit
 from tinit import schemes
-from tinit.classify import _classify
+from tinit._classify import classify
 from tinit.roles import infer_layer
 from tinit.tools.cli import build_parser, main
 from tinit.tools.report import report
@@ -197,7 +197,7 @@ def test_stack_names_give_roles():
     }
     # init_model_'s classification: names, then context (an up_proj with no gate_proj beside it
     # is a plain MLP's input projection, mlp_in)
-    roles = {e.name: e.role for e in _classify(model, "", [])}
+    roles = {e.name: e.role for e in classify(model, "", [])}
     for name, _ in model.named_parameters():
         parts = name.split(".")
         key = parts[-1] if parts[-1].endswith("_gate") else parts[-2]

@@ -309,7 +309,7 @@ def test_stack(name, stack):
 @pytest.mark.parametrize("name", [n for n, _, _ in NAMES])
 def test_role_and_stack_ignore_block_numbers(name):
     """init_model_ infers a role and stack once per name template (block numbers replaced by 0): that must agree."""
-    from tinit.classify import _BLOCK_NUMBER
+    from tinit._classify import _BLOCK_NUMBER
 
     template = _BLOCK_NUMBER.sub(".0", name)
     renumbered = _BLOCK_NUMBER.sub(".17", name)

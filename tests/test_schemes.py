@@ -277,7 +277,8 @@ def test_deepnorm_decoder_only_table(n_layers, alpha, beta, megatron):
 
 @pytest.mark.parametrize("n,m", [(6, 6), (18, 18), (100, 100), (12, 6)])
 def test_deepnorm_encoder_decoder_constants(n, m):
-    """Wang et al. 2022, Figure 2: encoder 0.81 (N^4 M)^(1/16), 0.87 (N^4 M)^(-1/16); decoder (3M)^(1/4), (12M)^(-1/4)."""
+    """Wang et al. 2022, Figure 2: encoder 0.81 (N^4 M)^(1/16), 0.87 (N^4 M)^(-1/16);
+    decoder (3M)^(1/4), (12M)^(-1/4)."""
     got = schemes.multipliers("deepnorm", encoder_layers=n, decoder_layers=m)
     assert got["encoder_residual_alpha"] == pytest.approx(0.81 * (n**4 * m) ** (1 / 16))
     assert got["encoder_beta"] == pytest.approx(0.87 * (n**4 * m) ** (-1 / 16))
@@ -294,7 +295,8 @@ def test_deepnorm_encoder_decoder_constants(n, m):
 
 
 def test_deepnorm_encoder_decoder_numbers():
-    """6L-6L, written out: 0.81 * 7776^(1/16) = 1.418, 0.87 / 7776^(1/16) = 0.497, 18^(1/4) = 2.060, 72^(-1/4) = 0.343."""
+    """6L-6L, written out: 0.81 * 7776^(1/16) = 1.418, 0.87 / 7776^(1/16) = 0.497, 18^(1/4) = 2.060,
+    72^(-1/4) = 0.343."""
     got = schemes.multipliers("deepnorm", encoder_layers=6, decoder_layers=6)
     assert [
         round(got[k], 3) for k in ("encoder_residual_alpha", "encoder_beta", "decoder_residual_alpha", "decoder_beta")

@@ -18,9 +18,9 @@ Public API:
 """
 
 from tinit import nn
+from tinit._model_init import init_model_, materialise_, stream_for
+from tinit._mup_groups import mup_param_groups
 from tinit.fill import fill_, trunc_normal_at_
-from tinit.model_init import init_model_, materialise_, stream_for
-from tinit.mup_groups import mup_param_groups
 from tinit.nn.init import trunc_normal_
 from tinit.params import STREAM_VERSION, InferenceTensorError, InternalOverlapError
 from tinit.patch import patch_torch_init

@@ -434,7 +434,7 @@ class BufferPlan:
             with buffers to recompute, in ``named_modules`` order.
         kept: (qualified name, module, leaf, tensor) for buffers that already
             held values (not on the meta device); their old tensors, copied
-            back.
+            back into a buffer that was re-allocated (``to_empty``).
     """
 
     recipes: list[tuple[str, torch.nn.Module, BufferRecipe, tuple[str, ...]]] = field(default_factory=list)
@@ -507,7 +507,8 @@ def recompute_(buffer_plan: BufferPlan, device: str | torch.device) -> list[str]
     written = []
     with torch.no_grad():
         for name, module, leaf, old in buffer_plan.kept:
-            module._buffers[leaf].copy_(old)
+            if module._buffers[leaf] is not old:  # re-allocated (to_empty); tinit.materialise_ keeps the tensor
+                module._buffers[leaf].copy_(old)
             written.append(name)
         with torch.device(device):
             for module_name, module, recipe, claimed in buffer_plan.recipes:
@@ -519,7 +520,7 @@ def recompute_(buffer_plan: BufferPlan, device: str | torch.device) -> list[str]
                         f"buffer recipe {recipe.name!r} failed for {', '.join(names)} ({type(module).__name__}): {err}",
                         names,
                     ) from err
-                for leaf, qualified in zip(claimed, names):
+                for leaf, qualified in zip(claimed, names, strict=True):
                     buffer, value = module._buffers[leaf], found.get(leaf)
                     if value is None or tuple(value.shape) != tuple(buffer.shape):
                         got = "nothing" if value is None else f"shape {tuple(value.shape)}"

@@ -49,7 +49,8 @@ leaves such as ``w1_EFD`` read as ``w1``, and the earlier ``moe.experts.w1``), O
 Megatron-LM (legacy and core, grouped experts ``linear_fc1.weight<e>`` and ``experts.weight1/2``)
 and timm's ViT. Names that are ambiguous alone (``c_proj``, ``wo``, ``w_out``, ``dense``,
 ``proj``, ``gate``, ``q``/``k``/``v``/``o``) are resolved by the enclosing module (attention,
-MLP, MoE, LM head). A name matching nothing gets role None; ``init_model_`` then classifies
+MLP, MoE, LM head). A registered ``tinit.families.Family`` may add names (its ``leaf_roles``).
+A name matching nothing gets role None; ``init_model_`` then classifies
 by module type where it can and otherwise applies its ``unclassified`` policy.
 """
 
@@ -57,6 +58,7 @@ from __future__ import annotations
 
 import re
 
+from tinit import families
 from tinit.schemes import ROLES
 
 _NORM = re.compile(r"^(ln(_?\w+)?|\w*norm\w*)$", re.IGNORECASE)
@@ -196,7 +198,7 @@ SCOPED_ROLES = {
 }
 
 
-def _split(name: str) -> tuple[list[str], str]:
+def split_name(name: str) -> tuple[list[str], str]:
     """(module path components, the parameter's own leaf key).
 
     The leaf key is the owning module's name for ``weight``-like leaves
@@ -238,7 +240,7 @@ def infer_role(name: str) -> str | None:
     if _is_bias(leaf):
         # An MoE router's bias is part of its logits (HF GptOss draws it like the weight).
         return "router" if leaf == "bias" and router_owner else "bias"
-    path, key = _split(name)
+    path, key = split_name(name)
     if leaf.endswith("norm_weight") or (path and _NORM.match(path[-1]) and key == path[-1]):
         return "norm"
     if _GATE.match(key) or LAYER_SCALE.match(key):
@@ -263,6 +265,9 @@ def infer_role(name: str) -> str | None:
         return "router"
     if key in LEAF_ROLES:
         return LEAF_ROLES[key]
+    added = families.index().leaf_roles  # names a registered tinit.families.Family adds
+    if key in added:
+        return added[key]
     if owner == "experts" and key in ("weight1", "weight2"):  # Megatron's GroupedMLP: fc1, fc2 of all experts
         return "mlp_in" if key == "weight1" else "mlp_out"
     if key == "v1" and "experts" in scopes:  # DBRX's stacked experts: act(x w1^T) * (x v1^T), then w2

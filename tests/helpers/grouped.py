@@ -11,9 +11,8 @@ import torch
 from torch import nn
 
 from helpers import BITS, assert_same_bits
-from tinit import schemes
+from tinit import schemes, stream_for
 from tinit.fill import write_spec_
-from tinit.model_init import stream_for
 
 S = schemes.InitSpec
 SEED = 0xC0FFEE

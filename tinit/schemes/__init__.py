@@ -41,12 +41,12 @@ Conventions shared by every scheme:
              (E*in, out: its ``weight2``, DBRX ``w2``) and
              ``"stacked_out_in"`` (E*out, in: DBRX ``w1``/``v1``).
              ``tinit.init_model_`` picks these from the model
-             (``tinit.architecture.expert_layout``).
+             (``tinit.families.expert_layout``).
     fused    a fused q/k/v projection (role attn_qkv) is specified as its
              three parts, each a matrix of its own (``Context.part``,
              ``Context.fans``: fan_out of q = h * head_dim, of k and v =
              kv * head_dim), laid out along the output dim by ``qkv``
-             (``tinit.architecture.FusedQKV``, read from the model's config
+             (``tinit.families.FusedQKV``, read from the model's config
              by ``init_model_``; equal thirds when None) as
              ``InitSpec.segments``; three equal parts are one spec.
     L        ``n_layers``, the number of blocks of the parameter's stack; a

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from tinit.architecture import FusedQKV, _positive_int
+from tinit.families import FusedQKV
 
 ROLES = (
     "embedding",
@@ -195,7 +195,7 @@ def fans(shape: tuple[int, ...], layout: str = "out_in", parts: int = 1, experts
     if fan_out % parts:
         raise ValueError(
             f"output dim {fan_out} of shape {tuple(shape)} does not split into {parts} equal parts "
-            "(a fused projection with unequal q/k/v widths: pass its layout, qkv=tinit.architecture.FusedQKV, "
+            "(a fused projection with unequal q/k/v widths: pass its layout, qkv=tinit.families.FusedQKV, "
             "or fan_out explicitly)"
         )
     return fan_in, fan_out // parts
@@ -236,7 +236,14 @@ def _count(name: str, value, low: int):
 
 def _fan(name: str, value) -> int | None:
     """An explicit fan: None, or an int >= 1 (numpy integers included)."""
-    return None if value is None else _positive_int(name, value)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r}")
+    value = operator.index(value)
+    if value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -465,7 +472,7 @@ class Scheme:
             stack: "encoder" or "decoder" in an encoder-decoder model, else None.
             encoder_layers, decoder_layers: N and M of an encoder-decoder model.
             qkv: the layout of a fused q/k/v projection (role attn_qkv), a
-                ``tinit.architecture.FusedQKV`` spanning its output dim; None
+                ``tinit.families.FusedQKV`` spanning its output dim; None
                 means equal thirds. Each part is specified as a matrix of its
                 own (its own fans; ``Context.qkv_parts`` picks the scheme's
                 spec for it) and the parts are laid out by ``qkv``; when all
@@ -524,7 +531,7 @@ class Scheme:
         if gate_up not in _GATE_UP_ORDERS:
             raise ValueError(f"gate_up must be one of {_GATE_UP_ORDERS}, got {gate_up!r}")
         if qkv is not None and not isinstance(qkv, FusedQKV):
-            raise TypeError(f"qkv must be a tinit.architecture.FusedQKV or None, got {type(qkv).__name__}")
+            raise TypeError(f"qkv must be a tinit.families.FusedQKV or None, got {type(qkv).__name__}")
         if experts is not None:
             experts = _fan("experts", experts)
         shape = tuple(_count("shape", size, 0) for size in shape)
@@ -597,6 +604,40 @@ class Scheme:
     def rule(self, ctx: Context, **options) -> InitSpec:
         raise NotImplementedError
 
+    def param_group(
+        self,
+        role: str | None,
+        *,
+        width_mults: tuple[float | None, ...] | None = None,
+        ndim: int = 2,
+        lr: float = 1.0,
+        weight_decay: float = 0.0,
+        eps: float | None = None,
+        optimizer: str = "adam",
+        **options,
+    ) -> dict[str, float]:
+        """The optimiser settings of one parameter under this recipe, from the base model's.
+
+        A recipe with learning-rate rules overrides this (``MuP``); ``tinit.mup_param_groups``
+        asks it for every parameter. The default is neutral: every parameter gets the base
+        learning rate, weight decay and eps.
+
+        Args:
+            role: the parameter's role (``ROLES``).
+            width_mults: per dim, this model's size over the base model's for a dim that scales
+                with width, None for a fixed one (mup's ``InfShape``); None: decided from the role.
+            ndim: the parameter's number of dims.
+            lr, weight_decay: the base model's learning rate and weight decay.
+            eps: the base model's Adam eps; None leaves it to the optimiser.
+            optimizer: "adam" (Adam, AdamW) or "sgd".
+            **options: the recipe's own (``MuP``: d_model, base_width, readout, reference).
+
+        Returns:
+            {"lr": float, "lr_multiplier": float (lr over the base lr), "weight_decay": float},
+            and "eps" when ``eps`` is given: the keys of a torch optimiser's param group.
+        """
+        return group_settings(lr, 1.0, weight_decay, eps)
+
     def multipliers(
         self,
         *,
@@ -613,6 +654,15 @@ class Scheme:
             A dict, empty for schemes that only set initial values.
         """
         return {}
+
+
+def group_settings(lr: float, multiplier: float, weight_decay: float, eps: float | None) -> dict[str, float]:
+    """A param group's settings (``Scheme.param_group``): lr * multiplier, the multiplier, the weight
+    decay and (when given) eps, in a torch param group's keys."""
+    found = {"lr": lr * multiplier, "lr_multiplier": multiplier, "weight_decay": weight_decay}
+    if eps is not None:
+        found["eps"] = eps
+    return found
 
 
 _GATE_UP_ORDERS = ("halves", "interleaved")

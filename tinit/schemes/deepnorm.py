@@ -144,10 +144,8 @@ class DeepNorm(Scheme):
             width = ctx.d_model if ctx.d_model else ctx.fans()[0]
             return _normal(width**-0.5)
         fan_in, fan_out = ctx.fans()
-        if variant == "paper":
-            unscaled = math.sqrt(2.0 / (fan_in + fan_out))
-        else:
-            unscaled = 1.0 / math.sqrt(3.0 * fan_in)  # nn.Linear's default U(+-1/sqrt(fan_in))
+        # "paper": Xavier's; else nn.Linear's default U(+-1/sqrt(fan_in))
+        unscaled = math.sqrt(2.0 / (fan_in + fan_out)) if variant == "paper" else 1.0 / math.sqrt(3.0 * fan_in)
 
         def draw(std: float) -> InitSpec:
             return _normal(std) if variant == "paper" else InitSpec(std=std, distribution="uniform")

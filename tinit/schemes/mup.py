@@ -16,11 +16,13 @@ from tinit.schemes._core import (
     _constants,
     _normal,
     _positive,
+    group_settings,
 )
 
 _READOUTS = ("zero", "scaled", "multiplier", "zero_multiplier")
 _MULTIPLIER_READOUTS = ("multiplier", "zero_multiplier")  # logits times 1/m (mup's ``MuReadout``)
 _OPTIMIZERS = ("adam", "sgd")
+_REFERENCES = ("mup", "megatron")
 
 
 class MuP(Scheme):
@@ -146,13 +148,12 @@ class MuP(Scheme):
         optimizer: str = "adam",
         readout: str = "zero",
     ) -> float:
-        """Learning-rate multiplier of one parameter relative to the base model's lr.
+        """Learning-rate multiplier of one parameter relative to the base model's lr, by role.
 
-        TP5 Table 3 (readout "zero"/"scaled") and its output-multiplier
-        form (readout "multiplier"/"zero_multiplier") at width multiplier m,
-        by role (every dim of a hidden matrix taken to scale with width;
-        ``tinit.mup_param_groups`` decides by the parameter's width dims, as
-        the mup package does):
+        ``param_group``'s rule with every dim of a hidden matrix taken to scale with width and
+        one dim of every other parameter (``tinit.mup_param_groups`` decides by the parameter's
+        width dims, as the mup package does). TP5 Table 3 (readout "zero"/"scaled") and its
+        output-multiplier form (readout "multiplier"/"zero_multiplier") at width multiplier m:
             Adam: embeddings, norms, biases, gates 1; hidden 1/m; head 1/m
                   (multiplier form: 1).
             SGD:  embeddings, norms, biases, gates m; hidden 1; head 1/m
@@ -173,6 +174,54 @@ class MuP(Scheme):
             UnknownNameError: unknown role. ValueError: unknown optimizer or readout,
             or a role of None.
         """
+        settings = self.param_group(role, d_model=d_model, base_width=base_width, optimizer=optimizer, readout=readout)
+        return settings["lr_multiplier"]
+
+    def param_group(
+        self,
+        role: str | None,
+        *,
+        width_mults: tuple[float | None, ...] | None = None,
+        ndim: int = 2,
+        lr: float = 1.0,
+        weight_decay: float = 0.0,
+        eps: float | None = None,
+        optimizer: str = "adam",
+        d_model: int | None = None,
+        base_width: int | None = None,
+        readout: str = "zero",
+        reference: str = "mup",
+    ) -> dict[str, float]:
+        """muP's learning rate, weight decay and Adam eps of one parameter (``Scheme.param_group``).
+
+        ``reference="mup"``: microsoft/mup 1.0.0's optimisers, from the parameter's width dims
+        (``_package_multiplier``: ``MuAdam``/``MuAdamW`` give two width dims lr / m_in,
+        ``MuSGD`` one width dim lr * m, two lr * m_out / m_in) with weight decay scaled so that
+        lr * weight_decay is the base model's; eps unscaled. ``reference="megatron"``:
+        Megatron-Core's ``get_mup_config_overrides`` (NVIDIA/Megatron-LM main at d98e8a6): a
+        parameter is vector-like when it is an embedding, the output layer or a token (or has <=
+        1 dim); Adam: hidden lr / m and eps / m; SGD: vector-like lr * m; weight decay unscaled.
+        Either way, the head of readout "zero"/"scaled" (TP5 Table 3, no logit multiplier) gets
+        lr / m (m its width dim's multiplier).
+
+        Args:
+            role: one of ``ROLES``.
+            width_mults: per dim, size over the base size for a width dim, None for a fixed
+                one; None: every dim of a hidden matrix, one dim of any other parameter, at
+                m = d_model / base_width.
+            ndim: the parameter's dims (Megatron's vector-like rule).
+            lr, weight_decay, eps: the base model's (eps None: the optimiser's default).
+            optimizer: "adam" (also AdamW) or "sgd".
+            d_model, base_width, readout: as for the init.
+            reference: "mup" or "megatron".
+
+        Returns:
+            As ``Scheme.param_group``.
+
+        Raises:
+            UnknownNameError: unknown role. ValueError: a role of None, an unknown optimizer,
+            readout or reference, more than two width dims.
+        """
         if role not in ROLES:
             raise (ValueError if role is None else UnknownNameError)(
                 f"mup lr_multiplier needs a known role, got {role!r}"
@@ -180,15 +229,23 @@ class MuP(Scheme):
         if optimizer not in _OPTIMIZERS:
             raise ValueError(f"mup: optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
         _check_readout(readout)
+        if reference not in _REFERENCES:
+            raise ValueError(f"mup: reference must be one of {_REFERENCES}, got {reference!r}")
         m = self.width_mult(d_model, base_width)
-        role = BASE_ROLE.get(role, role)
-        if role in HIDDEN_ROLES:
-            return 1.0 / m if optimizer == "adam" else 1.0
-        if role == "head":
-            if readout in _MULTIPLIER_READOUTS:
-                return 1.0 if optimizer == "adam" else m
-            return 1.0 / m
-        return 1.0 if optimizer == "adam" else m
+        base_role = BASE_ROLE.get(role, role)
+        if width_mults is None:
+            width_mults = (m, m) if base_role in HIDDEN_ROLES else (m,)
+        if base_role == "head" and readout not in _MULTIPLIER_READOUTS:  # TP5 Table 3's readout: lr / m
+            mult = 1.0 / (m if reference == "megatron" else next((w for w in width_mults if w is not None), 1.0))
+            return group_settings(lr, mult, weight_decay / mult if reference == "mup" else weight_decay, eps)
+        if reference == "mup":
+            mult = _package_multiplier(width_mults, optimizer)
+            return group_settings(lr, mult, weight_decay / mult, eps)
+        vector_like = role in ("embedding", "head", "token") or ndim <= 1
+        if optimizer == "sgd":
+            return group_settings(lr, m if vector_like else 1.0, weight_decay, eps)
+        mult = 1.0 if vector_like else 1.0 / m
+        return group_settings(lr, mult, weight_decay, None if eps is None else eps * mult)
 
     def multipliers(self, *, d_model=None, base_width=None, readout="zero", **options) -> dict[str, float]:
         """{"width_mult": m, "output": logits multiplier} (1/m for readouts "multiplier" and
@@ -198,7 +255,7 @@ class MuP(Scheme):
         return {"width_mult": m, "output": 1.0 / m if readout in _MULTIPLIER_READOUTS else 1.0}
 
 
-def _package_lr_multiplier(width_mults: tuple[float | None, ...], optimizer: str) -> float:
+def _package_multiplier(width_mults: tuple[float | None, ...], optimizer: str) -> float:
     """The lr multiplier the mup package gives a tensor from its dims' width multipliers.
 
     ``width_mults``: per dim, dim / base_dim for a dim that scales with width,
@@ -210,10 +267,8 @@ def _package_lr_multiplier(width_mults: tuple[float | None, ...], optimizer: str
     Both refuse more than two width dims.
 
     Raises:
-        ValueError: more than two width dims, or an unknown optimizer.
+        ValueError: more than two width dims.
     """
-    if optimizer not in _OPTIMIZERS:
-        raise ValueError(f"mup: optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
     wide = [w for w in width_mults if w is not None]
     if len(wide) > 2:
         raise ValueError(f"mup: a tensor with {len(wide)} width dims (the mup package handles at most 2)")

@@ -84,10 +84,7 @@ class Mitchell(Scheme):
         constant = _constants(ctx.base)
         if constant is not None:
             return constant
-        if ctx.base == "mlp_out":
-            d_in = ctx.fans()[0]
-        else:
-            d_in = ctx.need("d_model")
+        d_in = ctx.fans()[0] if ctx.base == "mlp_out" else ctx.need("d_model")
         std = 1.0 / math.sqrt(d_in)
         if ctx.base in OUTPUT_ROLES:
             std /= math.sqrt(2.0 * (ctx.need("layer_idx") + 1))

@@ -1,8 +1,10 @@
 """Which parameter of a model is which: roles from names and module types, block indices, towers,
-gates and their model-given values, overrides, and the policy for parameters nothing classifies.
+gates and their model-given values, overrides, the policy for parameters nothing classifies, and
+the geometry (fused q/k/v and expert layouts) a parameter's family gives it.
 
-One walk over the modules (``_classify``) gives one ``_Param`` per tensor; ``init_model_`` and
-``mup_param_groups`` plan from it. The name rules themselves are in ``tinit.roles``."""
+One walk over the modules (``torch.nn.Module.named_modules``) gives one ``Param`` per tensor
+(``classify``) and the modules ``Geometry`` reads; ``init_model_`` and ``mup_param_groups`` plan
+from them. The name rules are in ``tinit.roles``, each family's quirks in ``tinit.families``."""
 
 from __future__ import annotations
 
@@ -11,13 +13,14 @@ import inspect
 import math
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
-from tinit import schemes
-from tinit.roles import LAYER_SCALE, _split, infer_layer, infer_role, infer_stack, infer_tower
+from tinit import families, schemes
+from tinit.roles import LAYER_SCALE, infer_layer, infer_role, infer_stack, infer_tower, split_name
 
 _OVERRIDE_KEYS = frozenset(
     {"role", "layer", "stack", "layout", "fan_in", "fan_out", "options", "qkv", "experts", "value"}
@@ -25,7 +28,7 @@ _OVERRIDE_KEYS = frozenset(
 _WIDTH_ATTRS = ("hidden_size", "n_embd", "d_model", "dim")
 
 
-def _pattern(pattern, what: str) -> re.Pattern:
+def compile_pattern(pattern, what: str) -> re.Pattern:
     """``pattern`` compiled; TypeError for a non-str, ValueError naming ``what`` for a bad regex."""
     if not isinstance(pattern, str):
         raise TypeError(f"{what} must be a regex str, got {type(pattern).__name__} {pattern!r}")
@@ -35,7 +38,7 @@ def _pattern(pattern, what: str) -> re.Pattern:
         raise ValueError(f"{what} {pattern!r} is not a valid regex: {exc}") from None
 
 
-def _count_or_none(value, what: str, low: int):
+def count_or_none(value, what: str, low: int):
     """``value`` as an int >= ``low`` (numpy integers included), or None; TypeError, ValueError."""
     if value is None:
         return None
@@ -47,21 +50,21 @@ def _count_or_none(value, what: str, low: int):
     return value
 
 
-def _check_n_layers(n_layers):
-    """``n_layers`` as ``_depths`` takes it: None, an int >= 1, or a mapping of str keys to ints >= 1."""
+def check_n_layers(n_layers):
+    """``n_layers`` as ``depths`` takes it: None, an int >= 1, or a mapping of str keys to ints >= 1."""
     if isinstance(n_layers, Mapping):
         checked = {}
         for key, value in n_layers.items():
             if not isinstance(key, str):
                 raise TypeError(f"init_model_: n_layers keys must be str (a stack or tower), got {key!r}")
-            checked[key] = _count_or_none(value, f"init_model_: n_layers[{key!r}]", 1)
+            checked[key] = count_or_none(value, f"init_model_: n_layers[{key!r}]", 1)
             if checked[key] is None:
                 raise TypeError(f"init_model_: n_layers[{key!r}] must be an int >= 1, got None")
         return checked
-    return _count_or_none(n_layers, "init_model_: n_layers", 1)
+    return count_or_none(n_layers, "init_model_: n_layers", 1)
 
 
-def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
+def compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
     if overrides is not None and not isinstance(overrides, Mapping):
         raise TypeError(f"overrides must be a mapping {{regex: role or dict}}, got {type(overrides).__name__}")
     compiled = []
@@ -71,10 +74,10 @@ def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
             raise TypeError(f"{where}: the value must be a role name or a dict, got {type(value).__name__}")
         entry = {"role": value} if isinstance(value, str) else dict(value)
         if "layer" in entry:
-            entry["layer"] = _count_or_none(entry["layer"], f"{where}: layer", 0)
+            entry["layer"] = count_or_none(entry["layer"], f"{where}: layer", 0)
         for key in ("fan_in", "fan_out"):
             if key in entry:
-                entry[key] = _count_or_none(entry[key], f"{where}: {key}", 1)
+                entry[key] = count_or_none(entry[key], f"{where}: {key}", 1)
         if "layout" in entry and entry["layout"] not in schemes.LAYOUTS:
             raise ValueError(f"{where}: layout must be one of {schemes.LAYOUTS}, got {entry['layout']!r}")
         if "stack" in entry and entry["stack"] not in (None, "encoder", "decoder"):
@@ -93,12 +96,12 @@ def _compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"override {pattern!r}: value must be a finite number, got {value!r}")
             entry["value"] = float(value)
-        compiled.append((_pattern(pattern, "override pattern"), entry))
+        compiled.append((compile_pattern(pattern, "override pattern"), entry))
     return compiled
 
 
 @dataclass(slots=True)
-class _Param:
+class Param:
     name: str
     param: torch.nn.Parameter
     tied: tuple[str, ...]
@@ -107,9 +110,9 @@ class _Param:
     stack: str | None
     layout: str
     override: dict
-    offset_gain: bool = False  # a norm whose effective gain is 1 + weight (_offset_gain)
+    offset_gain: bool = False  # a norm whose effective gain is 1 + weight
     padding_idx: int | None = None  # an nn.Embedding's padding row, zeroed after the write
-    tower: str | None = None  # the block container counted for L (_depths)
+    tower: str | None = None  # the block container counted for L (depths)
     gate: tuple[float | None, str] | None = None  # a residual gate: (the model's value, its kind) (_gate)
 
 
@@ -160,46 +163,6 @@ def _role_from_module(module: torch.nn.Module, leaf: str) -> str | None:
     return "linear" if is_matrix else None
 
 
-def _config_value(model: torch.nn.Module, key: str):
-    """``key`` of the model's config, or of a config it holds (a multimodal model's ``vision_config``)."""
-    config = getattr(model, "config", None)
-    seen = 0
-    while config is not None and seen < 4:
-        value = getattr(config, key, None)
-        if value is not None:
-            return value
-        config = next(
-            (
-                getattr(config, sub)
-                for sub in ("vision_config", "text_config", "backbone_config")
-                if hasattr(config, sub)
-            ),
-            None,
-        )
-        seen += 1
-    return None
-
-
-# The value a model's own code gives a residual gate, by (module class, parameter): Meta's and HF's
-# mllama (``MllamaVisionEncoderLayer.__init__``: pi/4, a tanh gate that starts at tanh(pi/4) =
-# 0.66; ``MllamaCrossAttentionDecoderLayer``: 0, closed), HF Evolla
-# (``EvollaSequenceAlignerCrossAttention``: 0), HF Dinov2 (``Dinov2LayerScale``:
-# ``config.layerscale_value``), OLMo-core's nGPT block (``NormalizedTransformerBlock``:
-# ``*_alpha_init_scaling``). timm's ``LayerScale`` keeps its ``init_values`` on the module.
-_GATE_VALUES: dict[tuple[str, str], Callable] = {
-    ("MllamaVisionEncoderLayer", "gate_attn"): lambda module, model: math.pi / 4,
-    ("MllamaVisionEncoderLayer", "gate_ffn"): lambda module, model: math.pi / 4,
-    ("MllamaCrossAttentionDecoderLayer", "cross_attn_attn_gate"): lambda module, model: 0.0,
-    ("MllamaCrossAttentionDecoderLayer", "cross_attn_mlp_gate"): lambda module, model: 0.0,
-    ("EvollaSequenceAlignerCrossAttention", "gate_attention"): lambda module, model: 0.0,
-    ("EvollaSequenceAlignerCrossAttention", "gate_ffw"): lambda module, model: 0.0,
-    ("Dinov2LayerScale", "lambda1"): lambda module, model: _config_value(model, "layerscale_value"),
-    ("Dinov2WithRegistersLayerScale", "lambda1"): lambda module, model: _config_value(model, "layerscale_value"),
-    ("NormalizedTransformerBlock", "attn_alpha"): lambda module, model: module.attn_alpha_init_scaling,
-    ("NormalizedTransformerBlock", "mlp_alpha"): lambda module, model: module.mlp_alpha_init_scaling,
-}
-
-
 @functools.cache
 def _tanh_gated(cls: type, leaf: str) -> bool:
     """Whether ``cls.forward`` passes parameter ``leaf`` through tanh (``self.gate.tanh()``,
@@ -212,20 +175,21 @@ def _tanh_gated(cls: type, leaf: str) -> bool:
     return re.search(rf"\bself\.{leaf}\.tanh\(|tanh\(\s*self\.{leaf}\b", source) is not None
 
 
-def _gate(model: torch.nn.Module, module: torch.nn.Module, name: str, leaf: str) -> tuple[float | None, str]:
+def _gate(found: families.Index, model, module, name: str, leaf: str) -> tuple[float | None, str]:
     """(the value the model's own code gives residual gate ``name``, its kind).
 
-    Kinds: "declared" (a value from ``_GATE_VALUES`` or timm's ``LayerScale.init_values``),
-    "layer scale" and "tanh gate" (the model decides the value and tinit does not know it: value
-    None), "multiplier" (a plain ReZero-style multiplier: None, the scheme's own value applies).
+    Kinds: "declared" (a value of its family's ``tinit.families.Family.gates`` or timm's
+    ``LayerScale.init_values``), "layer scale" and "tanh gate" (the model decides the value and
+    tinit does not know it: value None), "multiplier" (a plain ReZero-style multiplier: None, the
+    scheme's own value applies).
     """
-    getter = _GATE_VALUES.get((type(module).__name__, leaf))
+    getter = found.gates.get((type(module).__name__, leaf))
     value = getter(module, model) if getter is not None else None
     if value is None and leaf == "gamma":
         value = getattr(module, "init_values", None)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value), "declared"
-    if LAYER_SCALE.match(_split(name)[1]):
+    if LAYER_SCALE.match(split_name(name)[1]):
         return None, "layer scale"
     if _tanh_gated(type(module), leaf):
         return None, "tanh gate"
@@ -240,11 +204,9 @@ _OFFSET_GAIN = re.compile(r"\(\s*1(?:\.0*)?\s*\+\s*self\.weight\b|\bself\.weight
 
 
 @functools.cache
-def _offset_gain(cls: type) -> bool:
+def _reads_offset_gain(cls: type) -> bool:
     """Whether norm class ``cls`` scales by 1 + weight (so weight 0 is the identity), read from
     the source of its ``forward`` (False where the source is not available)."""
-    import inspect
-
     try:
         source = inspect.getsource(cls.forward)
     except (OSError, TypeError):
@@ -253,34 +215,19 @@ def _offset_gain(cls: type) -> bool:
 
 
 _BLOCK_NUMBER = re.compile(r"\.\d+(?=\.)")
-_NO_OVERRIDE: dict = {}
+NO_OVERRIDE: dict = {}
 
 
-def _named_modules(model: torch.nn.Module):
-    """``model.named_modules(remove_duplicate=False)`` in the same (pre-)order, as a list.
+class _Walk(NamedTuple):
+    """What every parameter of one ``classify`` call reads."""
 
-    One loop instead of torch's recursive generators (each yield passes
-    through every level of ``yield from``). When any module's class
-    overrides ``named_modules``, torch's own walk is used, which calls it.
-    """
-    plain = torch.nn.Module.named_modules
-    found, stack = [], [("", model)]
-    while stack:
-        name, module = stack.pop()
-        if type(module).named_modules is not plain:  # a class that decides what it yields
-            return list(model.named_modules(remove_duplicate=False))
-        found.append((name, module))
-        children = module._modules
-        if children:
-            stack.extend(
-                reversed(
-                    [(f"{name}.{key}" if name else key, child) for key, child in children.items() if child is not None]
-                )
-            )
-    return found
+    model: torch.nn.Module
+    overrides: list
+    families: families.Index
+    roles: dict  # name template (block numbers replaced) -> (role, stack): they depend on a name's words only
 
 
-def _classify(model, prefix: str, overrides) -> list[_Param]:
+def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
     """Every parameter once, with its role, block, stack, tower and (for gates) the model's value.
 
     Roles: the name rules (``tinit.roles.infer_role``), then the module's type
@@ -288,88 +235,100 @@ def _classify(model, prefix: str, overrides) -> list[_Param]:
     checks the shape it means: a residual gate or an attention sink has at
     most 1 dim, so a matrix with a gate's name (esmfold's ``attn_gate``
     ``nn.Linear``) is classified by its module type instead.
+
+    Args:
+        model: the model.
+        prefix: put before every name.
+        overrides: ``compile_overrides``'s list.
+        modules: the model's ``named_modules(remove_duplicate=False)`` when the caller walked
+            them already (``init_model_`` shares its walk with ``Geometry``); walked when None.
+
+    Returns:
+        One ``Param`` per tensor, in ``named_parameters`` order; a tensor's other names are its
+        ``tied``.
     """
-    # One walk over the modules: each parameter with its owning module, every
-    # name of a shared one (ties), in named_parameters order. A module's name
-    # is parsed once for all its parameters (a parameter name is its module's
-    # name plus a leaf without dots): block index, and the template (block
-    # numbers replaced) under which roles and stacks are cached, since they
-    # depend on a name's words only.
+    if modules is None:
+        modules = model.named_modules(remove_duplicate=False)
+    walk = _Walk(model, overrides, families.index(), {})
     aliases: dict[int, list[str]] = {}
-    entries, roles = [], {}
-    for module_name, module in _named_modules(model):
+    entries = []
+    for module_name, module in modules:
         params = module._parameters
         if not params:
             continue
         base = f"{prefix}{module_name}." if module_name else prefix
-        module_template = None
+        parsed = None
         for leaf, param in params.items():
             if param is None:
                 continue
-            full = base + leaf
             names = aliases.get(id(param))
             if names is not None:  # a tie: recorded under the first name's entry
-                names.append(full)
+                names.append(base + leaf)
                 continue
-            names = aliases[id(param)] = [full]
-            if module_template is None:
-                module_template = _BLOCK_NUMBER.sub(".0", base)
-                module_layer = infer_layer(base[:-1]) if base.endswith(".") else None
-                layout = _layout(module)
-            # A ParameterList's leaves are numbers, and a prefix without a
-            # trailing dot runs into the root's leaves: parse the whole name.
-            if leaf.isdigit() or not base.endswith("."):
-                template, layer = _BLOCK_NUMBER.sub(".0", full), infer_layer(full)
-            else:
-                template, layer = module_template + leaf, module_layer
-            found = roles.get(template)
-            if found is None:
-                found = roles[template] = infer_role(full), infer_stack(full)
-            role, stack = found
-            if role in ("residual_gate", "attn_sink") and param.dim() > 1:
-                role = None
-            if role is None:
-                role = _role_from_module(module, leaf)
-            entry = _Param(full, param, names, role, layer, stack, layout, _NO_OVERRIDE)
-            if overrides:
-                override = next((o for pattern, o in overrides if pattern.search(full)), _NO_OVERRIDE)
-                if override:
-                    entry.override = override
-                    entry.role = override.get("role") or entry.role
-                    entry.layer = override.get("layer", layer)
-                    entry.stack = override.get("stack", stack)
-                    entry.layout = override.get("layout") or entry.layout
-            if entry.role == "norm" and leaf == "weight" and _offset_gain(type(module)):
-                entry.offset_gain = True
-            if entry.role == "residual_gate":
-                entry.gate = _gate(model, module, full, leaf)
-            if leaf == "weight" and isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
-                entry.padding_idx = module.padding_idx  # nn.Embedding keeps it in [0, num_embeddings)
-            entries.append(entry)
-    _ungated_up_projections(entries)
+            names = aliases[id(param)] = [base + leaf]
+            if parsed is None:  # a module's name is parsed once for all its parameters
+                parsed = _BLOCK_NUMBER.sub(".0", base), infer_layer(base[:-1]) if base.endswith(".") else None
+            entries.append(_entry(walk, module, base, leaf, param, names, parsed))
+    _ungated_up_projections(entries, walk.families)
     for entry in entries:  # the other names of a tied tensor, once the walk has seen them all
         entry.tied = tuple(entry.tied[1:]) if len(entry.tied) > 1 else ()
     return entries
 
 
-_GATE_OF_UP = {"up_proj": "gate_proj", "w3": "w1", "wi_1": "wi_0"}
-_UP_KEY = re.compile(r"(?:^|\.)(up_proj|w3|wi_1)(?=\.|$|_[A-Z]{2,4}$)")
+def _entry(walk: _Walk, module, base: str, leaf: str, param, names: list[str], parsed: tuple) -> Param:
+    """The ``Param`` of ``module``'s parameter ``leaf`` (``base``: the module's name and a dot)."""
+    full = base + leaf
+    # A ParameterList's leaves are numbers, and a prefix without a trailing dot runs into the
+    # root's leaves: parse the whole name.
+    if leaf.isdigit() or not base.endswith("."):
+        template, layer = _BLOCK_NUMBER.sub(".0", full), infer_layer(full)
+    else:
+        template, layer = parsed[0] + leaf, parsed[1]
+    found = walk.roles.get(template)
+    if found is None:
+        found = walk.roles[template] = infer_role(full), infer_stack(full)
+    role, stack = found
+    if role in ("residual_gate", "attn_sink") and param.dim() > 1:
+        role = None
+    if role is None:
+        role = _role_from_module(module, leaf)
+    entry = Param(full, param, names, role, layer, stack, _layout(module), NO_OVERRIDE)
+    override = (
+        next((o for pattern, o in walk.overrides if pattern.search(full)), NO_OVERRIDE)
+        if walk.overrides
+        else NO_OVERRIDE
+    )
+    if override:
+        entry.override = override
+        entry.role = override.get("role") or entry.role
+        entry.layer = override.get("layer", layer)
+        entry.stack = override.get("stack", stack)
+        entry.layout = override.get("layout") or entry.layout
+    if entry.role == "norm" and leaf == "weight":
+        kind = type(module)
+        entry.offset_gain = kind.__name__ in walk.families.offset_gain_norms or _reads_offset_gain(kind)
+    if entry.role == "residual_gate":
+        entry.gate = _gate(walk.families, walk.model, module, full, leaf)
+    if leaf == "weight" and isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
+        entry.padding_idx = module.padding_idx  # nn.Embedding keeps it in [0, num_embeddings)
+    return entry
 
 
-def _ungated_up_projections(entries: list[_Param]) -> None:
+def _ungated_up_projections(entries: list[Param], found: families.Index) -> None:
     """An up projection with no gate beside it (a plain MLP's ``up_proj``, as in
-    ``tinit.tools.toy_models.Stack``) is the MLP's input projection: mlp_in, not the gated MLP's mlp_up."""
+    ``tinit.tools.toy_models.Stack``) is the MLP's input projection: mlp_in, not the gated MLP's
+    mlp_up. The pairs are the families' ``tinit.families.Family.gate_of_up``."""
     names = None
     for entry in entries:
-        if entry.role != "mlp_up" or "role" in entry.override:
+        if entry.role != "mlp_up" or "role" in entry.override or found.up_key is None:
             continue
         if names is None:
             names = {name for e in entries for name in e.tied}
-        match = _UP_KEY.search(entry.name)
+        match = found.up_key.search(entry.name)
         if match is None:
             continue
         key = match.group(1)
-        gate = entry.name[: match.start(1)] + _GATE_OF_UP[key] + entry.name[match.end(1) :]
+        gate = entry.name[: match.start(1)] + found.gate_of_up[key] + entry.name[match.end(1) :]
         if gate not in names:
             entry.role = "mlp_in"
 
@@ -377,14 +336,14 @@ def _ungated_up_projections(entries: list[_Param]) -> None:
 def _common_parts(a: str, b: str) -> int:
     """How many leading dot-separated components ``a`` and ``b`` share."""
     count = 0
-    for x, y in zip(a.split("."), b.split(".")):
+    for x, y in zip(a.split("."), b.split("."), strict=False):
         if x != y:
             break
         count += 1
     return count
 
 
-def _depths(entries, n_layers) -> tuple[dict, dict]:
+def depths(entries, n_layers) -> tuple[dict, dict]:
     """(tower -> L, the N and M context of an encoder-decoder model, empty for others).
 
     A tower is a block container (``tinit.roles.infer_tower``: "model.language_model.layers",
@@ -451,7 +410,7 @@ def _depths(entries, n_layers) -> tuple[dict, dict]:
 _POLICIES = ("error", "skip")
 
 
-def _check_unclassified(unclassified, where: str) -> str:
+def check_unclassified(unclassified, where: str) -> str:
     """``unclassified`` checked: "error", "skip" or a role of ``tinit.schemes.ROLES``."""
     if not isinstance(unclassified, str):
         raise TypeError(
@@ -464,11 +423,11 @@ def _check_unclassified(unclassified, where: str) -> str:
     return unclassified
 
 
-def _apply_unclassified(entries: list, policy: str, where: str, *, meta: bool = False) -> list:
+def apply_unclassified(entries: list, policy: str, where: str) -> list:
     """``entries`` under the ``unclassified`` policy: the parameters without a role refused
     (ValueError naming them), left out ("skip"; refused for parameters on the meta device,
-    whose memory would stay uninitialised), or given the role ``policy``. A parameter an
-    override gives a ``value`` is classified by it."""
+    whose memory would stay uninitialised once materialised), or given the role ``policy``. A
+    parameter an override gives a ``value`` is classified by it."""
     unknown = [e for e in entries if e.role is None and "value" not in e.override]
     if not unknown:
         return entries
@@ -480,10 +439,12 @@ def _apply_unclassified(entries: list, policy: str, where: str, *, meta: bool = 
             "(leave them as they are) or unclassified=<role>"
         )
     if policy == "skip":
-        if meta:  # to_empty leaves every parameter of the model uninitialised
+        on_meta = [e.name for e in unknown if e.param.is_meta]
+        if on_meta:  # materialising leaves their memory uninitialised
+            listed = ", ".join(on_meta[:8]) + (f", ... ({len(on_meta)} in all)" if len(on_meta) > 8 else "")
             raise ValueError(
                 f"{where}: unclassified='skip' would leave parameter(s) of a meta-device model uninitialised "
-                f"after materialising: {names}; classify them (overrides=, or unclassified=<role>)"
+                f"after materialising: {listed}; classify them (overrides=, or unclassified=<role>)"
             )
         skipped = {id(e) for e in unknown}
         return [e for e in entries if id(e) not in skipped]
@@ -492,7 +453,7 @@ def _apply_unclassified(entries: list, policy: str, where: str, *, meta: bool = 
     return entries
 
 
-def _infer_d_model(model, entries) -> int | None:
+def infer_d_model(model, entries) -> int | None:
     for holder in (getattr(model, "config", None), getattr(model, "model_args", None)):
         for attr in _WIDTH_ATTRS:
             value = getattr(holder, attr, None)
@@ -502,3 +463,84 @@ def _infer_d_model(model, entries) -> int | None:
         if entry.role == "embedding" and entry.param.dim() == 2 and entry.layer is None:
             return int(entry.param.shape[1])
     return None
+
+
+class Geometry:
+    """Per-parameter geometry of one model, for ``tinit.init_model_``: fused q/k/v layouts from the
+    nearest config and expert-stack layouts (``tinit.families``), looked up only for the parameters
+    that need them.
+
+    Args:
+        modules: the model's ``named_modules(remove_duplicate=False)`` (the walk ``classify`` read).
+        prefix: the prefix ``init_model_`` puts before every name.
+    """
+
+    def __init__(self, modules, prefix: str = ""):
+        self._modules = dict(modules)
+        self._prefix = prefix
+        self._layouts: dict = {}  # (id(config), width) -> (FusedQKV or None, the ValueError's message or None)
+
+    def _config(self, path: str):
+        """The config of the deepest module at or above ``path`` that has one (a tower's own config)."""
+        while True:
+            module = self._modules.get(path)
+            for attr in ("config", "model_args"):
+                config = getattr(module, attr, None) if module is not None else None
+                if config is not None and not callable(config):
+                    return config
+            if not path:
+                return None
+            path = path.rpartition(".")[0]
+
+    def _fused_qkv(self, name: str, path: str, width: int):
+        """The fused q/k/v layout of parameter ``name`` from its config (None: equal thirds or no config)."""
+        config = self._config(path)
+        if config is None:
+            return None
+        key = id(config), width
+        if key not in self._layouts:
+            try:
+                self._layouts[key] = families.fused_qkv_of_config(config, width), None
+            except ValueError as exc:
+                self._layouts[key] = None, str(exc)
+        found, error = self._layouts[key]
+        if error is not None:
+            raise ValueError(f"parameter {name}: {error}")
+        return found
+
+    def args(self, name: str, shape: tuple[int, ...], role: str | None, layout: str, override) -> tuple[str, dict]:
+        """(layout, extra ``Scheme.spec`` arguments) of parameter ``name`` of logical ``shape``.
+
+        A fused q/k/v projection gets ``qkv`` (the override's, else its config's layout); a fused
+        gate+up projection its family's ``gate_up`` order; a parameter under an ``experts`` scope
+        its expert layout (and ``experts`` count), unless the override sets ``layout``.
+
+        Raises:
+            ValueError, TypeError: an unknown fused layout or a bad override, naming the parameter.
+        """
+        ndim = len(shape)
+        local = name[len(self._prefix) :] if self._prefix and name.startswith(self._prefix) else name
+        path, _, leaf = local.rpartition(".")
+        extra = {}
+        if "experts" in override:
+            extra["experts"] = override["experts"]
+        if "qkv" in override:
+            extra["qkv"] = families.as_fused_qkv(override["qkv"], f"override qkv of parameter {name}")
+        elif role == "attn_qkv" and ndim == 2:
+            found = self._fused_qkv(name, path, shape[1] if layout == "in_out" else shape[0])
+            if found is not None:
+                extra["qkv"] = found
+        if role == "mlp_gate_up":
+            family = families.family_of(self._config(path))
+            interleaved = leaf.startswith(families.index().interleaved_gate_up)
+            if interleaved or (family is not None and family.gate_up == "interleaved"):
+                extra["gate_up"] = "interleaved"
+        if "layout" not in override and ndim >= 2 and ".experts." in f".{local}":
+            model_type = getattr(self._config(path), "model_type", None) if ndim == 3 else None
+            model_type = model_type if isinstance(model_type, str) else None
+            found = families.expert_layout(self._modules.get(path), leaf, ndim, model_type)
+            if found is not None:
+                layout, experts = found
+                if experts is not None and "experts" not in extra:
+                    extra["experts"] = experts
+        return layout, extra

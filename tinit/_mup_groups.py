@@ -1,5 +1,7 @@
 """``mup_param_groups``: optimiser param groups with muP's per-parameter learning rate, weight decay
-and Adam eps (microsoft/mup's optimisers, or Megatron-Core's muP)."""
+and Adam eps (microsoft/mup's optimisers, or Megatron-Core's muP). The rule is the recipe's own
+(``tinit.schemes.Scheme.param_group``, ``MuP.param_group``); this module finds each parameter's
+role and width dims and groups the parameters."""
 
 from __future__ import annotations
 
@@ -8,14 +10,7 @@ from collections.abc import Mapping
 import torch
 
 from tinit import schemes
-from tinit.classify import (
-    _apply_unclassified,
-    _check_unclassified,
-    _classify,
-    _compile_overrides,
-    _infer_d_model,
-)
-from tinit.schemes.mup import _package_lr_multiplier
+from tinit._classify import apply_unclassified, check_unclassified, classify, compile_overrides, infer_d_model
 
 
 def mup_param_groups(
@@ -33,6 +28,7 @@ def mup_param_groups(
     base_model: torch.nn.Module | Mapping[str, tuple[int, ...]] | None = None,
     delta_model: torch.nn.Module | Mapping[str, tuple[int, ...]] | None = None,
     unclassified: str = "error",
+    scheme: str = "mup",
     **group_options,
 ) -> list[dict]:
     """Optimiser param groups with muP's per-parameter learning rate, weight decay and Adam eps.
@@ -69,7 +65,7 @@ def mup_param_groups(
     SGD: vector-like lr * m, hidden lr. Weight decay is not scaled.
 
     ``readout="zero"``/``"scaled"`` (TP5 Table 3, no logit multiplier): the
-    head's lr is ``MuP.lr_multiplier("head")`` (1 / m for Adam and SGD) and
+    head's lr is ``tinit.schemes.MuP.lr_multiplier("head")`` (1 / m for Adam and SGD) and
     its weight decay follows lr * wd = base; with ``"multiplier"`` and
     ``"zero_multiplier"`` the head is mup's ``MuReadout`` and follows the
     rules above. Roles come from names as in ``init_model_`` (same
@@ -93,6 +89,8 @@ def mup_param_groups(
             parameters nothing classifies, naming them; "skip" leaves them out
             of every group (the caller adds them to the optimiser itself);
             a role gives them that role's multiplier.
+        scheme: the recipe whose optimiser rule applies (its ``Scheme.param_group``; the
+            options above go to it).
         **group_options: added to every group (e.g. ``betas=(0.9, 0.95)``).
 
     Returns:
@@ -107,7 +105,42 @@ def mup_param_groups(
             with more than two width dims.
         TypeError: base_model/delta_model of another type, ``unclassified`` not a str.
     """
-    mup = schemes.get("mup")
+    chosen = schemes.get(scheme)
+    _check_options(chosen, lr, weight_decay, eps, optimizer, readout, reference, base_model, delta_model)
+    policy = check_unclassified(unclassified, "mup_param_groups")
+    entries = classify(model, "", compile_overrides(overrides))
+    if d_model is None:
+        d_model = infer_d_model(model, entries)
+    entries = apply_unclassified(entries, policy, "mup_param_groups")
+    widths = None
+    if base_model is not None:
+        widths = _mup_width_dims_from_base(entries, base_model, delta_model)
+        base_width = None  # the width dims carry the multipliers
+    elif reference == "mup":
+        widths = _mup_width_dims_from_roles(entries, d_model, schemes.MuP.width_mult(d_model, base_width))
+    options = {"d_model": d_model, "base_width": base_width, "readout": readout, "reference": reference}
+    groups: dict[tuple, dict] = {}
+    for entry in entries:
+        settings = chosen.param_group(
+            entry.role,
+            width_mults=None if widths is None else widths[entry.name],
+            ndim=entry.param.dim(),
+            lr=lr,
+            weight_decay=weight_decay,
+            eps=eps,
+            optimizer=optimizer,
+            **options,
+        )
+        key = settings["lr_multiplier"], settings["weight_decay"], settings.get("eps")
+        if key not in groups:
+            groups[key] = {"params": [], "names": [], **settings, **group_options}
+        groups[key]["params"].append(entry.param)
+        groups[key]["names"].append(entry.name)
+    return list(groups.values())
+
+
+def _check_options(chosen, lr, weight_decay, eps, optimizer, readout, reference, base_model, delta_model) -> None:
+    """``mup_param_groups``'s own arguments checked before the model is read (ValueError naming them)."""
     if reference not in ("mup", "megatron"):
         raise ValueError(f"mup_param_groups: reference must be 'mup' or 'megatron', got {reference!r}")
     if optimizer not in ("adam", "sgd"):
@@ -119,52 +152,7 @@ def mup_param_groups(
             raise ValueError(f"mup_param_groups: {name} must be a finite number >= 0, got {value!r}")
     if reference == "megatron" and (base_model is not None or delta_model is not None):
         raise ValueError("mup_param_groups: base_model/delta_model apply to reference='mup' (mup's base shapes)")
-    mup.multipliers(readout=readout)  # checks readout
-    policy = _check_unclassified(unclassified, "mup_param_groups")
-    entries = _classify(model, "", _compile_overrides(overrides))
-    if d_model is None:
-        d_model = _infer_d_model(model, entries)
-    entries = _apply_unclassified(entries, policy, "mup_param_groups")
-    m = mup.width_mult(d_model, base_width) if base_model is None else None
-    if base_model is not None:
-        widths = _mup_width_dims_from_base(entries, base_model, delta_model)
-    elif reference == "mup":
-        widths = _mup_width_dims_from_roles(entries, d_model, m)
-    groups: dict[tuple, dict] = {}
-    for entry in entries:
-        base_role = schemes.BASE_ROLE.get(entry.role, entry.role)
-        eps_mult = 1.0
-        if base_role == "head" and readout in ("zero", "scaled"):
-            # TP5 Table 3's readout: lr / m under Adam and SGD (MuP.lr_multiplier), m its width dim's
-            width = m if reference == "megatron" else next((w for w in widths[entry.name] if w is not None), 1.0)
-            mult = 1.0 / width
-            decay = weight_decay / mult if reference == "mup" else weight_decay
-        elif reference == "mup":
-            mult = _package_lr_multiplier(widths[entry.name], optimizer)
-            decay = weight_decay / mult
-        else:
-            vector_like = entry.role in ("embedding", "head", "token") or entry.param.dim() <= 1
-            if optimizer == "adam":
-                mult = 1.0 if vector_like else 1.0 / m
-                eps_mult = 1.0 if vector_like else 1.0 / m
-            else:
-                mult = m if vector_like else 1.0
-            decay = weight_decay
-        group_eps = None if eps is None else eps * eps_mult
-        key = (mult, decay, group_eps)
-        if key not in groups:
-            groups[key] = {
-                "params": [],
-                "names": [],
-                "lr": lr * mult,
-                "lr_multiplier": mult,
-                "weight_decay": decay,
-                **({} if group_eps is None else {"eps": group_eps}),
-                **group_options,
-            }
-        groups[key]["params"].append(entry.param)
-        groups[key]["names"].append(entry.name)
-    return list(groups.values())
+    chosen.multipliers(readout=readout)  # checks readout
 
 
 def _mup_shapes(what, label: str) -> dict[str, tuple[int, ...]]:
