@@ -28,15 +28,8 @@ import torch
 from tqdm import tqdm
 
 import tinit
-<<<<<<< HEAD
 from tinit import STREAM_VERSION, dispatch, materialise_, schemes
 from tinit.grouped import GPU_TABLE_MAX_NUMEL
-=======
-from tinit import dispatch, schemes
-from tinit._model_init import materialise_, tied_groups
-from tinit.grouped import GPU_TABLE_MAX_NUMEL
-from tinit.params import STREAM_VERSION
->>>>>>> model
 from tinit.tools import hf_families
 from tinit.tools import info as _info
 from tinit.tools.cli_models import (
