@@ -42,8 +42,7 @@ from unittest import mock
 import torch
 
 import tinit
-from tinit import model_init, schemes
-from tinit.grouped import FillItem
+from tinit import FillItem, model_init, schemes
 
 
 def _model(layers: int) -> torch.nn.Module:

@@ -17,7 +17,7 @@ from helpers.grouped import (
 from torch import nn
 
 import tinit
-from tinit.fill import write_spec_
+from tinit import write_spec_
 from tinit.model_init import stream_for
 
 # --- init_model_: values -----------------------------------------------------

@@ -12,6 +12,9 @@ from typing import NamedTuple
 import torch
 
 from tinit import architecture, buffers, dispatch, schemes
+from tinit._fill import FillItem, write_grouped_
+from tinit._plan import check_seed, local_of
+from tinit._plan import located as _located
 from tinit.classify import (
     _NO_OVERRIDE,
     _apply_unclassified,
@@ -24,8 +27,6 @@ from tinit.classify import (
     _infer_d_model,
     _pattern,
 )
-from tinit.fill import _resolve, _stream_position
-from tinit.grouped import FillItem, _located, write_grouped_
 from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
 
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
@@ -183,7 +184,7 @@ def _zero_padding_rows(model: torch.nn.Module, rows: list[tuple[str, int]]) -> N
     and Hugging Face's ``_init_weights`` do (the padding token's vector). Of a DTensor, each rank
     zeroes the part of the row its shard holds."""
     for name, index in rows:
-        local, layout = _resolve(model.get_parameter(name), None, None)
+        local, layout = local_of(model.get_parameter(name))
         if local.numel() == 0 or local.is_meta:
             continue
         if layout is None:
@@ -347,7 +348,7 @@ def init_model_(
             as they are written one by one; used with ``grouped=False`` only
             (a grouped fill is one call).
         grouped: fill the truncated normals of all CPU parameters in one
-            native call (``tinit.grouped.write_grouped_``); False writes them
+            native call (``tinit.write_grouped_``); False writes them
             one at a time, as ``write_spec_`` would. The values are
             identical; both check every parameter before writing any.
         unclassified: what to do with parameters no rule, module type or
@@ -391,7 +392,7 @@ def init_model_(
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"init_model_: model must be a torch.nn.Module, got {type(model).__name__}")
     chosen = schemes.get(scheme)
-    seed = _stream_position(seed, 0, 0, 0)[0]
+    seed = check_seed(seed)
     policy = _check_unclassified(unclassified, "init_model_")
     if not isinstance(prefix, str):
         raise TypeError(f"init_model_: prefix must be a str, got {type(prefix).__name__} {prefix!r}")

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+__all__ = ["ShardLayout", "StreamRuns", "is_dtensor", "shard_offsets", "shard_shape"]
+
 try:
     from torch.distributed.tensor import DTensor
 except ImportError:  # torch built without distributed support
@@ -243,6 +245,13 @@ class ShardLayout:
         sub = list(self.indices)
         sub[dim] = index[first : first + count] - start
         return first, count, ShardLayout(tuple(shape), tuple(sub))
+
+    def local_narrow(self, dim: int, start: int, length: int) -> ShardLayout:
+        """The layout of ``local.narrow(dim, start, length)``: local positions [start, start + length)
+        of ``dim``, in the same logical tensor (``tinit._plan`` writes a large view slab by slab)."""
+        indices = list(self.indices)
+        indices[dim] = indices[dim][start : start + length]
+        return ShardLayout(self.global_shape, tuple(indices))
 
     def runs(self, offset: int = 0) -> StreamRuns:
         """The stream ranges of the local tensor when the logical tensor starts at stream index ``offset``.

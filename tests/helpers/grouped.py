@@ -11,8 +11,7 @@ import torch
 from torch import nn
 
 from helpers import BITS, assert_same_bits
-from tinit import schemes
-from tinit.fill import write_spec_
+from tinit import schemes, write_spec_
 from tinit.model_init import stream_for
 
 S = schemes.InitSpec

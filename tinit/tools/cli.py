@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 import tinit
 from tinit import dispatch, schemes
-from tinit.grouped import GPU_TABLE_MAX_NUMEL
+from tinit._plan import leaves
 from tinit.model_init import materialise_, tied_groups
 from tinit.params import STREAM_VERSION
 from tinit.tools import hf_families
@@ -170,7 +170,7 @@ def _torch_spec_(param: torch.Tensor, spec: schemes.InitSpec) -> None:
     if spec.constant is not None:
         torch.nn.init.constant_(param, spec.constant)
     elif spec.parts is not None:
-        for view, _, part, _ in tinit.fill._leaves(param, None, spec, 0):  # the segments tinit writes
+        for view, _, part, _ in leaves(param, None, spec, 0):  # the segments tinit writes
             _torch_spec_(view, part)
     elif spec.distribution == "uniform":
         torch.nn.init.uniform_(param, *spec.bounds)
@@ -370,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="no progress bars on stderr. Measuring the stds and --compare's torch pass advance "
         "per tensor; the fill's bar advances once, when the grouped fill returns (one native "
         f"call on the CPU; on a GPU one launch per dtype, plus one per tensor over "
-        f"{GPU_TABLE_MAX_NUMEL:,} elements)",
+        f"{dispatch.BACKENDS['cuda'].table_max_numel:,} elements)",
     )
     _add_report_parser(sub)
     sub.add_parser(
