@@ -64,7 +64,6 @@ CLASS_MODULES = (
     "tinit.architecture",
     "tinit.buffers",
     "tinit.dispatch",
-    "tinit.grouped",
     "tinit.sharding",
     "tinit.nn.init",
 )

@@ -380,18 +380,9 @@ def _linear_params(a: float, b: float, slope: float, dtype: torch.dtype) -> Trun
     )
 
 
-# A model's thousands of tensors share a handful of (std, bounds): computing
-# the constants once each keeps per-tensor Python cost small, and a cache hit
-# is a C call (no Python frame on the path of ``tinit.trunc_normal_``).
-@functools.lru_cache(maxsize=4096)
-def trunc_normal_record(mean: float, std: float, a: float, b: float, dtype: torch.dtype) -> TruncNormalParams:
-    """``transform_constants`` of arguments already checked (floats, a dtype of ``SUPPORTED_DTYPES``), cached.
-
-    The engine (``tinit._plan.Plan.build``) checks the dtype once per write and calls this directly.
-
-    Raises:
-        ValueError: as ``transform_constants``.
-    """
+def _window_checked(mean: float, std: float, a: float, b: float, dtype: torch.dtype) -> tuple[float, float]:
+    """[lo, hi], the values of ``dtype`` inside [a, b], after checking that N(mean, std^2) on [a, b] can
+    be sampled into ``dtype``; raises ValueError as ``transform_constants``."""
     if not (math.isfinite(mean) and math.isfinite(std)):
         raise ValueError(f"mean and std must be finite, got mean={mean}, std={std}")
     if std <= 0.0:
@@ -408,7 +399,22 @@ def trunc_normal_record(mean: float, std: float, a: float, b: float, dtype: torc
     lo, hi = _representable_inside(a, b, dtype)
     if lo > hi:
         raise ValueError(f"no {dtype} value lies inside [{a}, {b}]")
+    return lo, hi
 
+
+# A model's thousands of tensors share a handful of (std, bounds): computing
+# the constants once each keeps per-tensor Python cost small, and a cache hit
+# is a C call (no Python frame on the path of ``tinit.trunc_normal_``).
+@functools.lru_cache(maxsize=4096)
+def trunc_normal_record(mean: float, std: float, a: float, b: float, dtype: torch.dtype) -> TruncNormalParams:
+    """``transform_constants`` of arguments already checked (floats, a dtype of ``SUPPORTED_DTYPES``), cached.
+
+    The engine (``tinit._plan.Plan.build``) checks the dtype once per write and calls this directly.
+
+    Raises:
+        ValueError: as ``transform_constants``.
+    """
+    lo, hi = _window_checked(mean, std, a, b, dtype)
     slope = _linear_window(mean, std, a, b, lo, hi, _compute_dtype(dtype))
     if slope is not None:
         return _linear_params(a, b, slope, dtype)
