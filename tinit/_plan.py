@@ -399,7 +399,8 @@ def _span(local: torch.Tensor) -> tuple[int, int, int]:
 
 
 def _overlaps(spans: list[tuple[int, int, int]]) -> int:
-    """How many of the byte ranges ``spans`` ((device index, start, end), one per non-empty tensor) overlap an earlier one."""
+    """How many of the byte ranges ``spans`` ((device index, start, end), one per non-empty tensor)
+    overlap an earlier one."""
     spans.sort()
     count, device, reach = 0, None, 0
     for dev, start, end in spans:
@@ -490,9 +491,10 @@ class Plan:
         plan.writes = plan.draws = False
         plan.entries, plan.fills, plan.rows, plan.singles = [], [], [], []
         plan.zeros, plan.tables, plan._kinds, plan._backends = {}, {}, {}, {}
-        index, item = 0, None
+        index, item = -1, None
         try:
-            for index, item in enumerate(items):
+            for item in items:
+                index += 1
                 plan._add(item)
         except (TypeError, ValueError) as exc:
             if where is None:
@@ -669,7 +671,7 @@ class Plan:
         """Every item in order, each one written whole (its zero rows included) before the next."""
         entries = self.entries if progress is None else progress(self.entries)
         for local, layout, kind, what, records, stream, offset, rows in entries:
-            if kind == _ZERO or kind == _CONSTANT:
+            if kind in (_ZERO, _CONSTANT):
                 local.fill_(what)
             elif kind == _RECORD:
                 _write(self._backends[local.device, local.dtype], local, layout, what, seed, stream, offset)

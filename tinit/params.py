@@ -201,7 +201,7 @@ def _has_internal_overlap(tensor: torch.Tensor) -> bool:
         InternalOverlapError: an irregular layout of more than 2**24
             elements, which is not checked.
     """
-    dims = sorted((stride, size) for size, stride in zip(tensor.shape, tensor.stride()) if size > 1)
+    dims = sorted((stride, size) for size, stride in zip(tensor.shape, tensor.stride(), strict=True) if size > 1)
     reach = 0
     for stride, size in dims:
         if stride <= reach:
@@ -572,7 +572,7 @@ def _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt) -> TruncNormal
             edge=edge / scale,
             b0=b0,
             ratio=ratio,
-            **dict(zip(("l1", "l2", "l3", "l4", "l5"), coefs)),
+            **dict(zip(("l1", "l2", "l3", "l4", "l5"), coefs, strict=True)),
         )
     )
 
@@ -600,7 +600,7 @@ def _tail_poly(b0: float, a0: float) -> tuple[float, ...]:
         rows[col], rows[piv] = rows[piv], rows[col]
         for r in range(col + 1, n):
             f = rows[r][col] / rows[col][col]
-            rows[r] = [x - f * y for x, y in zip(rows[r], rows[col])]
+            rows[r] = [x - f * y for x, y in zip(rows[r], rows[col], strict=True)]
     coefs = [0.0] * n
     for r in range(n - 1, -1, -1):
         coefs[r] = (rows[r][n] - sum(rows[r][j] * coefs[j] for j in range(r + 1, n))) / rows[r][r]
