@@ -18,7 +18,7 @@ large   one --large-numel tensor (default 2^28 elements), bf16 and fp32, std 0.0
 model   whole-model init of bench/bench_grouped.py's GPT (tinit.tools.toy_models.GPT, --blocks 167 blocks: 2,008
         tensors) at --widths 64 and 1024, bf16 and fp32, built on the meta device and materialised on
         --device; the methods are bench_grouped's own functions:
-            grouped     tinit.init_model_(model, "gpt2") (tinit.grouped.write_grouped_: one
+            grouped     tinit.init_model_(model, "gpt2") (tinit.write_grouped_: one
                         trunc_normal_grouped_ launch per dtype, foreach zeros, fill_ for the gains)
             per_tensor  tinit.init_model_(model, "gpt2", grouped=False)
             fill_loop   tinit.fill_ per named parameter

@@ -153,9 +153,7 @@ def test_inner_dim_shards_equal_cpu_slices(backend):
 def test_grouped_fill_equals_per_tensor(backend):
     """One grouped fill of four tensors equals each tensor filled alone by the same backend and, by the
     backend's convention, the CPU kernel's fill."""
-    from tinit import schemes
-    from tinit.fill import write_spec_
-    from tinit.grouped import FillItem, write_grouped_
+    from tinit import FillItem, schemes, write_grouped_, write_spec_
 
     sizes = (1, 3, 4097, SMALL_NUMEL) if backend.small else (1, 3, 4097, 10**5)
     tensors = [torch.empty(n, device=backend.device) for n in sizes]

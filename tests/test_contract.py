@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 import tinit
-from tinit.fill import leaf_constants, write_spec_
-from tinit.grouped import FillItem, write_grouped_
-from tinit.params import InternalOverlapError, representable_inside, transform_constants
+from tinit import FillItem, write_grouped_, write_spec_
+from tinit._plan import leaf_record
+from tinit.params import InternalOverlapError, _representable_inside, transform_constants
 from tinit.schemes import InitSpec
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
@@ -215,16 +215,16 @@ def test_transform_constants_are_computed_once_per_piece(monkeypatch):
     """The write plan computes each piece's transform constants once, at validation: fill_ of a
     fused three-part spec takes three; write_grouped_ of five tensors of one spec and a fused
     tensor takes 1 + 3, batched or one by one."""
-    import tinit.fill
+    import tinit._plan
 
     calls = []
-    real = tinit.fill.leaf_constants
+    real = tinit._plan.leaf_record
 
     def counted(spec, dtype):
         calls.append(spec)
         return real(spec, dtype)
 
-    monkeypatch.setattr(tinit.fill, "leaf_constants", counted)
+    monkeypatch.setattr(tinit._plan, "leaf_record", counted)
     parts = (InitSpec(std=0.02), InitSpec(std=0.01), InitSpec(std=0.03))
     fused = InitSpec(parts=parts, split_dim=0)
     weight = torch.empty(12, 4)
@@ -554,7 +554,7 @@ def test_property_fill_contract(case, mean, std, window, seed, stream, offset, d
         return
     values = view.double()
     assert torch.isfinite(values).all()
-    low, high = representable_inside(a, b, view.dtype)
+    low, high = _representable_inside(a, b, view.dtype)
     assert ((values >= low) & (values <= high)).all(), "a value outside [a, b] as rounded to the dtype"
     if dropin:
         if view.numel() == 0:
@@ -597,7 +597,7 @@ def test_property_grouped_contract(cases, std, seed, streams, sequential):
     for item in items:
         if item.spec.constant is None:
             try:
-                leaf_constants(item.spec, item.tensor.dtype)
+                leaf_record(item.spec, item.tensor.dtype)
             except ValueError:
                 accepted = False
     try:

@@ -64,11 +64,10 @@ CLASS_MODULES = (
     "tinit",
     "tinit.schemes",
     "tinit.params",
-    "tinit.architecture",
+    "tinit.families",
     "tinit.families",
     "tinit.buffers",
     "tinit.dispatch",
-    "tinit.grouped",
     "tinit.sharding",
     "tinit.nn.init",
 )

@@ -16,10 +16,8 @@ import pytest
 import torch
 
 import tinit
-from tinit import schemes
+from tinit import schemes, write_grouped_, write_spec_
 from tinit.families import FusedQKV, expert_layout, fused_qkv_of_config
-from tinit.fill import write_spec_
-from tinit.grouped import write_grouped_
 
 S = schemes.InitSpec
 PARTS = (S(std=0.5), S(std=2.0, trunc=3.0), S(std=1.0, distribution="uniform"))

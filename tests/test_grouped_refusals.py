@@ -18,7 +18,7 @@ from helpers.grouped import (
 from torch import nn
 
 import tinit
-from tinit.grouped import FillItem, write_grouped_
+from tinit import FillItem, write_grouped_
 
 # --- init_model_: refusals before writing ------------------------------------
 

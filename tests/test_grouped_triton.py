@@ -4,6 +4,8 @@ the CPU backend's values; and on Triton, a float64 parameter refused before anyt
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from helpers import assert_matches_cpu, assert_same_bits
@@ -16,15 +18,23 @@ from helpers.grouped import (
 from torch import nn
 
 import tinit
-from tinit import grouped
+from tinit import dispatch
 
 # --- Triton backend in the interpreter ----------------------------------------
+
+
+def _limit_tables(monkeypatch, numel: int) -> None:
+    """The GPU backends' grouped calls take tensors of at most ``numel`` elements."""
+    for name in ("cuda", "triton"):
+        monkeypatch.setitem(
+            dispatch.BACKENDS, name, dataclasses.replace(dispatch.BACKENDS[name], table_max_numel=numel)
+        )
 
 
 @pytest.fixture
 def triton_interpreter(triton_interpreter, monkeypatch):
     """The session's Triton interpreter (skips without it), with tables limited to 40 elements."""
-    monkeypatch.setattr(grouped, "GPU_TABLE_MAX_NUMEL", 40)
+    _limit_tables(monkeypatch, 40)
 
 
 class _SmallMixed(nn.Module):
@@ -48,7 +58,7 @@ def test_backend_equals_cpu_backend(backend, scheme, monkeypatch):
     bit for bit in the interpreter and on CUDA), tables limited to 40 elements."""
     if backend.id in ("cpu", "torch"):
         pytest.skip(f"{backend}: the CPU backend is the reference; the torch backend has its own tolerance")
-    monkeypatch.setattr(grouped, "GPU_TABLE_MAX_NUMEL", 40)
+    _limit_tables(monkeypatch, 40)
     a, b = prefilled(_SmallMixed()), prefilled(_SmallMixed()).to(backend.device)
     want = tinit.init_model_(a, scheme, seed=SEED, backend="cpu")
     got = tinit.init_model_(b, scheme, seed=SEED, backend=backend.name)

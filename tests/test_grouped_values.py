@@ -17,8 +17,7 @@ from helpers.grouped import (
 from torch import nn
 
 import tinit
-from tinit import stream_for
-from tinit.fill import write_spec_
+from tinit import stream_for, write_spec_
 
 # --- init_model_: values -----------------------------------------------------
 

@@ -147,7 +147,7 @@ def test_nothing_written_before_the_refusal(backend, make):
 
 
 def test_the_last_stream_index_is_accepted(backend):
-    """Stream index 2**63 - 1 is the last one (offset + numel <= 2**63, as tinit.fill allows): a fill, a
+    """Stream index 2**63 - 1 is the last one (offset + numel <= 2**63, as tinit._plan.Plan allows): a fill, a
     grouped entry and a runs row that end on it are accepted, with the reference's words there."""
     device = _native(backend)
     last = 2**63 - 1

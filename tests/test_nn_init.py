@@ -2,7 +2,7 @@
 
 Oracles: torch's own functions (``torch.nn.init._calculate_fan_in_and_fan_out``,
 ``calculate_gain``, the exceptions torch raises for the same bad input, its
-RNG state after one ``_draw_seed``), scipy's exact distributions (KS), and
+RNG state after one ``_draw_key``), scipy's exact distributions (KS), and
 the documented stream rule (one key per call, element i at stream index i of
 stream 0: ``tinit.trunc_normal_at_`` and the uniform-mode record).
 """
@@ -20,7 +20,7 @@ from torch.torch_version import TorchVersion
 import tinit
 import tinit.nn.init as tnn
 from tinit import dispatch
-from tinit.fill import _draw_seed
+from tinit._plan import _draw_key
 from tinit.params import uniform_constants
 
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -98,11 +98,11 @@ def next_key(generator: torch.Generator | None = None) -> int:
     """The key the next call will draw, without drawing it."""
     if generator is None:
         state = torch.get_rng_state()
-        key = _draw_seed(None)
+        key = _draw_key(None)
         torch.set_rng_state(state)
         return key
     state = generator.get_state()
-    key = _draw_seed(generator)
+    key = _draw_key(generator)
     generator.set_state(state)
     return key
 
@@ -113,7 +113,7 @@ def call(name: str, tensor, **extra):
 
 def rng_after_one_draw() -> torch.Tensor:
     state = torch.get_rng_state()
-    _draw_seed(None)
+    _draw_key(None)
     after = torch.get_rng_state()
     torch.set_rng_state(state)
     return after
@@ -207,7 +207,7 @@ def test_non_contiguous_views(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_one_key_per_call(name):
-    """Exactly one 64-bit key is consumed: torch's state equals the one after a single ``_draw_seed``."""
+    """Exactly one 64-bit key is consumed: torch's state equals the one after a single ``_draw_key``."""
     torch.manual_seed(9)
     expected = rng_after_one_draw()
     call(name, torch.empty(6, 5))
@@ -244,7 +244,7 @@ def test_generator_is_used_and_advanced(name):
     g, twin = torch.Generator().manual_seed(123), torch.Generator().manual_seed(123)
     torch.manual_seed(0)
     default_before = torch.get_rng_state()
-    key = _draw_seed(twin)
+    key = _draw_key(twin)
     got = call(name, torch.empty(9, 4), generator=g)
     assert torch.equal(g.get_state(), twin.get_state())
     assert torch.equal(torch.get_rng_state(), default_before)

@@ -13,8 +13,7 @@ import scipy.stats
 import torch
 
 import tinit
-from tinit import schemes
-from tinit.fill import write_spec_
+from tinit import schemes, write_spec_
 
 D, F, L, LAYER, V, KV = 768, 3072, 12, 3, 1000, 256
 SHAPES = {  # nn.Linear layout (out, in); GQA key/value of width 256

@@ -1,4 +1,4 @@
-"""Shards and grouped fills in one process (``tinit.sharding``, ``tinit.grouped.write_grouped_``, the
+"""Shards and grouped fills in one process (``tinit.sharding``, ``tinit.write_grouped_``, the
 native ``gather_words`` and ``trunc_normal_grouped_cpu``).
 
 The oracle is the unsharded fill: a shard must hold exactly the slice of it
@@ -21,9 +21,7 @@ from helpers import DTYPE_PARAMS
 
 import tinit
 from tests import numpy_philox
-from tinit import ops, schemes
-from tinit.fill import write_spec_
-from tinit.grouped import FillItem, write_grouped_
+from tinit import FillItem, ops, schemes, write_grouped_, write_spec_
 from tinit.sharding import ShardLayout, StreamRuns, shard_offsets, shard_shape
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
@@ -363,9 +361,9 @@ def test_grouped_checks_everything_before_writing(sequential):
 
 def test_fused_spec_on_an_empty_local_shard_writes_nothing():
     """A rank outside a DTensor's mesh holds a (0,) local tensor: the fused parts have nothing to split."""
-    from tinit.fill import _leaves
+    from tinit._plan import leaves
 
     spec = schemes.get("deepnorm").spec(role="attn_qkv", shape=(10, 30), n_layers=2, d_model=10, layout="in_out")
     assert spec.parts is not None and spec.split_dim == 1
     layout = ShardLayout((10, 30), (torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)))
-    assert list(_leaves(torch.empty(0), layout, spec, 0)) == []
+    assert list(leaves(torch.empty(0), layout, spec, 0)) == []

@@ -310,24 +310,27 @@ def test_inner_dim_shard_through_the_backend_is_one_launch(launches):
 @needs_native
 def test_write_grouped_uses_the_triton_table(launches, monkeypatch):
     """tinit.write_grouped_ (init_model_'s path) on the triton backend: small truncated normals
-    in one launch per dtype, a tensor above GPU_TABLE_MAX_NUMEL in a launch of its own, a
+    in one launch per dtype, a tensor above the backend's table_max_numel in a launch of its own, a
     constant by fill_; every value the CPU backend's."""
-    from tinit import grouped, schemes
+    import dataclasses
 
-    monkeypatch.setattr(grouped, "GPU_TABLE_MAX_NUMEL", 100)
+    from tinit import FillItem, dispatch, schemes, write_grouped_
+
+    triton = dispatch.BACKENDS["triton"]
+    monkeypatch.setitem(dispatch.BACKENDS, "triton", dataclasses.replace(triton, table_max_numel=100))
     specs = [schemes.InitSpec(std=0.02), schemes.InitSpec(std=1.0, trunc=3.0), schemes.InitSpec(constant=1.0)]
     shapes = [(7, 5), (3,), (101,), (4, 4), (64,)]
     dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.bfloat16, torch.float32]
     items = [
-        grouped.FillItem(torch.full(shape, 9.0, dtype=dtype), specs[i % 2], stream=STREAM - i, offset=3 * i)
+        FillItem(torch.full(shape, 9.0, dtype=dtype), specs[i % 2], stream=STREAM - i, offset=3 * i)
         for i, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True))
     ]
-    items.append(grouped.FillItem(torch.full((5,), 9.0), specs[2], stream=0))
+    items.append(FillItem(torch.full((5,), 9.0), specs[2], stream=0))
     expected = [torch.empty_like(item.tensor) for item in items]
-    grouped.write_grouped_(
+    write_grouped_(
         [item._replace(tensor=t) for item, t in zip(items, expected, strict=True)], seed=SEED, backend="cpu"
     )
-    grouped.write_grouped_(items, seed=SEED, backend="triton")
+    write_grouped_(items, seed=SEED, backend="triton")
     for item, want in zip(items, expected, strict=True):
         _assert_bits_equal(item.tensor, want, f"triton grouped item {tuple(item.tensor.shape)} {item.tensor.dtype}")
     # f32 (7, 5) and (64,) in one launch, bf16 (3,) and (4, 4) in another, f16 (101,) alone

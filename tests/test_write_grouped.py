@@ -1,4 +1,4 @@
-"""``tinit.grouped.write_grouped_`` called directly: every case equals ``write_spec_`` item by
+"""``tinit.write_grouped_`` called directly: every case equals ``write_spec_`` item by
 item (constants, strided and fused parts, empty and meta tensors, overlapping views, extreme
 stream ids), and a bad last item writes nothing.
 """
@@ -19,8 +19,7 @@ from helpers.grouped import (
 )
 from torch import nn
 
-from tinit.fill import write_spec_
-from tinit.grouped import FillItem, write_grouped_
+from tinit import FillItem, write_grouped_, write_spec_
 
 # --- write_grouped_ directly -------------------------------------------------
 

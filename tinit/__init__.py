@@ -3,6 +3,8 @@
 Public API:
     trunc_normal_     drop-in for torch.nn.init.trunc_normal_ (the function tinit.nn.init.trunc_normal_)
     trunc_normal_at_  the same from an explicit (seed, stream, offset)
+    write_spec_       a tinit.schemes.InitSpec from an explicit (seed, stream, offset)
+    write_grouped_    many tensors' specs in a few native calls (FillItem: one tensor of it)
     nn                tinit.nn.init: a full replacement for torch.nn.init on tinit's stream
     fill_             one parameter by a named scheme (tinit.schemes.SCHEMES)
     init_model_       every parameter of a model (roles from names, ties once, meta models, DTensor/FSDP2
@@ -18,15 +20,16 @@ Public API:
 """
 
 from tinit import nn
+from tinit._fill import FillItem, fill_, trunc_normal_at_, write_grouped_, write_spec_
 from tinit._model_init import init_model_, materialise_, stream_for
 from tinit._mup_groups import mup_param_groups
-from tinit.fill import fill_, trunc_normal_at_
+from tinit._patch import patch_torch_init
 from tinit.nn.init import trunc_normal_
 from tinit.params import STREAM_VERSION, InferenceTensorError, InternalOverlapError
-from tinit.patch import patch_torch_init
 
 __all__ = [
     "STREAM_VERSION",
+    "FillItem",
     "InferenceTensorError",
     "InternalOverlapError",
     "fill_",
@@ -39,6 +42,8 @@ __all__ = [
     "stream_for",
     "trunc_normal_",
     "trunc_normal_at_",
+    "write_grouped_",
+    "write_spec_",
 ]
 __version__ = "0.3.0"
 

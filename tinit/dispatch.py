@@ -32,12 +32,25 @@ import torch
 from tinit import ops, reference
 from tinit.params import SUPPORTED_DTYPES
 
-CUDA_BUILD_HINT = (
+__all__ = ["AUTO_ORDER", "BACKENDS", "Backend", "select"]
+
+_CUDA_BUILD_HINT = (
     "rebuild it with its CUDA kernels: install a CUDA build of torch and the CUDA toolkit (nvcc), then "
     "`TINIT_FORCE_CUDA=1 pip install --no-build-isolation --no-deps -e .` from the tinit checkout"
 )
-TRITON_MODULE = "tinit.triton_kernels.trunc_normal"
-TRITON_GROUPED_MODULE = "tinit.triton_kernels.trunc_normal_grouped"
+_TRITON_MODULE = "tinit.triton_kernels.trunc_normal"
+_TRITON_GROUPED_MODULE = "tinit.triton_kernels.trunc_normal_grouped"
+# On a GPU a tensor above this many elements keeps a launch of its own: the
+# single-tensor kernels keep more blocks resident (CUDA: fewer registers than
+# the table walk) and store vectors (Triton: a pointer read from the table has
+# no known alignment), and one launch more costs microseconds next to such a
+# fill. On the CPU the grouped op runs the same loop, so every tensor joins the
+# table. Not yet measured on a GPU (bench/bench_gpu_grouped.py compares the two).
+_GPU_TABLE_MAX_NUMEL = 1 << 20
+
+
+def _no_reason(tensor: torch.Tensor) -> str | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -54,7 +67,8 @@ class Backend:
             on this machine, else why not (independent of any tensor).
         tensor_reason: returns None when it can fill this tensor, else why
             not, for conditions beyond device type and dtype (e.g. Triton on
-            CPU needs the interpreter).
+            CPU needs the interpreter). It may read the tensor's device and
+            dtype only (``select`` remembers its choice per device and dtype).
         summary: one line for ``python -m tinit.tools.info``.
         fill_runs: ``fill_runs(tensor, seed, stream, runs, constants)`` writes
             a contiguous tensor laid out as ``runs`` (a
@@ -66,6 +80,10 @@ class Backend:
             device (tensor t from stream streams[t] at offsets[t] with the
             constants packed[t]) as ``fill`` would one by one, in a few
             launches; None when the backend has no such kernel.
+        table_max_numel: the largest numel ``fill_grouped`` takes (0 without
+            it): ``tinit._plan.Plan`` gives a larger tensor a ``fill`` call of
+            its own. The CPU takes every tensor (its grouped op runs the
+            single-tensor loop); the GPU backends 2**20 elements.
     """
 
     name: str
@@ -73,10 +91,11 @@ class Backend:
     devices: tuple[str, ...]
     dtypes: tuple[torch.dtype, ...]
     install_reason: Callable[[], str | None]
-    tensor_reason: Callable[[torch.Tensor], str | None] = field(default=lambda tensor: None)
+    tensor_reason: Callable[[torch.Tensor], str | None] = field(default=_no_reason)
     summary: str = ""
     fill_runs: Callable | None = None
     fill_grouped: Callable | None = None
+    table_max_numel: int = 0
 
     def fill_shard(self, tensor: torch.Tensor, seed: int, stream: int, runs, constants: tuple) -> None:
         """Write contiguous ``tensor`` from the stream indices ``runs`` gives it (``tinit.sharding.StreamRuns``).
@@ -130,7 +149,7 @@ def _cuda_install_reason() -> str | None:
             if torch.version.cuda is None
             else f"torch {torch.__version__} has CUDA {torch.version.cuda}"
         )
-        return f"the native extension was built without its CUDA kernels ({torch_build}); {CUDA_BUILD_HINT}"
+        return f"the native extension was built without its CUDA kernels ({torch_build}); {_CUDA_BUILD_HINT}"
     return None
 
 
@@ -138,11 +157,9 @@ def _cuda_install_reason() -> str | None:
 def _triton_module():
     """(module, None) when the Triton kernel and triton import, else (None, reason)."""
     try:
-        module = importlib.import_module(TRITON_MODULE)
+        module = importlib.import_module(_TRITON_MODULE)
     except Exception as exc:  # noqa: BLE001  a broken kernel module must not break the other backends
-        return None, f"{TRITON_MODULE} does not import ({type(exc).__name__}: {exc})"
-    if not hasattr(module, "trunc_normal_triton_"):
-        return None, f"{TRITON_MODULE} has no trunc_normal_triton_"
+        return None, f"{_TRITON_MODULE} does not import ({type(exc).__name__}: {exc})"
     try:
         import triton  # noqa: F401
     except ImportError as exc:
@@ -156,16 +173,12 @@ def _triton_install_reason() -> str | None:
 
 def _triton_tensor_reason(tensor: torch.Tensor) -> str | None:
     module = _triton_module()[0]
-    if tensor.device.type == "cpu":
-        interpreted = (
-            module.interpreted() if hasattr(module, "interpreted") else os.environ.get("TRITON_INTERPRET", "0") == "1"
+    if tensor.device.type == "cpu" and not module.interpreted():
+        return (
+            "runs on CPU tensors only in the Triton interpreter (TRITON_INTERPRET=1, "
+            f"set before {_TRITON_MODULE} is imported)"
         )
-        if not interpreted:
-            return (
-                "runs on CPU tensors only in the Triton interpreter (TRITON_INTERPRET=1, "
-                f"set before {TRITON_MODULE} is imported)"
-            )
-    return module.why_not(tensor) if hasattr(module, "why_not") else None
+    return module.why_not(tensor)
 
 
 def _triton_fill(tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: tuple) -> None:
@@ -186,9 +199,9 @@ def _triton_grouped_module():
         try:
             # Both modules are created once per process, in the TRITON_INTERPRET mode in effect at
             # their first import; the grouped kernel refuses to mix modes (it inlines the helpers).
-            return importlib.import_module(TRITON_GROUPED_MODULE)
+            return importlib.import_module(_TRITON_GROUPED_MODULE)
         except Exception as exc:  # noqa: BLE001  reported as the backend's reason
-            reason = f"{TRITON_GROUPED_MODULE} does not import ({type(exc).__name__}: {exc})"
+            reason = f"{_TRITON_GROUPED_MODULE} does not import ({type(exc).__name__}: {exc})"
     raise RuntimeError(f"tinit backend 'triton' cannot fill shards or groups: {reason}")
 
 
@@ -221,6 +234,7 @@ BACKENDS: dict[str, Backend] = {
         summary="native CUDA kernels (csrc/cuda/)",
         fill_runs=ops.trunc_normal_runs_native,
         fill_grouped=_native_fill_grouped,
+        table_max_numel=_GPU_TABLE_MAX_NUMEL,
     ),
     "triton": Backend(
         "triton",
@@ -229,9 +243,10 @@ BACKENDS: dict[str, Backend] = {
         tuple(d for d in SUPPORTED_DTYPES if d != torch.float64),
         _triton_install_reason,
         _triton_tensor_reason,
-        summary=f"Triton kernel ({TRITON_MODULE}); CPU only when interpreted",
+        summary=f"Triton kernel ({_TRITON_MODULE}); CPU only when interpreted",
         fill_runs=_triton_fill_runs,
         fill_grouped=_triton_fill_grouped,
+        table_max_numel=_GPU_TABLE_MAX_NUMEL,
     ),
     "cpu": Backend(
         "cpu",
@@ -242,6 +257,7 @@ BACKENDS: dict[str, Backend] = {
         summary="native CPU kernels (csrc/cpu/), SIMD Philox, OpenMP",
         fill_runs=ops.trunc_normal_runs_native,
         fill_grouped=_native_fill_grouped,
+        table_max_numel=2**63,
     ),
     "torch": Backend(
         "torch",
@@ -260,14 +276,17 @@ AUTO_ORDER: dict[str, tuple[str, ...]] = {
     "cuda": ("cuda", "triton", "torch"),
     "cpu": ("cpu", "torch"),
 }
-DEFAULT_ORDER = ("torch",)
+_DEFAULT_ORDER = ("torch",)
 
 _warned_fallback = False
+# select's choices: (device, dtype, name asked for) -> (chosen, every Backend it consulted).
+# A choice holds while BACKENDS still maps each consulted name to the same record.
+_chosen: dict[tuple, tuple[Backend, tuple[Backend, ...]]] = {}
 
 
 def auto_order(device: torch.device | str) -> tuple[str, ...]:
     """The backends ``backend="auto"`` tries for tensors on ``device``, in order."""
-    return AUTO_ORDER.get(torch.device(device).type, DEFAULT_ORDER)
+    return AUTO_ORDER.get(torch.device(device).type, _DEFAULT_ORDER)
 
 
 def _reasons_text(tensor: torch.Tensor, skip: str | None = None) -> str:
@@ -283,8 +302,13 @@ def _reasons_text(tensor: torch.Tensor, skip: str | None = None) -> str:
 def select(tensor: torch.Tensor, backend: str = "auto") -> Backend:
     """The backend that fills ``tensor``.
 
+    A choice is remembered per (device, dtype, name asked for) while
+    ``BACKENDS`` holds the same records (installation is decided once per
+    process), so a repeated call costs a dictionary lookup; the fallback to
+    the reference backend is not remembered (it warns once).
+
     Args:
-        tensor: the (contiguous, non-meta) tensor to be filled.
+        tensor: the tensor to be filled (its device and dtype decide).
         backend: "auto", or a name in BACKENDS. ``$TINIT_BACKEND`` replaces
             "auto" (an explicit name given here wins over it).
 
@@ -299,6 +323,23 @@ def select(tensor: torch.Tensor, backend: str = "auto") -> Backend:
     """
     if backend == "auto":
         backend = os.environ.get("TINIT_BACKEND", "auto") or "auto"
+    key = (tensor.device, tensor.dtype, backend)
+    found = _chosen.get(key)
+    if found is not None:
+        for consulted in found[1]:
+            if BACKENDS.get(consulted.name) is not consulted:
+                break
+        else:
+            return found[0]
+    chosen, consulted = _choose(tensor, backend)
+    if consulted:
+        _chosen[key] = chosen, consulted
+    return chosen
+
+
+def _choose(tensor: torch.Tensor, backend: str) -> tuple[Backend, tuple[Backend, ...]]:
+    """``select``'s choice: (the backend, every record it consulted, or () when it is not to be
+    remembered); raises as ``select``."""
     what = f"a {str(tensor.dtype).removeprefix('torch.')} tensor on {tensor.device}"
     if backend != "auto":
         if backend not in BACKENDS:
@@ -309,14 +350,17 @@ def select(tensor: torch.Tensor, backend: str = "auto") -> Backend:
                 f"tinit backend {backend!r} cannot fill {what}: {reason}. "
                 f"Other backends: {_reasons_text(tensor, skip=backend)}"
             )
-        return BACKENDS[backend]
+        return BACKENDS[backend], (BACKENDS[backend],)
     reasons = {}
+    consulted = []
     for name in auto_order(tensor.device):
-        reason = BACKENDS[name].why_not(tensor)
+        consulted.append(BACKENDS[name])
+        reason = consulted[-1].why_not(tensor)
         if reason is None:
             if name == "torch" and reasons:
                 _warn_fallback(reasons)
-            return BACKENDS[name]
+                return consulted[-1], ()  # chosen afresh each time
+            return consulted[-1], tuple(consulted)
         reasons[name] = reason
     raise RuntimeError(f"no tinit backend can fill {what}: {_reasons_text(tensor)}")
 

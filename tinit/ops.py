@@ -13,6 +13,17 @@ import functools
 
 import torch
 
+__all__ = [
+    "native_available",
+    "native_has_cuda",
+    "native_load_error",
+    "philox_words",
+    "trunc_normal_compute_only",
+    "trunc_normal_grouped_native",
+    "trunc_normal_native",
+    "trunc_normal_runs_native",
+]
+
 try:
     from tinit import _C  # noqa: F401  (loading it registers torch.ops.tinit)
 
@@ -68,25 +79,40 @@ if native_available():
         return None
 
     # The benchmarks' op, in its own library (``TORCH_LIBRARY(tinit_bench, m)``), outside the public schema.
-    if hasattr(torch.ops.tinit_bench, "trunc_normal_compute_only_"):  # absent from builds before it
+    @torch.library.register_fake("tinit_bench::trunc_normal_compute_only_")
+    def _trunc_normal_compute_only_fake(self, seed, stream, offset, transform):
+        return None
 
-        @torch.library.register_fake("tinit_bench::trunc_normal_compute_only_")
-        def _trunc_normal_compute_only_fake(self, seed, stream, offset, transform):
-            return None
+
+_U64, _I63 = 2**64, 2**63
 
 
 def as_int64(value: int) -> int:
-    """A uint64 (0 <= value < 2**64) as the int64 with the same bits."""
-    if not 0 <= value < 2**64:
+    """A uint64 (0 <= value < 2**64) as the int64 with the same bits.
+
+    Raises:
+        ValueError: ``value`` outside [0, 2**64).
+    """
+    if not 0 <= value < _U64:
         raise ValueError(f"expected an unsigned 64-bit integer, got {value}")
-    return value - 2**64 if value >= 2**63 else value
+    return value - _U64 if value >= _I63 else value
 
 
 def trunc_normal_native(
     tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: tuple[float, ...]
 ) -> None:
-    """Fill contiguous ``tensor`` in place through ``torch.ops.tinit.trunc_normal_``."""
-    torch.ops.tinit.trunc_normal_(tensor, as_int64(seed), as_int64(stream), offset, list(constants))
+    """Fill contiguous ``tensor`` in place through ``torch.ops.tinit.trunc_normal_``.
+
+    Args:
+        tensor: contiguous tensor of a supported dtype on the CPU or a CUDA device.
+        seed, stream: uint64 Philox key and stream id, in [0, 2**64) (checked by the caller).
+        offset: stream index of element 0, >= 0.
+        constants: its ``tinit.params.TruncNormalParams``.
+    """
+    # as_int64 inline: this is the call every single-tensor CPU/CUDA fill ends in
+    torch.ops.tinit.trunc_normal_(
+        tensor, seed - _U64 if seed >= _I63 else seed, stream - _U64 if stream >= _I63 else stream, offset, constants
+    )
 
 
 def trunc_normal_runs_native(tensor: torch.Tensor, seed: int, stream: int, runs, constants: tuple[float, ...]) -> None:

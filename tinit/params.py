@@ -14,12 +14,27 @@ import enum
 import functools
 import math
 import numbers
-import operator
 from typing import NamedTuple
 
 import torch
 
+__all__ = [
+    "PARAM_COUNT",
+    "STREAM_VERSION",
+    "SUPPORTED_DTYPES",
+    "DtypeError",
+    "InferenceTensorError",
+    "InternalOverlapError",
+    "Mode",
+    "TruncNormalParams",
+    "transform_constants",
+    "uniform_constants",
+    "valid_params",
+]
+
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+_SUPPORTED = frozenset(SUPPORTED_DTYPES)
+_DTYPE_NAMES = "float32, float64, bfloat16 or float16"
 
 # The version of the values: stream index -> value. Version 1 is release
 # v0.1.0; version 2 (this one) is documented in docs/stream.md.
@@ -90,12 +105,12 @@ PARAM_COUNT = len(TruncNormalParams._fields)  # tinit::kParamCount
 _ZERO = TruncNormalParams(*([0.0] * PARAM_COUNT))
 
 
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """fp64 for fp64 tensors, fp32 for every other supported dtype."""
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def ndtr(x: float) -> float:
+def _ndtr(x: float) -> float:
     """Standard normal CDF Phi(x) in fp64 (via erfc, accurate in the lower tail)."""
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
@@ -104,7 +119,21 @@ def _pdf(x: float) -> float:
     return math.exp(-0.5 * x * x - _HALF_LOG_2PI)
 
 
-def _real(name: str, value) -> float:
+def as_real(name: str, value) -> float:
+    """``value`` as a Python float: real numbers (numpy's and 1-element real tensors included).
+
+    Args:
+        name: the argument's name, for the messages.
+        value: the value to check.
+
+    Returns:
+        ``float(value)``.
+
+    Raises:
+        TypeError: a bool, a complex, a string, a tensor of more than one
+            element (or a complex or meta one), anything else not real.
+        ValueError: an int beyond float64's range.
+    """
     if type(value) is float:  # the common case, without the ABC checks below
         return value
     if isinstance(value, torch.Tensor):
@@ -123,34 +152,6 @@ def _real(name: str, value) -> float:
         ) from None
 
 
-def as_index(name: str, value, low: int = 0, high: int | None = None) -> int:
-    """``value`` as a Python int in [low, high): ints and integer scalars (numpy's included).
-
-    Args:
-        name: the argument's name, for the messages.
-        value: the value to check.
-        low: the smallest value accepted.
-        high: one past the largest value accepted; None for no upper limit.
-
-    Returns:
-        ``value`` as an ``int``.
-
-    Raises:
-        TypeError: a bool, a float or anything else without ``__index__``.
-        ValueError: outside [low, high).
-    """
-    if type(value) is not int:
-        if isinstance(value, bool) or not hasattr(type(value), "__index__") or isinstance(value, torch.Tensor):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-        value = operator.index(value)
-    if value < low or (high is not None and value >= high):
-        bound = f"[{low}, {high})" if high is not None else f">= {low}"
-        if high is not None and high == 2**64:
-            bound = f"[{low}, 2**64)"
-        raise ValueError(f"{name} must be an int in {bound}, got {value!r}")
-    return value
-
-
 class InternalOverlapError(ValueError, RuntimeError):
     """A tensor to be written has elements that share memory (an expanded view, a partially
     overlapping ``as_strided`` view): the result would depend on the write order.
@@ -167,12 +168,26 @@ class InferenceTensorError(ValueError, RuntimeError):
     refused here before anything is written or drawn. A ValueError and a RuntimeError."""
 
 
+class DtypeError(TypeError, NotImplementedError):
+    """A tensor whose dtype tinit does not fill (integers, bool, complex, float8).
+
+    A TypeError, and a NotImplementedError (a RuntimeError) like the error
+    torch's fills raise for integer and bool tensors. torch also fills
+    complex tensors; tinit does not. ``DtypeError.of`` holds the one message.
+    """
+
+    @classmethod
+    def of(cls, dtype, name: str = "tensor") -> DtypeError:
+        """The refusal of ``dtype`` for the tensor called ``name`` in the message."""
+        return cls(f"{name}: tinit fills floating tensors of dtype {_DTYPE_NAMES}; got {dtype}")
+
+
 # The exact overlap check of an irregular layout lists every element's offset;
 # beyond this many elements such a layout is refused instead.
 _EXACT_OVERLAP_MAX_NUMEL = 1 << 24
 
 
-def has_internal_overlap(tensor: torch.Tensor) -> bool:
+def _has_internal_overlap(tensor: torch.Tensor) -> bool:
     """Whether two elements of ``tensor`` address the same memory.
 
     Every view that slicing, narrowing, transposing and permuting a dense
@@ -186,7 +201,7 @@ def has_internal_overlap(tensor: torch.Tensor) -> bool:
         InternalOverlapError: an irregular layout of more than 2**24
             elements, which is not checked.
     """
-    dims = sorted((stride, size) for size, stride in zip(tensor.shape, tensor.stride()) if size > 1)
+    dims = sorted((stride, size) for size, stride in zip(tensor.shape, tensor.stride(), strict=True) if size > 1)
     reach = 0
     for stride, size in dims:
         if stride <= reach:
@@ -219,8 +234,9 @@ def check_tensor(tensor, name: str = "tensor") -> None:
 
     Raises:
         TypeError: not a tensor; a sparse, nested or other non-strided
-            tensor; a negative-bit view (``torch._neg_view``); an
-            unsupported dtype.
+            tensor; a negative-bit view (``torch._neg_view``).
+        DtypeError: an unsupported dtype (a TypeError): the one dtype check
+            of every write (``tinit._plan.Plan.build`` calls this).
         InternalOverlapError: elements that share memory (an expanded view);
             not checked on the meta device, where nothing is written.
         InferenceTensorError: an inference tensor outside ``torch.inference_mode``.
@@ -230,10 +246,8 @@ def check_tensor(tensor, name: str = "tensor") -> None:
     if tensor.is_nested or tensor.layout != torch.strided:
         kind = "a nested tensor" if tensor.is_nested else f"layout {tensor.layout}"
         raise TypeError(f"{name}: tinit writes dense strided tensors, got {kind}")
-    if tensor.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(
-            f"{name}: tinit fills floating tensors of dtype float32, float64, bfloat16 or float16; got {tensor.dtype}"
-        )
+    if tensor.dtype not in _SUPPORTED:
+        raise DtypeError.of(tensor.dtype, name)
     if tensor.is_neg():
         raise TypeError(f"{name} is a negative-bit view (torch._neg_view); write into the tensor it views")
     if tensor.is_inference() and not torch.is_inference_mode_enabled():
@@ -241,18 +255,10 @@ def check_tensor(tensor, name: str = "tensor") -> None:
             f"{name} is an inference tensor (made under torch.inference_mode); it can be written only "
             "inside torch.inference_mode()"
         )
-    if not tensor.is_meta and not tensor.is_contiguous() and has_internal_overlap(tensor):
+    if not tensor.is_meta and not tensor.is_contiguous() and _has_internal_overlap(tensor):
         raise InternalOverlapError(
             f"{name} (shape {tuple(tensor.shape)}, strides {tuple(tensor.stride())}) has elements that share "
             "memory (e.g. an expanded view); write into the tensor it was made from, or clone() it"
-        )
-
-
-def check_dtype(tensor: torch.Tensor) -> None:
-    """Raise TypeError unless ``tensor`` has a dtype tinit can fill."""
-    if tensor.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(
-            f"tinit fills floating tensors of dtype float32, float64, bfloat16 or float16; got {tensor.dtype}"
         )
 
 
@@ -267,7 +273,7 @@ def _step_up(value: float, dtype: torch.dtype) -> float:
     return float(bits.view(dtype)[0])
 
 
-def representable_inside(a: float, b: float, dtype: torch.dtype) -> tuple[float, float]:
+def _representable_inside(a: float, b: float, dtype: torch.dtype) -> tuple[float, float]:
     """[lo, hi]: the smallest and largest values of ``dtype`` inside [a, b]."""
     fmax = torch.finfo(dtype).max
 
@@ -295,16 +301,17 @@ def transform_constants(mean, std, a, b, dtype: torch.dtype) -> TruncNormalParam
         ``tinit::TransformMode`` for the meaning of each field and the four modes).
 
     Raises:
-        TypeError: a non-real argument or an unsupported dtype.
+        TypeError: a non-real argument; ``DtypeError`` (a TypeError) for an unsupported dtype.
         ValueError: NaN or infinite mean/std, std <= 0, NaN bounds, a >= b,
             a window with no value representable in ``dtype``, one that the
             dtype cannot hold without overflow, or one so far in a tail
             (beyond 1e6 std) that the fp32 deviate would lose all precision.
     """
-    mean, std, a, b = (_real(n, v) for n, v in (("mean", mean), ("std", std), ("a", a), ("b", b)))
-    if dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"unsupported dtype {dtype}; expected one of {SUPPORTED_DTYPES}")
-    return _packed_constants(mean, std, a, b, dtype)
+    if not (type(mean) is float and type(std) is float and type(a) is float and type(b) is float):
+        mean, std, a, b = as_real("mean", mean), as_real("std", std), as_real("a", a), as_real("b", b)
+    if dtype not in _SUPPORTED:
+        raise DtypeError(f"unsupported dtype {dtype}; expected one of {SUPPORTED_DTYPES}")
+    return trunc_normal_record(mean, std, a, b, dtype)
 
 
 def uniform_constants(low, high, dtype: torch.dtype) -> TruncNormalParams:
@@ -320,19 +327,26 @@ def uniform_constants(low, high, dtype: torch.dtype) -> TruncNormalParams:
         type, clamped to the dtype's values inside [low, high].
 
     Raises:
-        TypeError: a non-real argument or an unsupported dtype.
+        TypeError: a non-real argument; ``DtypeError`` (a TypeError) for an unsupported dtype.
         ValueError: NaN or infinite bounds, low >= high, bounds beyond the
             largest finite value of ``dtype`` (the values would overflow), or
             no value of ``dtype`` inside [low, high].
     """
-    low, high = _real("low", low), _real("high", high)
-    if dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"unsupported dtype {dtype}; expected one of {SUPPORTED_DTYPES}")
-    return _uniform_constants(low, high, dtype)
+    low, high = as_real("low", low), as_real("high", high)
+    if dtype not in _SUPPORTED:
+        raise DtypeError(f"unsupported dtype {dtype}; expected one of {SUPPORTED_DTYPES}")
+    return uniform_record(low, high, dtype)
 
 
 @functools.lru_cache(maxsize=4096)
-def _uniform_constants(low: float, high: float, dtype: torch.dtype) -> TruncNormalParams:
+def uniform_record(low: float, high: float, dtype: torch.dtype) -> TruncNormalParams:
+    """``uniform_constants`` of arguments already checked (floats, a dtype of ``SUPPORTED_DTYPES``), cached.
+
+    The engine (``tinit._plan.Plan.build``) checks the dtype once per write and calls this directly.
+
+    Raises:
+        ValueError: as ``uniform_constants``.
+    """
     if not (math.isfinite(low) and math.isfinite(high)):
         raise ValueError(f"uniform bounds must be finite, got low={low}, high={high}")
     if not low < high:
@@ -345,12 +359,12 @@ def _uniform_constants(low: float, high: float, dtype: torch.dtype) -> TruncNorm
 
 def _linear_params(a: float, b: float, slope: float, dtype: torch.dtype) -> TruncNormalParams:
     """The uniform-mode record of [a, b] with the given linear-density term."""
-    lo, hi = representable_inside(a, b, dtype)
+    lo, hi = _representable_inside(a, b, dtype)
     if lo > hi:
         raise ValueError(f"no {dtype} value lies inside [{a}, {b}]")
     width = b - a
     scale = 1.0
-    if width > torch.finfo(compute_dtype(dtype)).max:  # U(-fmax, fmax): halve everything
+    if width > torch.finfo(_compute_dtype(dtype)).max:  # U(-fmax, fmax): halve everything
         scale = 2.0
     return _canonical(
         _ZERO._replace(
@@ -366,10 +380,9 @@ def _linear_params(a: float, b: float, slope: float, dtype: torch.dtype) -> Trun
     )
 
 
-# A model's thousands of tensors share a handful of (std, bounds): computing
-# the constants once each keeps per-tensor Python cost small.
-@functools.lru_cache(maxsize=4096)
-def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.dtype) -> TruncNormalParams:
+def _window_checked(mean: float, std: float, a: float, b: float, dtype: torch.dtype) -> tuple[float, float]:
+    """[lo, hi], the values of ``dtype`` inside [a, b], after checking that N(mean, std^2) on [a, b] can
+    be sampled into ``dtype``; raises ValueError as ``transform_constants``."""
     if not (math.isfinite(mean) and math.isfinite(std)):
         raise ValueError(f"mean and std must be finite, got mean={mean}, std={std}")
     if std <= 0.0:
@@ -383,11 +396,26 @@ def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.
     reach_hi = min(b, max(a, mean) + _REACH_SIGMAS * std)
     if not (-fmax <= reach_lo <= fmax and -fmax <= reach_hi <= fmax):
         raise ValueError(f"values of N({mean}, {std}^2) on [{a}, {b}] overflow {dtype} (max {fmax:g})")
-    lo, hi = representable_inside(a, b, dtype)
+    lo, hi = _representable_inside(a, b, dtype)
     if lo > hi:
         raise ValueError(f"no {dtype} value lies inside [{a}, {b}]")
+    return lo, hi
 
-    slope = _linear_window(mean, std, a, b, lo, hi, compute_dtype(dtype))
+
+# A model's thousands of tensors share a handful of (std, bounds): computing
+# the constants once each keeps per-tensor Python cost small, and a cache hit
+# is a C call (no Python frame on the path of ``tinit.trunc_normal_``).
+@functools.lru_cache(maxsize=4096)
+def trunc_normal_record(mean: float, std: float, a: float, b: float, dtype: torch.dtype) -> TruncNormalParams:
+    """``transform_constants`` of arguments already checked (floats, a dtype of ``SUPPORTED_DTYPES``), cached.
+
+    The engine (``tinit._plan.Plan.build``) checks the dtype once per write and calls this directly.
+
+    Raises:
+        ValueError: as ``transform_constants``.
+    """
+    lo, hi = _window_checked(mean, std, a, b, dtype)
+    slope = _linear_window(mean, std, a, b, lo, hi, _compute_dtype(dtype))
     if slope is not None:
         return _linear_params(a, b, slope, dtype)
     alpha = (a - mean) / std
@@ -398,16 +426,16 @@ def _packed_constants(mean: float, std: float, a: float, b: float, dtype: torch.
     sign = 1.0
     if alpha > -beta:  # mirror: make the lower tail the heavy side
         alpha, beta, sign = -beta, -alpha, -1.0
-    cdt = compute_dtype(dtype)
+    cdt = _compute_dtype(dtype)
     if beta <= -_TAIL_EDGE[cdt]:
         return _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt)
-    a_cdf = ndtr(alpha)
-    b_sf = ndtr(-beta)
+    a_cdf = _ndtr(alpha)
+    b_sf = _ndtr(-beta)
     if beta - alpha < 1e-3:  # narrow: Simpson's rule keeps the digits a difference loses
         mid = 0.5 * (alpha + beta)
         mass = (beta - alpha) * (_pdf(alpha) + 4.0 * _pdf(mid) + _pdf(beta)) / 6.0
     elif beta <= 0.0:
-        mass = ndtr(beta) - a_cdf
+        mass = _ndtr(beta) - a_cdf
     else:
         mass = 1.0 - a_cdf - b_sf
     # Phi(alpha') - 1/2 and 1/2 - Phi(beta') via erf: exact near the centre,
@@ -544,7 +572,7 @@ def _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt) -> TruncNormal
             edge=edge / scale,
             b0=b0,
             ratio=ratio,
-            **dict(zip(("l1", "l2", "l3", "l4", "l5"), coefs)),
+            **dict(zip(("l1", "l2", "l3", "l4", "l5"), coefs, strict=True)),
         )
     )
 
@@ -572,7 +600,7 @@ def _tail_poly(b0: float, a0: float) -> tuple[float, ...]:
         rows[col], rows[piv] = rows[piv], rows[col]
         for r in range(col + 1, n):
             f = rows[r][col] / rows[col][col]
-            rows[r] = [x - f * y for x, y in zip(rows[r], rows[col])]
+            rows[r] = [x - f * y for x, y in zip(rows[r], rows[col], strict=True)]
     coefs = [0.0] * n
     for r in range(n - 1, -1, -1):
         coefs[r] = (rows[r][n] - sum(rows[r][j] * coefs[j] for j in range(r + 1, n))) / rows[r][r]

@@ -20,6 +20,8 @@ import torch
 
 from tinit.params import Mode, TruncNormalParams
 
+__all__ = ["philox4x32_10", "stream_words", "transform", "trunc_normal_", "trunc_normal_runs_", "words_at"]
+
 _MASK32 = 0xFFFFFFFF
 _M0, _M1 = 0xD2511F53, 0xCD9E8D57
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85

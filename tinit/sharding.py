@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+__all__ = ["ShardLayout", "StreamRuns", "is_dtensor", "shard_offsets", "shard_shape"]
+
 try:
     from torch.distributed.tensor import DTensor
 except ImportError:  # torch built without distributed support
@@ -143,7 +145,7 @@ class ShardLayout:
                 f"global_shape {global_shape}, local shape {local_shape} and shard_offsets "
                 f"{offsets} must have one entry per dim"
             )
-        for dim, (size, local, start) in enumerate(zip(global_shape, local_shape, offsets)):
+        for dim, (size, local, start) in enumerate(zip(global_shape, local_shape, offsets, strict=True)):
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in (size, start)):
                 raise ValueError(f"global_shape and shard_offsets must be ints, got {size!r}, {start!r} (dim {dim})")
             if size < 0 or start < 0 or start + local > size:
@@ -153,7 +155,10 @@ class ShardLayout:
                 )
         return cls(
             global_shape,
-            tuple(torch.arange(o, o + n, dtype=torch.int64, device="cpu") for o, n in zip(offsets, local_shape)),
+            tuple(
+                torch.arange(o, o + n, dtype=torch.int64, device="cpu")
+                for o, n in zip(offsets, local_shape, strict=True)
+            ),
         )
 
     @classmethod
@@ -175,7 +180,7 @@ class ShardLayout:
         shards = _shard_types()
         placements, mesh = tensor.placements, tensor.device_mesh
         slices = [placement.is_replicate() or isinstance(placement, shards) for placement in placements]
-        for placement, is_slice in zip(placements, slices):
+        for placement, is_slice in zip(placements, slices, strict=True):
             if not is_slice:
                 raise ValueError(
                     f"cannot initialise a DTensor with placement {placement!r} "
@@ -243,6 +248,13 @@ class ShardLayout:
         sub = list(self.indices)
         sub[dim] = index[first : first + count] - start
         return first, count, ShardLayout(tuple(shape), tuple(sub))
+
+    def local_narrow(self, dim: int, start: int, length: int) -> ShardLayout:
+        """The layout of ``local.narrow(dim, start, length)``: local positions [start, start + length)
+        of ``dim``, in the same logical tensor (``tinit._plan`` writes a large view slab by slab)."""
+        indices = list(self.indices)
+        indices[dim] = indices[dim][start : start + length]
+        return ShardLayout(self.global_shape, tuple(indices))
 
     def runs(self, offset: int = 0) -> StreamRuns:
         """The stream ranges of the local tensor when the logical tensor starts at stream index ``offset``.

@@ -11,8 +11,7 @@ import torch
 from torch import nn
 
 from helpers import BITS, assert_same_bits
-from tinit import schemes, stream_for
-from tinit.fill import write_spec_
+from tinit import schemes, stream_for, write_spec_
 
 S = schemes.InitSpec
 SEED = 0xC0FFEE

@@ -59,17 +59,8 @@ from torch.nn.init import (
 )
 from torch.overrides import handle_torch_function, has_torch_function_variadic
 
-from tinit import dispatch
-from tinit.fill import (
-    _check_generator,
-    _draw_seed,
-    _logical_numel,
-    _resolve,
-    _runs,
-    _stream_position,
-    _writes,
-)
-from tinit.params import SUPPORTED_DTYPES, _real, transform_constants, uniform_constants
+from tinit._plan import Item, Plan
+from tinit.params import DtypeError, as_real, trunc_normal_record, uniform_record
 
 __all__ = [
     "KEYED",
@@ -113,17 +104,8 @@ class ArgumentError(ValueError, RuntimeError):
     """
 
 
-class DtypeError(TypeError, NotImplementedError):
-    """A tensor whose dtype tinit does not fill (integers, bool, complex, float8).
-
-    A TypeError, and a NotImplementedError (a RuntimeError) like the error
-    torch's fills raise for integer and bool tensors. torch also fills
-    complex tensors; tinit does not.
-    """
-
-
 _FAN_MODES = ["fan_in", "fan_out"]
-_DTYPE_NAMES = "float32, float64, bfloat16 or float16"
+# DtypeError is tinit.params.DtypeError, which the plan's one dtype check raises (tinit._plan.Plan.build).
 
 
 def _calculate_fan_in_and_fan_out(tensor: torch.Tensor) -> tuple[int, int]:
@@ -150,20 +132,16 @@ def _calculate_correct_fan(tensor: torch.Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def _check_dtype(tensor, name: str) -> None:
-    if isinstance(tensor, torch.Tensor) and tensor.dtype not in SUPPORTED_DTYPES:
-        raise DtypeError(f"tinit.nn.init.{name} fills tensors of dtype {_DTYPE_NAMES}; got {tensor.dtype}")
-
-
 def _finite_in(value: float, dtype: torch.dtype, what: str, name: str) -> None:
     if not (math.isfinite(value) and abs(value) <= torch.finfo(dtype).max):
         raise ArgumentError(f"tinit.nn.init.{name}: {what} {value!r} is not a finite value of {dtype}")
 
 
-def _uniform_plan(low, high, dtype: torch.dtype, name: str, labels=("lower bound", "upper bound")):
-    """The transform constants of U(low, high), or the float ``low`` when low == high (a constant fill);
+def _uniform_record(low, high, name: str, labels: tuple[str, str], dtype: torch.dtype):
+    """The transform record of U(low, high), or the float ``low`` when low == high (a constant fill);
     ``labels`` name the bounds in errors (uniform_'s are its arguments a and b)."""
-    low, high = _real("a", low), _real("b", high)
+    if not (type(low) is float and type(high) is float):
+        low, high = as_real("a", low), as_real("b", high)
     _finite_in(low, dtype, labels[0], name)
     _finite_in(high, dtype, labels[1], name)
     if low > high:
@@ -171,14 +149,15 @@ def _uniform_plan(low, high, dtype: torch.dtype, name: str, labels=("lower bound
     if low == high:
         return low
     try:
-        return uniform_constants(low, high, dtype)
+        return uniform_record(low, high, dtype)
     except ValueError as exc:  # e.g. no value of a bf16 tensor inside [a, b]
         raise ArgumentError(f"tinit.nn.init.{name}: {exc}") from None
 
 
-def _normal_plan(mean, std, dtype: torch.dtype, name: str):
-    """The transform constants of N(mean, std^2) on (-inf, inf), or the float ``mean`` when std == 0."""
-    mean, std = _real("mean", mean), _real("std", std)
+def _normal_record(mean, std, name: str, dtype: torch.dtype):
+    """The transform record of N(mean, std^2) on (-inf, inf), or the float ``mean`` when std == 0."""
+    if not (type(mean) is float and type(std) is float):
+        mean, std = as_real("mean", mean), as_real("std", std)
     if not std >= 0:  # NaN included, as torch refuses it
         raise ArgumentError(f"tinit.nn.init.{name} needs std >= 0, got std={std}")
     _finite_in(mean, dtype, "mean", name)
@@ -186,13 +165,16 @@ def _normal_plan(mean, std, dtype: torch.dtype, name: str):
     if std == 0:
         return mean
     try:
-        return transform_constants(mean, std, -math.inf, math.inf, dtype)
+        return trunc_normal_record(mean, std, -math.inf, math.inf, dtype)
     except ValueError as exc:
         raise ArgumentError(f"tinit.nn.init.{name}: {exc}") from None
 
 
-def _trunc_normal_plan(mean, std, a, b, dtype: torch.dtype):
-    mean, std, a, b = _real("mean", mean), _real("std", std), _real("a", a), _real("b", b)
+def _trunc_normal_record(mean, std, a, b, dtype: torch.dtype):
+    """The transform record of N(mean, std^2) on [a, b] (|std|: the sign does not matter), or the float
+    ``a`` when a == b."""
+    if not (type(mean) is float and type(std) is float and type(a) is float and type(b) is float):
+        mean, std, a, b = as_real("mean", mean), as_real("std", std), as_real("a", a), as_real("b", b)
     if math.isnan(a) or math.isnan(b):
         raise ArgumentError(f"tinit.nn.init.trunc_normal_: a bound is NaN, got a={a}, b={b}")
     if a > b:
@@ -201,39 +183,19 @@ def _trunc_normal_plan(mean, std, a, b, dtype: torch.dtype):
         _finite_in(a, dtype, "bound", "trunc_normal_")
         return a
     try:
-        return transform_constants(mean, abs(std), a, b, dtype)
+        return trunc_normal_record(mean, abs(std), a, b, dtype)
     except ValueError as exc:
         raise ArgumentError(f"tinit.nn.init.trunc_normal_: {exc}") from None
 
 
-def _write(tensor, local, layout, plan, generator, seed, stream) -> torch.Tensor:
-    """Write ``plan`` (transform constants, or a float to fill with) into the checked ``local`` of ``tensor``.
+def _one(tensor, what, generator, seed, stream) -> torch.Tensor:
+    """Write ``what`` (a record hook of the dtype, ``tinit._plan.Item``) into ``tensor`` by a one-item plan.
 
-    The key is ``seed``, or when None one draw of ``_draw_seed(generator)``,
-    made only when something is written; every check precedes it.
+    The key is ``seed``, or when None one draw from ``generator`` made only
+    when something is written, a constant included (one key per writing
+    call); every check precedes it.
     """
-    _check_generator(generator)
-    if seed is not None:
-        seed, stream, _ = _stream_position(seed, stream, 0, _logical_numel(local, layout))
-    if not _writes(tensor, local):
-        return tensor  # nothing to write: torch's RNG is left as it was
-    if isinstance(plan, float):
-        if seed is None:
-            _draw_seed(generator)  # one key per writing call, used or not
-        with torch.no_grad():
-            local.fill_(plan)
-        return tensor
-    if local.numel() == 0:  # a rank's empty shard: it draws as the others do, and writes nothing
-        if seed is None:
-            _draw_seed(generator)
-        return tensor
-    target = local if local.is_contiguous() else torch.empty_like(local, memory_format=torch.contiguous_format)
-    backend = dispatch.select(target, "auto")  # a bad $TINIT_BACKEND raises before the draw
-    key = _draw_seed(generator) if seed is None else seed
-    with torch.no_grad():
-        backend.fill_shard(target, key, stream, _runs(local, layout, 0), plan)
-        if target is not local:
-            local.copy_(target)
+    Plan.build((Item(tensor, what, stream),), seed=seed, generator=generator, where=None, draw_on_write=True).run()
     return tensor
 
 
@@ -252,34 +214,24 @@ def _eager(fn):
     return run
 
 
-def _checked(tensor, name: str):
-    _check_dtype(tensor, name)
-    return _resolve(tensor, None, None)
-
-
 @_eager
 def _uniform(tensor, a=0.0, b=1.0, generator=None, *, seed=None, stream=0):
-    local, layout = _checked(tensor, "uniform_")
-    return _write(
-        tensor, local, layout, _uniform_plan(a, b, local.dtype, "uniform_", ("a", "b")), generator, seed, stream
-    )
+    return _one(tensor, functools.partial(_uniform_record, a, b, "uniform_", ("a", "b")), generator, seed, stream)
 
 
 @_eager
 def _normal(tensor, mean=0.0, std=1.0, generator=None, *, seed=None, stream=0):
-    local, layout = _checked(tensor, "normal_")
-    return _write(tensor, local, layout, _normal_plan(mean, std, local.dtype, "normal_"), generator, seed, stream)
+    return _one(tensor, functools.partial(_normal_record, mean, std, "normal_"), generator, seed, stream)
 
 
 @_eager
 def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, seed=None, stream=0):
-    local, layout = _checked(tensor, "trunc_normal_")
-    return _write(tensor, local, layout, _trunc_normal_plan(mean, std, a, b, local.dtype), generator, seed, stream)
+    return _one(tensor, functools.partial(_trunc_normal_record, mean, std, a, b), generator, seed, stream)
 
 
 def _xavier_std(tensor, gain, fill: str) -> float | None:
     """gain * sqrt(2 / (fan_in + fan_out)), or None for a tensor of no elements (nothing to write)."""
-    gain = _real("gain", gain)
+    gain = as_real("gain", gain)
     if not math.isfinite(gain):
         raise ArgumentError(f"tinit.nn.init.{fill}: gain must be finite, got {gain}")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
@@ -288,26 +240,26 @@ def _xavier_std(tensor, gain, fill: str) -> float | None:
     return gain * math.sqrt(2.0 / float(fan_in + fan_out))
 
 
+def _xavier_record(tensor, gain, fill: str, dtype: torch.dtype):
+    """Glorot's U(-sqrt(3) std, sqrt(3) std) or N(0, std^2) by ``fill``; 0.0 (nothing is written) for a
+    tensor of no elements."""
+    std = _xavier_std(tensor, gain, fill)
+    if std is None:
+        return 0.0
+    if fill == "xavier_normal_":
+        return _normal_record(0.0, std, fill, dtype)
+    bound = math.sqrt(3.0) * std
+    return _uniform_record(-bound, bound, fill, ("lower bound", "upper bound"), dtype)
+
+
 @_eager
 def _xavier_uniform(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
-    local, layout = _checked(tensor, "xavier_uniform_")
-    std = _xavier_std(tensor, gain, "xavier_uniform_")
-    if std is None:
-        _check_generator(generator)
-        return tensor
-    bound = math.sqrt(3.0) * std
-    plan = _uniform_plan(-bound, bound, local.dtype, "xavier_uniform_")
-    return _write(tensor, local, layout, plan, generator, seed, stream)
+    return _one(tensor, functools.partial(_xavier_record, tensor, gain, "xavier_uniform_"), generator, seed, stream)
 
 
 @_eager
 def _xavier_normal(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
-    local, layout = _checked(tensor, "xavier_normal_")
-    std = _xavier_std(tensor, gain, "xavier_normal_")
-    if std is None:
-        _check_generator(generator)
-        return tensor
-    return _write(tensor, local, layout, _normal_plan(0.0, std, local.dtype, "xavier_normal_"), generator, seed, stream)
+    return _one(tensor, functools.partial(_xavier_record, tensor, gain, "xavier_normal_"), generator, seed, stream)
 
 
 def _kaiming_std(tensor, a, mode, nonlinearity, fill: str) -> float:
@@ -319,15 +271,22 @@ def _kaiming_std(tensor, a, mode, nonlinearity, fill: str) -> float:
     return gain / math.sqrt(fan)
 
 
+def _kaiming_record(tensor, a, mode, nonlinearity, fill: str, dtype: torch.dtype):
+    """He's U(-sqrt(3) std, sqrt(3) std) or N(0, std^2) by ``fill``."""
+    std = _kaiming_std(tensor, a, mode, nonlinearity, fill)
+    if fill == "kaiming_normal_":
+        return _normal_record(0.0, std, fill, dtype)
+    bound = math.sqrt(3.0) * std
+    return _uniform_record(-bound, bound, fill, ("lower bound", "upper bound"), dtype)
+
+
 @_eager
 def _kaiming_uniform(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0):
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
         return tensor
-    local, layout = _checked(tensor, "kaiming_uniform_")
-    bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_uniform_")
-    plan = _uniform_plan(-bound, bound, local.dtype, "kaiming_uniform_")
-    return _write(tensor, local, layout, plan, generator, seed, stream)
+    what = functools.partial(_kaiming_record, tensor, a, mode, nonlinearity, "kaiming_uniform_")
+    return _one(tensor, what, generator, seed, stream)
 
 
 @_eager
@@ -335,11 +294,8 @@ def _kaiming_normal(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
         return tensor
-    local, layout = _checked(tensor, "kaiming_normal_")
-    std = _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_normal_")
-    return _write(
-        tensor, local, layout, _normal_plan(0.0, std, local.dtype, "kaiming_normal_"), generator, seed, stream
-    )
+    what = functools.partial(_kaiming_record, tensor, a, mode, nonlinearity, "kaiming_normal_")
+    return _one(tensor, what, generator, seed, stream)
 
 
 _STREAM_NOTE = """

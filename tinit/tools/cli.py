@@ -29,7 +29,6 @@ from tqdm import tqdm
 
 import tinit
 from tinit import STREAM_VERSION, dispatch, materialise_, schemes
-from tinit.grouped import GPU_TABLE_MAX_NUMEL
 from tinit.tools import hf_families
 from tinit.tools import info as _info
 from tinit.tools.cli_models import (
@@ -413,7 +412,7 @@ def _add_run_arguments(init: argparse.ArgumentParser) -> None:
         help="no progress bars on stderr. Measuring the stds and --compare's torch pass advance "
         "per tensor; the fill's bar advances once, when the grouped fill returns (one native "
         f"call on the CPU; on a GPU one launch per dtype, plus one per tensor over "
-        f"{GPU_TABLE_MAX_NUMEL:,} elements)",
+        f"{dispatch.BACKENDS['cuda'].table_max_numel:,} elements)",
     )
 
 
