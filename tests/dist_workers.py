@@ -164,7 +164,8 @@ def _check_layout(layout: Layout, mesh, reference: torch.Tensor) -> list[str]:
         torch.manual_seed(MODEL_SEED)
         key = int(torch.empty((), dtype=torch.int64).random_())
         assert torch.equal(state, torch.get_rng_state()), (
-            f"trunc_normal_ did not draw exactly one key on a rank with a local shard of {tuple(again.to_local().shape)}"
+            "trunc_normal_ did not draw exactly one key on a rank with a local shard of "
+            f"{tuple(again.to_local().shape)}"
         )
         tinit.trunc_normal_at_(tensor, **bounds, seed=key)
         _assert_bits_equal(again.to_local(), tensor.to_local(), "trunc_normal_ vs trunc_normal_at_ with its key")

@@ -61,7 +61,7 @@ class _Unchanged:
         return self
 
     def __exit__(self, *exc):
-        for tensor, before in zip(self.tensors, self.before):
+        for tensor, before in zip(self.tensors, self.before, strict=True):
             assert torch.equal(_storage_bits(tensor), before), "a refused call changed the storage"
         assert torch.equal(torch.get_rng_state(), self.rng), "a refused or no-op call drew from torch's RNG"
         return False
@@ -465,13 +465,18 @@ def views(draw):
     starts = [draw(st.integers(0, 2)) for _ in range(ndim)]
     steps = [draw(st.integers(1, 2)) for _ in range(ndim)]
     base_shape = [
-        start + max(size, 1) * step + draw(st.integers(0, 1)) for start, size, step in zip(starts, sizes, steps)
+        start + max(size, 1) * step + draw(st.integers(0, 1))
+        for start, size, step in zip(starts, sizes, steps, strict=True)
     ]
     base = torch.full(base_shape, math.nan, dtype=dtype)
     index = torch.arange(base.numel()).reshape(base_shape)
 
     def make(t):
-        t = t[tuple(slice(start, start + size * step, step) for start, size, step in zip(starts, sizes, steps))]
+        t = t[
+            tuple(
+                slice(start, start + size * step, step) for start, size, step in zip(starts, sizes, steps, strict=True)
+            )
+        ]
         return t
 
     view, where = make(base), make(index)
@@ -504,7 +509,7 @@ def _overlaps_view(view):
     if view.numel() <= 1:
         return False
     offsets = torch.zeros((), dtype=torch.int64)
-    for size, stride in zip(view.shape, view.stride()):
+    for size, stride in zip(view.shape, view.stride(), strict=True):
         offsets = (offsets.unsqueeze(-1) + torch.arange(size) * stride).reshape(-1)
     return int(offsets.unique().numel()) != view.numel()
 
@@ -605,7 +610,7 @@ def test_property_grouped_contract(cases, std, seed, streams, sequential):
     except (TypeError, ValueError) as exc:
         event(f"refused: {type(exc).__name__}")
         assert not accepted, f"refused a valid grouped call: {exc}"
-        for base, old in zip(bases, before):
+        for base, old in zip(bases, before, strict=True):
             assert torch.equal(_bits(base), old), "a refused grouped call changed a storage"
         return
     assert accepted, "accepted a grouped call that should be refused"
@@ -615,7 +620,7 @@ def test_property_grouped_contract(cases, std, seed, streams, sequential):
             torch.empty(item.tensor.shape, dtype=item.tensor.dtype), item.spec, seed=seed, stream=item.stream
         )
         assert torch.equal(_bits(item.tensor), _bits(want)), "a grouped item differs from write_spec_ alone"
-    for (base, _, where), _item in zip(cases, items):
+    for (base, _, where), _item in zip(cases, items, strict=True):
         covered = torch.zeros(base.numel(), dtype=torch.bool)
         covered[where.reshape(-1)] = True
         assert torch.isnan(base.reshape(-1)[~covered]).all(), "a grouped fill wrote outside a view"
@@ -629,4 +634,4 @@ def test_model_level_errors_name_the_parameter():
         tinit.init_model_(model, "kaiming_normal", seed=1, overrides={r"^1\.weight": {"fan_in": -5}})
     with pytest.raises(ValueError, match=r"gain .*\(init_model_: parameter 0\.weight\)"):
         tinit.init_model_(model, "kaiming_normal", seed=1, gain=-1.0)
-    assert all(torch.equal(p, old) for p, old in zip(model.parameters(), before))
+    assert all(torch.equal(p, old) for p, old in zip(model.parameters(), before, strict=True))

@@ -76,7 +76,7 @@ def test_inference_tensors_are_refused_before_anything_is_written():
     before = [p.clone() for p in model.parameters()]
     with pytest.raises(RuntimeError, match="inference"):
         tinit.init_model_(model, "gpt2", seed=SEED)
-    for p, old in zip(model.parameters(), before):
+    for p, old in zip(model.parameters(), before, strict=True):
         assert torch.equal(bits(p), bits(old))
 
 

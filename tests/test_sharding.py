@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(not ops.native_available(), reason="needs the na
 
 
 def _block(shape, offsets, local):
-    return tuple(slice(o, o + n) for o, n in zip(offsets, local))
+    return tuple(slice(o, o + n) for o, n in zip(offsets, local, strict=True))
 
 
 # The Triton interpreter launches once per row run of a shard (each launch runs in Python): it takes the
@@ -233,7 +233,7 @@ def test_grouped_equals_per_tensor(threads):
         write_grouped_(items, seed=42)
     finally:
         torch.set_num_threads(previous)
-    for item, want in zip(items, expected):
+    for item, want in zip(items, expected, strict=True):
         assert torch.equal(item.tensor, want), (item.tensor.shape, item.tensor.dtype, item.spec)
     assert any(t.numel() > 1 and not torch.equal(t, torch.full_like(t, 9.0)) for t in tensors)
 
@@ -264,7 +264,7 @@ def test_grouped_fused_parts_and_shards(monkeypatch):
         ops, "trunc_normal_grouped_native", lambda t, *a: (tabled.extend(x.data_ptr() for x in t), real(t, *a))[1]
     )
     write_grouped_(items, seed=2)
-    for item, want in zip(items, expected):
+    for item, want in zip(items, expected, strict=True):
         torch.testing.assert_close(item.tensor, want, rtol=0, atol=0)
     # the two normal slices of the dim-0 fused tensor, nothing of the dim-1 one
     assert sorted(tabled) == [tensors[0][:32].data_ptr(), tensors[0][64:].data_ptr()]
@@ -288,7 +288,7 @@ def test_grouped_bumps_versions():
     before = [t._version for t in tensors]
     write_grouped_([FillItem(t, schemes.InitSpec(std=1.0, trunc=2.0), stream=i) for i, t in enumerate(tensors)], seed=1)
     assert [t._version for t in tensors] > before
-    assert all(a > b for a, b in zip([t._version for t in tensors], before))
+    assert all(a > b for a, b in zip([t._version for t in tensors], before, strict=True))
 
 
 def test_init_model_grouped_equals_ungrouped():
@@ -298,7 +298,7 @@ def test_init_model_grouped_equals_ungrouped():
     a, b = GPT(config), GPT(config)
     tinit.init_model_(a, "gpt2", seed=9, grouped=True)
     tinit.init_model_(b, "gpt2", seed=9, grouped=False)
-    for (name, p), q in zip(a.named_parameters(), b.parameters()):
+    for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
         assert torch.equal(p, q), name
 
 

@@ -327,9 +327,7 @@ def test_write_grouped_uses_the_triton_table(launches, monkeypatch):
     ]
     items.append(FillItem(torch.full((5,), 9.0), specs[2], stream=0))
     expected = [torch.empty_like(item.tensor) for item in items]
-    write_grouped_(
-        [item._replace(tensor=t) for item, t in zip(items, expected, strict=True)], seed=SEED, backend="cpu"
-    )
+    write_grouped_([item._replace(tensor=t) for item, t in zip(items, expected, strict=True)], seed=SEED, backend="cpu")
     write_grouped_(items, seed=SEED, backend="triton")
     for item, want in zip(items, expected, strict=True):
         _assert_bits_equal(item.tensor, want, f"triton grouped item {tuple(item.tensor.shape)} {item.tensor.dtype}")

@@ -91,7 +91,7 @@ def _params(cases: dict) -> list:
 @pytest.mark.parametrize("make", _params(CASES))
 def test_write_grouped_equals_write_spec(make):
     items, alone = _run_both(make)
-    for i, (got, want) in enumerate(zip(items, alone)):
+    for i, (got, want) in enumerate(zip(items, alone, strict=True)):
         if not got.tensor.is_meta:
             assert_same_bits(got.tensor, want.tensor, f"item {i} {tuple(got.tensor.shape)} {got.tensor.dtype}")
 
@@ -144,7 +144,7 @@ def test_bad_last_item_writes_nothing(make_last, error, match, sequential):
     before = [bits(i[0]).clone() for i in items]
     with pytest.raises(error, match=match):
         write_grouped_(items, seed=SEED, sequential=sequential)
-    for i, (item, old) in enumerate(zip(items, before)):
+    for i, (item, old) in enumerate(zip(items, before, strict=True)):
         assert torch.equal(bits(item[0]), old), f"item {i} ({item[0].dtype}) was written by a call that raised"
 
 
@@ -155,5 +155,5 @@ def test_plain_tuples_are_taken_as_fill_items():
     items = [FillItem(torch.full_like(t[0], 7.0), *t[1:]) for t in tuples]
     write_grouped_(tuples, seed=SEED)
     write_grouped_(items, seed=SEED)
-    for i, (got, want) in enumerate(zip(tuples, items)):
+    for i, (got, want) in enumerate(zip(tuples, items, strict=True)):
         assert_same_bits(got[0], want.tensor, f"item {i}")
