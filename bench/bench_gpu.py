@@ -64,11 +64,11 @@ from _env import (
     environment_lines,
     gpu_environment,
     label,
+    load_sass_estimates as load_estimates,
     parse_size,
     sass_estimate,
     save,
 )
-from _env import load_sass_estimates as load_estimates
 
 from tinit import dispatch, ops
 from tinit.params import Mode, transform_constants, uniform_constants

@@ -36,6 +36,9 @@ TRITON_DIR, TRITON_PACKAGE = "triton_kernels", "tinit.triton_kernels"
 # Modules whose underscore names their own package may share (the recipes' common core).
 SHARED_PRIVATE = ("tinit.schemes",)
 DOCS = ("README.md", "CONTRIBUTING.md", "docs/*.md")
+# What users read: these quote the API only. CONTRIBUTING also names the internals a contributor edits
+# (``tinit._plan.Plan``), which tests/test_docs.py checks exist.
+USER_DOCS = ("README.md", "docs/*.md")
 
 
 def package_modules(root: Path) -> dict[str, Path]:
@@ -242,7 +245,9 @@ def api_names(root: Path = ROOT) -> dict[str, list[str]]:
 
     The union of the ``__all__`` of the library's public modules (``tinit.tools`` left out); a
     re-export of the same object under the same name (``tinit.trunc_normal_`` is
-    ``tinit.nn.init.trunc_normal_``) counts once. Modules without ``__all__`` add nothing.
+    ``tinit.nn.init.trunc_normal_``) counts once, and torch's own objects that ``tinit.nn.init``
+    re-exports unchanged (``calculate_gain``, ``zeros_``, ``orthogonal_``, ...: torch's API, kept so
+    the module replaces ``torch.nn.init`` whole) not at all. Modules without ``__all__`` add nothing.
     """
     found: dict[tuple[str, int], list[str]] = {}
     for module in public_modules(root):
@@ -251,7 +256,10 @@ def api_names(root: Path = ROOT) -> dict[str, list[str]]:
         declared = _declared_all(package_modules(root)[module]) or []
         obj = importlib.import_module(module)
         for name in declared:
-            found.setdefault((name, id(getattr(obj, name, None))), []).append(module)
+            value = getattr(obj, name, None)
+            if getattr(value, "__module__", "").startswith("torch."):
+                continue
+            found.setdefault((name, id(value)), []).append(module)
     return {f"{modules[0]}.{name}": modules for (name, _), modules in sorted(found.items())}
 
 
@@ -280,11 +288,12 @@ _CODE_SPAN = re.compile(r"(?<!`)(`+)([^`\n]+?)\1(?!`)")
 _FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _DOTTED = re.compile(r"(?<![\w.])(tinit(?:\.\w+)+)")
-_FROM_IMPORT = re.compile(r"^\s*from (tinit(?:\.\w+)*) import \(?([\w, \n]+)\)?", re.MULTILINE)
+# ``from tinit.x import a, b`` on one line, or a parenthesised list over several.
+_FROM_IMPORT = re.compile(r"^\s*from (tinit(?:\.\w+)*) import (\([\w, \n]+\)|[\w, ]+)", re.MULTILINE)
 
 
-def doc_files(root: Path = ROOT) -> list[Path]:
-    return sorted({p for pattern in DOCS for p in root.glob(pattern)})
+def doc_files(root: Path = ROOT, patterns: tuple[str, ...] = DOCS) -> list[Path]:
+    return sorted({p for pattern in patterns for p in root.glob(pattern)})
 
 
 def quoted_names(text: str) -> set[str]:
@@ -295,7 +304,7 @@ def quoted_names(text: str) -> set[str]:
     for block in _PYTHON_BLOCK.findall(text):
         names |= set(_DOTTED.findall(block))
         for module, imported in _FROM_IMPORT.findall(block):
-            for alias in imported.replace("\n", " ").split(","):
+            for alias in imported.strip("()").replace("\n", " ").split(","):
                 if alias.split():
                     names.add(f"{module}.{alias.split()[0]}")
     return names
@@ -318,7 +327,7 @@ def _exported(name: str, modules: dict[str, Path]) -> str | None:
 def test_docs_quote_only_exported_names():
     modules = package_modules(ROOT)
     wrong = []
-    for doc in doc_files():
+    for doc in doc_files(ROOT, USER_DOCS):
         for name in sorted(quoted_names(doc.read_text(encoding="utf-8"))):
             if (why := _exported(name, modules)) is not None:
                 wrong.append(f"{doc.relative_to(ROOT)}: {name} ({why})")
@@ -444,3 +453,11 @@ def test_no_module_shares_a_name_with_a_public_function():
     for name in tinit.__all__:
         if name in modules:
             assert inspect.ismodule(getattr(tinit, name)), f"tinit.{name} is not the module tinit/{name}.py"
+
+
+def test_api_page_is_current():
+    """docs/api.md lists the API as the ``__all__`` lists give it (``scripts/gen_api.py --check``)."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_api.py"), "--check"], check=False, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr

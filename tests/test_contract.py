@@ -13,8 +13,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 from torch import nn
 
 import tinit

@@ -30,8 +30,7 @@ import pytest
 import scipy.stats
 import torch
 from helpers import assert_within_ulp, fill_at, oracle, place_words
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from scipy.special import ndtr, ndtri
 
 from tinit.ops import philox_words

@@ -14,8 +14,16 @@ from helpers import assert_same_bits
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import tinit
-from tinit import FillItem, InternalOverlapError, dispatch, ops, params, write_grouped_, write_spec_
-from tinit import _plan as plan_module
+from tinit import (
+    FillItem,
+    InternalOverlapError,
+    _plan as plan_module,
+    dispatch,
+    ops,
+    params,
+    write_grouped_,
+    write_spec_,
+)
 from tinit._plan import CHUNK_BYTES, Item, Plan
 from tinit.schemes import InitSpec
 

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+__all__ = ["RECIPES", "BufferRecipe", "UninitialisedBufferError", "plan", "recompute_", "register"]
+
 
 class UninitialisedBufferError(RuntimeError):
     """Buffers of a meta-built model that tinit cannot recompute (or whose recipe failed).

@@ -658,12 +658,8 @@ def expert_layout(module, leaf: str, ndim: int, model_type: str | None = None) -
 
 __all__ = [
     "FAMILIES",
-    "FUSED_LAYOUTS",
     "Family",
     "FusedQKV",
-    "as_fused_qkv",
-    "expert_layout",
     "family_of",
-    "fused_qkv_of_config",
     "register",
 ]

@@ -15,13 +15,8 @@ import torch
 
 __all__ = [
     "native_available",
-    "native_has_cuda",
-    "native_load_error",
     "philox_words",
     "trunc_normal_compute_only",
-    "trunc_normal_grouped_native",
-    "trunc_normal_native",
-    "trunc_normal_runs_native",
 ]
 
 try:

@@ -29,7 +29,6 @@ __all__ = [
     "TruncNormalParams",
     "transform_constants",
     "uniform_constants",
-    "valid_params",
 ]
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)

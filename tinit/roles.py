@@ -325,4 +325,10 @@ def infer_stack(name: str) -> str | None:
     return None
 
 
-__all__ = ["ROLES", "infer_layer", "infer_role", "infer_stack", "infer_tower"]
+__all__ = [
+    "ROLES",
+    "infer_layer",
+    "infer_role",
+    "infer_stack",
+    "infer_tower",
+]

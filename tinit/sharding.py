@@ -22,7 +22,12 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["ShardLayout", "StreamRuns", "is_dtensor", "shard_offsets", "shard_shape"]
+__all__ = [
+    "ShardLayout",
+    "StreamRuns",
+    "shard_offsets",
+    "shard_shape",
+]
 
 try:
     from torch.distributed.tensor import DTensor

@@ -29,6 +29,7 @@ from ._host import (
     DEFAULT_BLOCK,
     IMPORT_ERROR,
     INSTALL_HINT,
+    INTERPRETER_BLOCK as _INTERPRETER_BLOCK,
     LAUNCH_OPTIONS,
     NUM_WARPS,
     SUPPORTED_DTYPES,
@@ -45,18 +46,14 @@ from ._host import (
     triton,
     triton_available,
 )
-from ._host import INTERPRETER_BLOCK as _INTERPRETER_BLOCK
 from .philox import grid, stream_args
 from .transform import kernel_constants
 
 # The API: the launchers and what the dispatcher asks. DEFAULT_BLOCK, WORDS_BLOCK, LAUNCH_OPTIONS,
 # FLOAT_FIELDS and OP_NAME stay module attributes for the SASS budget and the tests.
 __all__ = [
-    "interpreted",
     "philox_words_triton",
-    "triton_available",
     "trunc_normal_triton_",
-    "why_not",
 ]
 
 OP_NAME = "tinit::trunc_normal_triton_"

@@ -75,7 +75,10 @@ from ._host import (
 from .philox import counter_blocks, split_u64
 from .transform import FLOAT_FIELDS, kernel_constants
 
-__all__ = ["trunc_normal_grouped_", "trunc_normal_runs_"]
+__all__ = [
+    "trunc_normal_grouped_",
+    "trunc_normal_runs_",
+]
 
 GROUPED_OP_NAME = "tinit::trunc_normal_grouped_triton_"
 RUNS_OP_NAME = "tinit::trunc_normal_runs_triton_"

@@ -62,13 +62,15 @@ weights are 1, biases 0 and residual gates 1.
 
 from __future__ import annotations
 
+# EXPERT_LAYOUTS, GROUPED_LAYOUTS, HIDDEN_ROLES and OUTPUT_ROLES are public names but not API (not in
+# __all__): the model walk and the tests read them.
 from tinit.schemes._core import (
     BASE_ROLE,
-    EXPERT_LAYOUTS,
-    GROUPED_LAYOUTS,
-    HIDDEN_ROLES,
+    EXPERT_LAYOUTS as EXPERT_LAYOUTS,
+    GROUPED_LAYOUTS as GROUPED_LAYOUTS,
+    HIDDEN_ROLES as HIDDEN_ROLES,
     LAYOUTS,
-    OUTPUT_ROLES,
+    OUTPUT_ROLES as OUTPUT_ROLES,
     ROLES,
     Context,
     InitSpec,
@@ -77,15 +79,15 @@ from tinit.schemes._core import (
     fans,
     truncation_factor,
 )
-from tinit.schemes.deepnorm import DeepNorm, deepnorm_constants
-from tinit.schemes.fan import KaimingNormal, KaimingUniform, LecunNormal, XavierNormal, XavierUniform
-from tinit.schemes.mup import MuP
-from tinit.schemes.nanogpt import ModdedNanoGPT
-from tinit.schemes.normal import GPT2, DepthInit, Megatron, Normal
-from tinit.schemes.olmo import OlmoFanIn, OlmoFullMegatron, OlmoLlama, OlmoLlamaDepth, OlmoNormalized
-from tinit.schemes.residual import Fixup, ReZero
-from tinit.schemes.small import Mitchell, Modern, SmallInit, WangInit
-from tinit.schemes.t5 import T5
+from tinit.schemes._deepnorm import DeepNorm, deepnorm_constants
+from tinit.schemes._fan import KaimingNormal, KaimingUniform, LecunNormal, XavierNormal, XavierUniform
+from tinit.schemes._mup import MuP
+from tinit.schemes._nanogpt import ModdedNanoGPT
+from tinit.schemes._normal import GPT2, DepthInit, Megatron, Normal
+from tinit.schemes._olmo import OlmoFanIn, OlmoFullMegatron, OlmoLlama, OlmoLlamaDepth, OlmoNormalized
+from tinit.schemes._residual import Fixup, ReZero
+from tinit.schemes._small import Mitchell, Modern, SmallInit, WangInit
+from tinit.schemes._t5 import T5
 
 SCHEMES = {
     s.name: s
@@ -142,41 +144,13 @@ def multipliers(name: str, **context) -> dict[str, float]:
 
 __all__ = [
     "BASE_ROLE",
-    "EXPERT_LAYOUTS",
-    "GPT2",
-    "GROUPED_LAYOUTS",
-    "HIDDEN_ROLES",
     "LAYOUTS",
-    "OUTPUT_ROLES",
     "ROLES",
     "SCHEMES",
-    "T5",
     "Context",
-    "DeepNorm",
-    "DepthInit",
-    "Fixup",
     "InitSpec",
-    "KaimingNormal",
-    "KaimingUniform",
-    "LecunNormal",
-    "Megatron",
-    "Mitchell",
-    "ModdedNanoGPT",
-    "Modern",
-    "MuP",
-    "Normal",
-    "OlmoFanIn",
-    "OlmoFullMegatron",
-    "OlmoLlama",
-    "OlmoLlamaDepth",
-    "OlmoNormalized",
-    "ReZero",
     "Scheme",
-    "SmallInit",
     "UnknownNameError",
-    "WangInit",
-    "XavierNormal",
-    "XavierUniform",
     "deepnorm_constants",
     "fans",
     "get",

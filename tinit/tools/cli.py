@@ -29,8 +29,7 @@ from tqdm import tqdm
 
 import tinit
 from tinit import STREAM_VERSION, dispatch, materialise_, schemes
-from tinit.tools import hf_families
-from tinit.tools import info as _info
+from tinit.tools import hf_families, info as _info
 from tinit.tools.cli_models import (
     MODELS,
     Built,

@@ -49,8 +49,7 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from tinit import init_model_
-from tinit import schemes as _schemes
+from tinit import init_model_, schemes as _schemes
 from tinit.tools.toy_models import NORMS, Stack, StackConfig
 
 __all__ = [
