@@ -1,7 +1,7 @@
 """CPU throughput of tinit per transform mode, side by side with torch's fills, in one process.
 
     python bench/bench_cpu_modes.py                         # this checkout, 64 M elements, 2 threads
-    PYTHONPATH=/path/to/v0.1.0 python bench/bench_cpu_modes.py --label v0.1.0   # an older release
+    PYTHONPATH=/path/to/v1 python bench/bench_cpu_modes.py --label v0.1.0   # tinit 0.1.0 (docs/stream.md)
 
 Every case fills one preallocated tensor in place: one untimed call whose
 output is checked (finite, inside the window), then the median of --repeats

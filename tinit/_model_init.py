@@ -31,7 +31,7 @@ from tinit._classify import (
     infer_d_model,
 )
 from tinit._plan import Item, Plan, check_seed, located
-from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
+from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES, DtypeError
 
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
@@ -418,11 +418,8 @@ class _Specs:
     def of(self, entry) -> schemes.InitSpec:
         """The spec written into ``entry``'s parameter; raises naming the parameter."""
         param, override = entry.param, entry.override
-        if param.dtype not in _SUPPORTED:
-            raise TypeError(
-                f"init_model_: parameter {entry.name} has dtype {param.dtype}; tinit fills "
-                "float32, float64, bfloat16 and float16"
-            )
+        if param.is_meta and param.dtype not in _SUPPORTED:  # before allocating; the plan checks the others
+            raise DtypeError.of(param.dtype, f"init_model_: parameter {entry.name}")
         if "value" in override:  # the user's constant, whatever the scheme
             return schemes.InitSpec(constant=override["value"])
         spec = self._drawn(entry)
@@ -685,5 +682,8 @@ def init_model_(
     if meta is not None:  # phase 7: only what is on the meta device is allocated
         fresh = _materialise(model, target, recompute_buffers=True)
         _check_hf_tie(model)
-    Plan.build(_items(planned, fresh), seed=args.seed, backend=args.backend, sequential=not args.grouped).run(progress)
+    plan = Plan.build(
+        _items(planned, fresh), seed=args.seed, backend=args.backend, sequential=not args.grouped, where="init_model_"
+    )
+    plan.run(progress)
     return summary
