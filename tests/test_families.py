@@ -165,3 +165,40 @@ def test_bad_fields_are_refused(fields, error):
         Family(**{"name": "x", **fields})
     with pytest.raises(TypeError, match="Family"):
         families.register("x")
+
+
+def _llama4_text(d=128, f=96):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Llama4TextConfig(
+        vocab_size=512,
+        hidden_size=d,
+        intermediate_size=f,
+        intermediate_size_mlp=2 * d,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        num_local_experts=4,
+        interleave_moe_layer_step=1,
+    )
+    with torch.device("meta"):
+        return transformers.Llama4ForCausalLM(config)
+
+
+def test_llama4_experts_are_read_as_their_forward_multiplies_them():
+    """transformers' ``Llama4TextExperts.forward`` computes ``torch.bmm(x, gate_up_proj)`` with
+    ``gate_up_proj`` (E, d, 2F), then ``gate, up = chunk(2, dim=-1)``, and ``torch.bmm(h, down_proj)``
+    with ``down_proj`` (E, F, d): one expert's fan_in is d for gate_up_proj and F for down_proj
+    (kaiming: std sqrt(2 / fan_in)), and the gate is the first half of the LAST dim (torchtitan's
+    depth_init: gate std 0.02, up 0.02 / sqrt(2 (layer + 1)))."""
+    d, f = 128, 96
+    model = _llama4_text(d, f)
+    tinit.init_model_(model, "kaiming_normal", seed=0, device="cpu")
+    experts = model.model.layers[0].feed_forward.experts
+    for weight, fan_in in ((experts.gate_up_proj, d), (experts.down_proj, f)):
+        assert weight.std().item() == pytest.approx(math.sqrt(2.0 / fan_in), rel=0.02)
+    model = _llama4_text(d, f)
+    tinit.init_model_(model, "depth_init", seed=0, device="cpu")
+    gate_up = model.model.layers[1].feed_forward.experts.gate_up_proj.detach()
+    assert gate_up[..., :f].std().item() == pytest.approx(0.02, rel=0.02)
+    assert gate_up[..., f:].std().item() == pytest.approx(0.02 / math.sqrt(2 * (1 + 1)), rel=0.02)

@@ -57,8 +57,9 @@ fan-based scheme are those of ONE expert's matrix. ``expert_layout`` tells the l
 (``tinit.schemes.LAYOUTS``): ``expert_out_in`` (E, out, in) for transformers 5's ``*Experts``
 modules (``gate_up_proj`` (E, 2F, d) applied as ``F.linear`` per expert) and torchtitan's
 ``GroupedExperts`` (``w1_EFD`` (E, F, D), applied as ``x @ w.transpose(-2, -1)``);
-``expert_in_out`` (E, in, out) for modules marked ``is_transposed`` and GPT-OSS's
-(``x @ gate_up_proj[e]``); the 2-D grouped forms ``grouped_in_out`` (in, E * out) and
+``expert_in_out`` (E, in, out) for modules marked ``is_transposed``, GPT-OSS's
+(``x @ gate_up_proj[e]``) and Llama-4's (``torch.bmm(x, gate_up_proj)``); the 2-D grouped
+forms ``grouped_in_out`` (in, E * out) and
 ``stacked_in_out`` (E * in, out) for Megatron-Core's ``GroupedMLP`` ``weight1`` / ``weight2``
 (viewed as (E, d, -1) and (E, -1, d) and multiplied untransposed), and ``stacked_out_in``
 (E * out, in) for DBRX's ``w1`` / ``v1`` (``w2`` is ``stacked_in_out``).
@@ -417,6 +418,9 @@ _BUILT_IN = (
             ("GroupedMLP", "weight2"): ("stacked_in_out", "num_local_experts"),
         },
     ),
+    # Llama4TextExperts: torch.bmm(x, gate_up_proj) with gate_up_proj (E, d, 2F), then
+    # gate, up = chunk(2, dim=-1); torch.bmm(h, down_proj) with down_proj (E, F, d).
+    Family("llama4", model_types=("llama4", "llama4_text"), expert_stack="expert_in_out"),
     Family(
         "gpt_oss",  # HF's gate_up_proj and torchtitan's mlp1: gate = x[..., ::2], up = x[..., 1::2]
         model_types=("gpt_oss",),
