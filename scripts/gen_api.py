@@ -6,7 +6,7 @@
 The API is what CONTRIBUTING.md's "What is public" defines: the ``__all__`` of every public
 module of the package (no component of its dotted path starts with an underscore; the tools,
 ``tinit.tools.*``, left out). Each name gets its kind and the first line of its docstring; a
-re-export of the same object is listed under the first module that exports it, and torch's own
+re-export of the same object says which name it repeats, and torch's own
 functions that ``tinit.nn.init`` re-exports unchanged are named once, together.
 ``tests/test_boundary.py`` checks that the file matches a fresh run. Deterministic.
 """
@@ -68,7 +68,7 @@ def _summary(value) -> str:
 
 def render() -> str:
     """The whole of docs/api.md."""
-    seen: set[int] = set()
+    seen: dict[int, str] = {}  # id(object) -> the name it is listed under first
     from_torch: list[str] = []
     out = [HEADER]
     for module_name in public_modules():
@@ -79,10 +79,10 @@ def render() -> str:
             if getattr(value, "__module__", "").startswith("torch."):
                 from_torch.append(f"`{name}`")
                 continue
-            if not isinstance(value, (int, float, str)) and id(value) in seen:
-                continue
-            seen.add(id(value))
-            rows.append(f"| `{module_name}.{name}` | {_kind(value)} | {_summary(value)} |")
+            here = f"{module_name}.{name}"
+            first = None if isinstance(value, (int, float, str)) else seen.setdefault(id(value), here)
+            summary = _summary(value) if first in (None, here) else f"the same object as `{first}`"
+            rows.append(f"| `{here}` | {_kind(value)} | {summary} |")
         if rows:
             out += [f"\n## `{module_name}`\n", "| name | kind | summary |", "| --- | --- | --- |", *rows]
     if from_torch:

@@ -360,8 +360,12 @@ def test_refusals_beyond_torch(name, args, dtype):
 @pytest.mark.parametrize(
     "name, kwargs, match",
     [
-        pytest.param("xavier_uniform_", {"gain": math.nan}, "gain must be finite, got nan", id="xavier-gain-nan"),
-        pytest.param("xavier_normal_", {"gain": math.inf}, "gain must be finite, got inf", id="xavier-gain-inf"),
+        pytest.param(
+            "xavier_uniform_", {"gain": math.nan}, "gain must be finite and >= 0, got nan", id="xavier-gain-nan"
+        ),
+        pytest.param(
+            "xavier_normal_", {"gain": math.inf}, "gain must be finite and >= 0, got inf", id="xavier-gain-inf"
+        ),
         pytest.param("xavier_uniform_", {"gain": "x"}, "gain must be a real number", id="xavier-gain-str"),
         pytest.param("kaiming_uniform_", {"a": math.nan}, "a must be finite, got nan", id="kaiming-a-nan"),
         pytest.param("kaiming_normal_", {"a": math.nan}, "a must be finite, got nan", id="kaiming-normal-a-nan"),
@@ -512,3 +516,11 @@ def test_cuda_equals_cpu(name):
     torch.manual_seed(12)
     got = call(name, torch.empty(33, 65, device="cuda"))
     torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ["xavier_uniform_", "xavier_normal_"])
+def test_a_negative_xavier_gain_is_named(name):
+    tensor = torch.zeros(4, 4)
+    with pytest.raises(tnn.ArgumentError, match="gain must be finite and >= 0, got -1.0"):
+        getattr(tnn, name)(tensor, gain=-1.0)
+    assert (tensor == 0).all()

@@ -171,3 +171,74 @@ def test_unclassified_loaded_parameter_is_not_refused_when_not_written():
     with pytest.raises(ValueError, match="mystery"):  # asked to write it: refused, named
         tinit.init_model_(again, "normal", seed=0, device="cpu", reinit_loaded=True)
     assert again.head.weight.is_meta, "materialised before refusing"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(lambda: torch.zeros(8, 8, dtype=torch.int64), id="int64"),
+        pytest.param(lambda: torch.zeros(1, 8).expand(8, 8), id="expanded"),
+    ],
+)
+def test_a_refused_loaded_parameter_leaves_the_meta_ones_on_meta(bad):
+    """Every parameter to be written, loaded ones included, is checked before anything is allocated."""
+    model = _meta()
+    model.body.weight = nn.Parameter(bad(), requires_grad=False)
+    with pytest.raises((TypeError, ValueError), match="body.weight"):
+        tinit.init_model_(model, "normal", seed=0, device="cpu", reinit_loaded=True)
+    assert model.head.weight.is_meta and model.embed.weight.is_meta
+
+
+def test_only_leaves_the_unselected_meta_parameters_on_meta():
+    """``only=`` allocates only what it writes: the rest stays on meta (never uninitialised memory),
+    and a second call for the rest gives the model one call over everything gives."""
+    model = _meta()
+    tinit.init_model_(model, "normal", seed=0, device="cpu", only=r"^head\.")
+    assert not model.head.weight.is_meta
+    assert model.body.weight.is_meta and model.embed.weight.is_meta
+    tinit.init_model_(model, "normal", seed=0, device="cpu")
+    whole = _meta()
+    tinit.init_model_(whole, "normal", seed=0, device="cpu")
+    for (name, got), (_, want) in zip(model.state_dict().items(), whole.state_dict().items(), strict=True):
+        if got.is_floating_point():
+            assert_same_bits(got, want, name)
+        else:  # BatchNorm's num_batches_tracked
+            assert torch.equal(got, want), name
+
+
+@pytest.mark.parametrize("loaded", ["lm_head.weight", "model.embed_tokens.weight"])
+def test_a_hugging_face_tie_keeps_the_loaded_side(loaded):
+    """``load_state_dict(assign=True)`` of one side of a tied head unties it; the meta side is tied
+    back to the loaded Parameter, which keeps its values and is not written."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config)
+    values = torch.full((64, 32), LOADED)
+    model.load_state_dict({loaded: values}, strict=False, assign=True)
+    summary = tinit.init_model_(model, "normal", seed=0, device="cpu")
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert_same_bits(model.lm_head.weight.detach(), values, loaded)
+    assert not any(p.name in ("lm_head.weight", "model.embed_tokens.weight") for p in summary)
+
+
+def test_materialise_checks_its_arguments_before_allocating():
+    model = _meta()
+    for args, kwargs, error in [
+        ((5,), {}, TypeError),
+        ((model, 5), {}, TypeError),
+        ((model, "bogus"), {}, ValueError),
+        ((model, "meta"), {}, ValueError),
+        ((model, "cpu"), {"recompute_buffers": "no"}, TypeError),
+    ]:
+        with pytest.raises(error, match="materialise_"):
+            tinit.materialise_(*args, **kwargs)
+    assert all(p.is_meta for p in model.parameters())

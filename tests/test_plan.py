@@ -330,3 +330,37 @@ def test_records_and_constants_are_items_too():
     assert c.tolist() == [0.5] * 5
     with pytest.raises(TypeError, match="spec must be a tinit.schemes.InitSpec, got str"):
         Plan.build([Item(a, "normal")], seed=1)
+
+
+@pytest.mark.parametrize(
+    "spec, error",
+    [
+        pytest.param(InitSpec(std=0.02, distribution="laplace"), ValueError, id="distribution"),
+        pytest.param(InitSpec(parts=()), ValueError, id="no-parts"),
+        pytest.param(InitSpec(parts=(InitSpec(std=0.1), 0.5)), TypeError, id="part-not-a-spec"),
+    ],
+)
+def test_a_malformed_spec_is_refused_before_the_write(spec, error):
+    tensor = torch.zeros(4, 4)
+    with pytest.raises(error):
+        write_spec_(tensor, spec, seed=1)
+    assert (tensor == 0).all()
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        pytest.param({"seed": None}, TypeError, id="seed-None"),
+        pytest.param({"seed": 1, "names": ["a"]}, ValueError, id="names-short"),
+        pytest.param({"seed": 1, "names": "ab"}, TypeError, id="names-str"),
+        pytest.param({"seed": 1, "sequential": 1}, TypeError, id="sequential-int"),
+    ],
+)
+def test_write_grouped_checks_its_arguments(kwargs, error):
+    """A grouped fill has an explicit key: ``seed=None`` is refused, never a draw from torch's RNG."""
+    tensors = [torch.zeros(3), torch.zeros(2)]
+    state = torch.get_rng_state()
+    with pytest.raises(error, match="seed|names|sequential"):
+        write_grouped_([FillItem(t, InitSpec(std=1.0), i) for i, t in enumerate(tensors)], **kwargs)
+    assert torch.equal(state, torch.get_rng_state())
+    assert all((t == 0).all() for t in tensors)

@@ -223,6 +223,8 @@ def fill_(
     """
     from tinit.roles import infer_layer, infer_role
 
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str (a parameter's qualified name) or None, got {type(name).__name__}")
     if role is None and name is not None:
         role = infer_role(name)
     if layer_idx is None and name is not None:
@@ -293,14 +295,15 @@ def write_grouped_(
             tensor twice, or two Parameters sharing storage) make the whole
             call sequential, in list order, with a RuntimeWarning: later
             items overwrite earlier ones, as with ``write_spec_`` one by one.
-        seed: Philox key in [0, 2**64), shared by all items.
+        seed: Philox key in [0, 2**64), shared by all items (required: a
+            grouped fill never draws from torch's RNG).
         backend: "auto" or a backend name, as for ``trunc_normal_at_``.
         sequential: write the items one by one, in order, after checking all
             of them (``init_model_(grouped=False)``).
         progress: optional callable wrapping the list of items as they are
             written one by one (``tqdm``); unused by a batched write.
-        names: one label per item for the error messages (``init_model_``
-            passes the parameter names); "item i" when None.
+        names: one label (str) per item for the error messages, as many
+            as there are items; "item i" when None.
 
     Raises:
         TypeError, ValueError: the seed, or any item's tensor (dtype, a
@@ -314,7 +317,14 @@ def write_grouped_(
             ``torch.inference_mode`` (a ValueError and a RuntimeError).
         All checked for every item before anything is written.
     """
-    plan = Plan.build(_named(items, names), seed=seed, backend=backend, sequential=sequential, where="write_grouped_")
+    if not isinstance(sequential, bool):
+        raise TypeError(f"write_grouped_: sequential must be True or False, got {type(sequential).__name__}")
+    if names is not None and (isinstance(names, str) or not isinstance(names, Sequence)):
+        raise TypeError(f"write_grouped_: names must be a sequence of str, got {type(names).__name__}")
+    items = _named(items, names)
+    if names is not None and len(names) != len(items):
+        raise ValueError(f"write_grouped_: {len(names)} names for {len(items)} items")
+    plan = Plan.build(items, seed=check_seed(seed), backend=backend, sequential=sequential, where="write_grouped_")
     plan.run(progress)
 
 
@@ -337,7 +347,7 @@ def _named(items: Iterable, names: Sequence[str] | None) -> list[Item]:
     """
     found = []
     for index, item in enumerate(items):
-        name = None if names is None else names[index]
+        name = None if names is None or index >= len(names) else names[index]
         try:
             tensor, spec, stream, offset = item if type(item) is FillItem else FillItem(*item)
         except TypeError as exc:

@@ -31,7 +31,7 @@ from tinit._classify import (
     infer_d_model,
 )
 from tinit._plan import Item, Plan, check_seed, located
-from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES, DtypeError
+from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
 
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
@@ -141,20 +141,32 @@ def materialise_(
         allocated buffers as a model built there eagerly has them.
 
     Raises:
+        TypeError: ``model`` not a torch.nn.Module, ``device`` neither a str nor a
+            torch.device, ``recompute_buffers`` not a bool.
+        ValueError: a device torch does not know, 'meta', or a CUDA device that is not here.
         tinit.buffers.UninitialisedBufferError: (a RuntimeError) a buffer on the meta device
             that no recipe recomputes, raised before anything is allocated; or a recipe that
             failed, raised after materialising.
         RuntimeError: a tie could not be restored.
     """
-    _materialise(model, device, recompute_buffers=recompute_buffers)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"materialise_: model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(recompute_buffers, bool):
+        raise TypeError(
+            f"materialise_: recompute_buffers must be True or False, got {type(recompute_buffers).__name__}"
+        )
+    _materialise(model, _target_device(device, "materialise_"), recompute_buffers=recompute_buffers)
     return model
 
 
-def _materialise(model: torch.nn.Module, device, *, recompute_buffers: bool) -> dict[int, torch.nn.Parameter]:
-    """``materialise_``'s work; returns {id(a meta Parameter): the Parameter now in its place}."""
+def _materialise(
+    model: torch.nn.Module, device, *, recompute_buffers: bool, keep: set[int] | None = None
+) -> dict[int, torch.nn.Parameter]:
+    """``materialise_``'s work; returns {id(a meta Parameter): the Parameter now in its place}.
+    ``keep``: the ids of the meta Parameters to allocate (None: all); the others stay on meta."""
     groups = tied_groups(model)
     buffer_plan = buffers.plan(model) if recompute_buffers else None
-    fresh = _materialise_meta(model, torch.device(device))
+    fresh = _materialise_meta(model, torch.device(device), keep)
     if callable(getattr(model, "tie_weights", None)):
         model.tie_weights()
     for first, *others in groups:
@@ -171,8 +183,11 @@ def _materialise(model: torch.nn.Module, device, *, recompute_buffers: bool) -> 
     return fresh
 
 
-def _materialise_meta(model: torch.nn.Module, device: torch.device) -> dict[int, torch.nn.Parameter]:
-    """Allocate every parameter and buffer of ``model`` on the meta device, once per tensor.
+def _materialise_meta(
+    model: torch.nn.Module, device: torch.device, keep: set[int] | None = None
+) -> dict[int, torch.nn.Parameter]:
+    """Allocate every parameter (of ``keep``'s ids, when given) and buffer of ``model`` on the meta
+    device, once per tensor.
 
     A parameter gets what ``Module._apply`` gives it under ``to_empty``: a new Parameter, or, for
     a tensor subclass such as a DTensor (or under ``torch.__future__``'s swap flag), the same
@@ -185,7 +200,7 @@ def _materialise_meta(model: torch.nn.Module, device: torch.device) -> dict[int,
     done: dict[int, torch.Tensor] = {}
     for module in _submodules(model):
         for leaf, param in module._parameters.items():
-            if param is None or not param.is_meta:
+            if param is None or not param.is_meta or (keep is not None and id(param) not in keep):
                 continue
             if id(param) not in done:
                 done[id(param)] = _allocated(param, device, swap)
@@ -223,20 +238,20 @@ def _allocated(param: torch.nn.Parameter, device: torch.device, swap: bool) -> t
     return torch.nn.Parameter(data, param.requires_grad)
 
 
-def _target_device(device) -> torch.device:
+def _target_device(device, where: str = "init_model_") -> torch.device:
     """``device`` as a torch.device a model can be materialised on; TypeError, ValueError otherwise."""
     if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"init_model_: device must be a str or torch.device, got {type(device).__name__}")
+        raise TypeError(f"{where}: device must be a str or torch.device, got {type(device).__name__}")
     try:
         device = torch.device(device)
     except RuntimeError as exc:
-        raise ValueError(f"init_model_: device {device!r} is not a device torch knows ({exc})") from None
+        raise ValueError(f"{where}: device {device!r} is not a device torch knows ({exc})") from None
     if device.type == "meta":
-        raise ValueError("init_model_: device='meta' allocates nothing to initialise; pass the target device")
+        raise ValueError(f"{where}: device='meta' allocates nothing to initialise; pass the target device")
     if device.type == "cuda" and (
         not torch.cuda.is_available() or (device.index is not None and device.index >= torch.cuda.device_count())
     ):
-        raise ValueError(f"init_model_: device {str(device)!r}: no such CUDA device here")
+        raise ValueError(f"{where}: device {str(device)!r}: no such CUDA device here")
     return device
 
 
@@ -263,6 +278,27 @@ def _check_backend_fills(backend: str, device: torch.device, dtypes) -> None:
             dispatch.select(torch.empty(1, dtype=dtype, device=device), backend)
         except RuntimeError as exc:
             raise ValueError(f"init_model_: backend {backend!r} cannot fill {dtype} on {device}: {exc}") from None
+
+
+def _retie_partly_loaded(model) -> None:
+    """A Hugging Face model whose config ties the output head to the input embeddings, one of them
+    loaded and the other still on meta (``load_state_dict(assign=True)`` of one of the two
+    replaces its Parameter and unties them): point the meta one at the loaded Parameter, so the
+    loaded values are kept and written nowhere (``tie_weights()`` would instead keep the input
+    embeddings, losing a loaded head)."""
+    config = getattr(model, "config", None)
+    if not getattr(config, "tie_word_embeddings", False):
+        return
+    try:
+        inputs, outputs = model.get_input_embeddings(), model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        return
+    if inputs is None or outputs is None or outputs.weight is inputs.weight:
+        return
+    loaded_in, loaded_out = not inputs.weight.is_meta, not outputs.weight.is_meta
+    if loaded_in != loaded_out and inputs.weight.shape == outputs.weight.shape:
+        loaded = inputs.weight if loaded_in else outputs.weight
+        inputs.weight = outputs.weight = loaded
 
 
 def _check_hf_tie(model) -> None:
@@ -417,9 +453,7 @@ class _Specs:
 
     def of(self, entry) -> schemes.InitSpec:
         """The spec written into ``entry``'s parameter; raises naming the parameter."""
-        param, override = entry.param, entry.override
-        if param.is_meta and param.dtype not in _SUPPORTED:  # before allocating; the plan checks the others
-            raise DtypeError.of(param.dtype, f"init_model_: parameter {entry.name}")
+        override = entry.override
         if "value" in override:  # the user's constant, whatever the scheme
             return schemes.InitSpec(constant=override["value"])
         spec = self._drawn(entry)
@@ -491,15 +525,15 @@ def _summary(entry, spec: schemes.InitSpec) -> ParamInit:
     )
 
 
-def _items(planned: list, fresh: Mapping[int, torch.Tensor]) -> list[Item]:
-    """Phase 8: one ``tinit._plan.Item`` per parameter written, on its materialised tensor. A
-    constant draws nothing: its stream id is never read."""
+def _items(planned: list) -> list[Item]:
+    """Phase 8: one ``tinit._plan.Item`` per parameter written (``Plan.bind`` moves a meta one onto
+    its allocated tensor). A constant draws nothing: its stream id is never read."""
     items = []
     for entry, spec in planned:
         drawn = spec.constant is None or spec.parts is not None
         items.append(
             Item(
-                fresh.get(id(entry.param), entry.param),
+                entry.param,
                 spec,
                 stream_for(entry.name) if drawn else 0,
                 0,
@@ -593,8 +627,9 @@ def init_model_(
             grouped layout; "value": a finite constant written whatever the
             scheme.
         only: write only parameters whose name (or a tied alias) matches this
-            regex or predicate; the others still count for L and d_model. It
-            selects loaded parameters of a partly meta model explicitly.
+            regex or predicate; the others still count for L and d_model, and
+            those on the meta device stay there. It selects loaded parameters
+            of a partly meta model explicitly.
         prefix: prepended to every name (initialise a submodule under its
             name in the full model, e.g. "model.layers.3."; pass n_layers).
         device: when parameters are on the meta device, materialise them
@@ -667,6 +702,7 @@ def init_model_(
         overrides=overrides,
         device=device,
     )
+    _retie_partly_loaded(model)
     entries, geometry = _walk(model, args)
     meta, target = _placement(model, entries, args)
     # Everything below up to materialising reads names and shapes only, so a meta model is
@@ -678,12 +714,13 @@ def init_model_(
     specs = _Specs(model, args, geometry, towers, d_model)
     planned = [(entry, specs.of(entry)) for entry in selected]
     summary = [_summary(entry, spec) for entry, spec in planned]
-    fresh = {}
-    if meta is not None:  # phase 7: only what is on the meta device is allocated
-        fresh = _materialise(model, target, recompute_buffers=True)
-        _check_hf_tie(model)
+    # Phase 8: every item checked (loaded ones included) before anything is allocated or written.
     plan = Plan.build(
-        _items(planned, fresh), seed=args.seed, backend=args.backend, sequential=not args.grouped, where="init_model_"
+        _items(planned), seed=args.seed, backend=args.backend, sequential=not args.grouped, where="init_model_"
     )
+    if meta is not None:  # phase 7: only the meta parameters written (and meta buffers) are allocated
+        keep = {id(entry.param) for entry, _ in planned if entry.param.is_meta}
+        plan.bind(_materialise(model, target, recompute_buffers=True, keep=keep))
+        _check_hf_tie(model)
     plan.run(progress)
     return summary

@@ -44,6 +44,7 @@ _PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
 _STRIDED = torch.strided
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 _U64, _I63 = 2**64, 2**63
+_DISTRIBUTIONS = ("trunc_normal", "uniform")  # tinit.schemes.InitSpec.distribution
 # What an item writes, decided once per (spec, dtype).
 _RECORD, _ZERO, _CONSTANT, _PARTS = range(4)
 
@@ -180,6 +181,8 @@ def leaf_record(spec: schemes.InitSpec, dtype: torch.dtype) -> TruncNormalParams
     Raises:
         TypeError, ValueError: as ``transform_constants`` / ``uniform_constants``.
     """
+    if spec.distribution not in _DISTRIBUTIONS:
+        raise ValueError(f"distribution must be 'trunc_normal' or 'uniform', got {spec.distribution!r}")
     lo, hi = spec.bounds
     if spec.distribution == "uniform":
         std = as_real("std", spec.std)
@@ -210,7 +213,11 @@ def _spec_records(spec: schemes.InitSpec, dtype: torch.dtype, found: dict) -> di
     """Validate every piece of ``spec`` for ``dtype``; ``found`` gets ``{id(leaf): record}`` for every
     single-distribution, non-constant piece (computed here once) and is returned."""
     if spec.parts is not None:
+        if not isinstance(spec.parts, tuple) or not spec.parts:
+            raise ValueError(f"parts must be a non-empty tuple of tinit.schemes.InitSpec, got {spec.parts!r}")
         for part in spec.parts:
+            if not isinstance(part, schemes.InitSpec):
+                raise TypeError(f"parts must hold tinit.schemes.InitSpec, got {type(part).__name__}")
             _spec_records(part, dtype, found)
     elif spec.constant is not None:
         _constant(spec.constant, dtype)
@@ -425,6 +432,7 @@ class Plan:
         "_backends",
         "_kinds",
         "backend",
+        "deferred",
         "draw_on_write",
         "draws",
         "entries",
@@ -435,6 +443,7 @@ class Plan:
         "sequential",
         "singles",
         "tables",
+        "where",
         "writes",
         "zeros",
     )
@@ -489,7 +498,8 @@ class Plan:
             draw_on_write,
         )
         plan.writes = plan.draws = False
-        plan.entries, plan.fills, plan.rows, plan.singles = [], [], [], []
+        plan.where = where
+        plan.entries, plan.fills, plan.rows, plan.singles, plan.deferred = [], [], [], [], []
         plan.zeros, plan.tables, plan._kinds, plan._backends = {}, {}, {}, {}
         index, item = -1, None
         try:
@@ -502,16 +512,43 @@ class Plan:
             name = getattr(item, "name", None)
             label = f"item {index}" if name is None else f"parameter {name}"
             raise located(exc, f"{where}: {label}" if where else label) from exc
-        shared = _overlaps([_span(entry[0]) for entry in plan.entries]) if len(plan.entries) > 1 else 0
-        if shared:
-            warnings.warn(
-                f"{where or 'tinit'}: {shared} of the tensors share memory with an earlier one; writing all "
-                "items one by one in list order (later items overwrite earlier ones)",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            plan.sequential = True
+        plan._check_overlaps()
         return plan
+
+    def bind(self, fresh) -> Plan:
+        """File the items whose tensors were on the meta device at ``build`` and have been allocated
+        since (``tinit.init_model_`` checks a meta model, then allocates it, then writes it).
+
+        Args:
+            fresh: {id(a meta tensor given to ``build``): the tensor now in its place}; a tensor
+                missing from it is looked at as it is now (a DTensor swapped in place).
+
+        Returns:
+            The plan. Items still on the meta device stay unwritten.
+        """
+        deferred, self.deferred = self.deferred, []
+        for tensor, global_shape, shard_offsets, kind, what, records, stream, offset, rows in deferred:
+            tensor = fresh.get(id(tensor), tensor)
+            if type(tensor) in _PLAIN and global_shape is None and shard_offsets is None:
+                local, layout = tensor, None
+            else:
+                local, layout = local_of(tensor, global_shape, shard_offsets)
+            if not local.is_meta:
+                self._enter(tensor, local, layout, kind, what, records, stream, offset, rows)
+        self._check_overlaps()
+        return self
+
+    def _check_overlaps(self) -> None:
+        """Items whose memory overlaps make the plan sequential, with a RuntimeWarning."""
+        shared = _overlaps([_span(entry[0]) for entry in self.entries]) if len(self.entries) > 1 else 0
+        if shared and not self.sequential:
+            warnings.warn(
+                f"{self.where or 'tinit'}: {shared} of the tensors share memory with an earlier one; writing "
+                "all items one by one in list order (later items overwrite earlier ones)",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        self.sequential = self.sequential or bool(shared)
 
     def _add(self, item) -> None:
         """Check one item and file what it writes."""
@@ -551,13 +588,21 @@ class Plan:
             stream, offset = _position(stream, offset, numel if layout is None else math.prod(layout.global_shape))
         if rows:
             rows = _rows_checked(rows, layout, local)
-        if local.is_meta or tensor.numel() == 0:
+        if tensor.numel() == 0:
             return  # checked; nothing to write, so nothing drawn
+        if local.is_meta:  # checked; written only once allocated (``bind``)
+            self.deferred.append((tensor, global_shape, shard_offsets, kind, what, records, stream, offset, rows))
+            return
+        self._enter(tensor, local, layout, kind, what, records, stream, offset, rows)
+
+    def _enter(self, tensor, local, layout, kind, what, records, stream: int, offset: int, rows) -> None:
+        """File a checked item that writes: pick its backend, sort its pieces."""
         self.writes = True
         random = kind == _RECORD or (kind == _PARTS and _draws(what))
         self.draws = self.draws or random
-        if numel == 0:
+        if local.numel() == 0:
             return  # an empty shard of this rank: it draws as the others do
+        dtype = local.dtype
         if random:
             found = self._backends.get((local.device, dtype))
             if found is None:  # also raises when no backend fills the tensor

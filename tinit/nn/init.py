@@ -26,8 +26,10 @@ initialisers ``constant_``, ``zeros_``, ``ones_``, ``eye_`` and ``dirac_`` are
 torch's own functions, re-exported so the module replaces ``torch.nn.init``
 as a whole; so are ``orthogonal_`` and ``sparse_``, which draw from torch's
 RNG exactly as torch does (a QR of a torch normal, a torch ``randperm``), and
-torch's deprecated aliases (``uniform``, ``normal``, ...: a FutureWarning,
-then the function).
+``constant``, ``eye``, ``dirac``, ``orthogonal`` and ``sparse``, torch's deprecated
+aliases of them. The deprecated aliases of the random fills (``uniform``,
+``normal``, ``xavier_uniform``, ...) are this module's own: a FutureWarning with
+torch's words, then the tinit fill.
 
 Routing: ``KEYED`` maps each random initialiser's name to a function with the
 same positional arguments plus keyword-only ``seed`` (a Philox key in
@@ -232,8 +234,8 @@ def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, s
 def _xavier_std(tensor, gain, fill: str) -> float | None:
     """gain * sqrt(2 / (fan_in + fan_out)), or None for a tensor of no elements (nothing to write)."""
     gain = as_real("gain", gain)
-    if not math.isfinite(gain):
-        raise ArgumentError(f"tinit.nn.init.{fill}: gain must be finite, got {gain}")
+    if not math.isfinite(gain) or gain < 0:
+        raise ArgumentError(f"tinit.nn.init.{fill}: gain must be finite and >= 0, got {gain}")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     if tensor.numel() == 0:
         return None
