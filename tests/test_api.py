@@ -418,7 +418,7 @@ def test_bad_backend_env_raises_before_drawing_from_torch_rng(monkeypatch):
     monkeypatch.setenv("TINIT_BACKEND", "no-such-backend")
     t = torch.zeros(8)
     state = torch.get_rng_state()
-    with pytest.raises(ValueError, match="unknown tinit backend"):
+    with pytest.raises(ValueError, match=r"unknown tinit backend 'no-such-backend' in \$TINIT_BACKEND"):
         tinit.trunc_normal_(t)
     assert torch.equal(torch.get_rng_state(), state), "the RNG advanced on a failed call"
     assert torch.count_nonzero(t) == 0

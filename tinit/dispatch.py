@@ -323,6 +323,10 @@ def select(tensor: torch.Tensor, backend: str = "auto") -> Backend:
     """
     if backend == "auto":
         backend = os.environ.get("TINIT_BACKEND", "auto") or "auto"
+        if backend != "auto" and backend not in BACKENDS:
+            raise ValueError(
+                f"unknown tinit backend {backend!r} in $TINIT_BACKEND; choose from {sorted(BACKENDS)} or 'auto'"
+            )
     key = (tensor.device, tensor.dtype, backend)
     found = _chosen.get(key)
     if found is not None:
