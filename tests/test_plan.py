@@ -364,3 +364,13 @@ def test_write_grouped_checks_its_arguments(kwargs, error):
         write_grouped_([FillItem(t, InitSpec(std=1.0), i) for i, t in enumerate(tensors)], **kwargs)
     assert torch.equal(state, torch.get_rng_state())
     assert all((t == 0).all() for t in tensors)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"global_shape": 16, "shard_offsets": (0,)}, {"global_shape": (16,), "shard_offsets": 0}]
+)
+def test_a_shard_description_that_is_not_a_sequence_is_named(kwargs):
+    tensor = torch.zeros(4)
+    with pytest.raises(TypeError, match=next(k for k, v in kwargs.items() if isinstance(v, int))):
+        tinit.trunc_normal_at_(tensor, seed=1, **kwargs)
+    assert (tensor == 0).all()

@@ -158,6 +158,9 @@ def local_of(
         return tensor, None
     if global_shape is None or shard_offsets is None:
         raise ValueError("a shard needs both global_shape and shard_offsets")
+    for label, value in (("global_shape", global_shape), ("shard_offsets", shard_offsets)):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise TypeError(f"{label} must be a sequence of ints (one per dim), got {type(value).__name__}")
     return tensor, ShardLayout.from_offsets(tuple(global_shape), tuple(tensor.shape), tuple(shard_offsets))
 
 
