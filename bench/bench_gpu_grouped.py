@@ -52,6 +52,7 @@ Writes gpu_<date>_<commit>_grouped.json and .md (gpu_dryrun_<date>_grouped with 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -581,8 +582,8 @@ def case_triton(args, device: torch.device, budget: Budget, rows: list[dict]) ->
 def _triton(width: int, blocks: int, dtype_name: str, device: torch.device, budget: Budget, base: dict) -> list[dict]:
     cuda = device.type == "cuda"
     dtype = DTYPES[dtype_name]
-    single = dispatch._triton_module()[0]
-    grouped_module = dispatch._triton_grouped_module()
+    single = importlib.import_module(dispatch.TRITON_MODULE)
+    grouped_module = importlib.import_module(dispatch.TRITON_GROUPED_MODULE)
     model = _build(width, blocks, dtype, device)
     summary = tinit.init_model_(model, "gpt2", seed=bench_grouped.SEED)
     named = dict(model.named_parameters())

@@ -80,15 +80,7 @@ for dt in dtypes:
         rec(f"at-shard {dt} {w}", s)
 big = torch.empty(3000, 700).t()
 rec("big-T", lambda: (tinit.trunc_normal_at_(big, 0, 0.02, -0.04, 0.04, seed=1), h(big))[1])
-for name in [
-    "uniform_",
-    "normal_",
-    "trunc_normal_",
-    "xavier_uniform_",
-    "xavier_normal_",
-    "kaiming_uniform_",
-    "kaiming_normal_",
-]:
+for name in tnn.init.KEYED:  # the seven random fills
     for dt in dtypes:
 
         def f(name=name, dt=dt):

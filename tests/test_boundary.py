@@ -1,7 +1,7 @@
 """The written public boundary of tinit, checked on the source (the AST), without running any fill.
 
 - No tinit module uses another module's underscore names (``from m import _x`` or ``m._x`` on an
-  imported tinit module), outside ``tinit.schemes``; importing a private module (``tinit._plan``,
+  imported tinit module), ``tinit.schemes`` included; importing a private module (``tinit._plan``,
   ``tinit._C``) is not such a use, the names inside it have no underscore.
 - Every public module (no underscore in its dotted path) has ``__all__``, every name in it exists,
   and the API, the union of the library's public modules' ``__all__`` (``tinit.tools`` left out),
@@ -34,7 +34,7 @@ MAX_BODY_LINES = 60
 # The Triton kernels' source folder and the package they ship as.
 TRITON_DIR, TRITON_PACKAGE = "triton_kernels", "tinit.triton_kernels"
 # Modules whose underscore names their own package may share (the recipes' common core).
-SHARED_PRIVATE = ("tinit.schemes",)
+SHARED_PRIVATE: tuple[str, ...] = ()  # packages whose modules may share underscore names: none
 DOCS = ("README.md", "CONTRIBUTING.md", "docs/*.md")
 # What users read: these quote the API only. CONTRIBUTING also names the internals a contributor edits
 # (``tinit._plan.Plan``), which tests/test_docs.py checks exist.
@@ -177,7 +177,8 @@ def private_uses(root: Path) -> list[PrivateUse]:
 
     Both ``from m import _x`` and ``m._x`` on a name bound to a tinit module count; an underscore
     name that is a module (``from tinit import _C``, ``tinit._plan``) does not, nor a use between
-    two modules of ``tinit.schemes`` (SHARED_PRIVATE). The uses are found in the whole file
+    two modules of a package in SHARED_PRIVATE (none: the recipes' core, ``tinit.schemes._core``,
+    names what the scheme modules share without an underscore). The uses are found in the whole file
     (function bodies too), each once per line.
     """
     modules = package_modules(root)
@@ -195,7 +196,7 @@ def test_no_module_uses_another_modules_private_names():
 
 def test_the_private_name_walk_finds_both_forms(tmp_path):
     """The walk finds ``from m import _x`` (absolute and relative) and ``m._x`` through any binding,
-    and leaves private modules, dunders, a module's own names and the recipes' core alone."""
+    and leaves private modules, dunders and a module's own names alone."""
     files = {
         "tinit/__init__.py": "from tinit import _C\nfrom tinit.a import pub\n",
         "tinit/a.py": "_own = 1\nx = _own\n",
@@ -215,6 +216,7 @@ def test_the_private_name_walk_finds_both_forms(tmp_path):
         "tinit.b:1 uses tinit.a._x",
         "tinit.b:3 uses tinit.a._y",
         "tinit.c:2 uses tinit.a._z",
+        "tinit.schemes:1 uses tinit.schemes._core._k",
         "tinit.schemes._core:1 uses tinit.a._w",
         "tinit.triton_kernels.k:1 uses tinit.triton_kernels._host._h",
         "tinit.triton_kernels.k:3 uses tinit.triton_kernels._host._g",

@@ -280,21 +280,27 @@ def _check_backend_fills(backend: str, device: torch.device, dtypes) -> None:
             raise ValueError(f"init_model_: backend {backend!r} cannot fill {dtype} on {device}: {exc}") from None
 
 
+def _tied_embeddings(model) -> tuple | None:
+    """(input embeddings, output embeddings) of a Hugging Face model whose config ties them, or None."""
+    if not getattr(getattr(model, "config", None), "tie_word_embeddings", False):
+        return None
+    try:
+        inputs, outputs = model.get_input_embeddings(), model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
+    return None if inputs is None or outputs is None else (inputs, outputs)
+
+
 def _retie_partly_loaded(model) -> None:
     """A Hugging Face model whose config ties the output head to the input embeddings, one of them
     loaded and the other still on meta (``load_state_dict(assign=True)`` of one of the two
     replaces its Parameter and unties them): point the meta one at the loaded Parameter, so the
     loaded values are kept and written nowhere (``tie_weights()`` would instead keep the input
     embeddings, losing a loaded head)."""
-    config = getattr(model, "config", None)
-    if not getattr(config, "tie_word_embeddings", False):
+    pair = _tied_embeddings(model)
+    if pair is None or pair[1].weight is pair[0].weight:
         return
-    try:
-        inputs, outputs = model.get_input_embeddings(), model.get_output_embeddings()
-    except (AttributeError, NotImplementedError):
-        return
-    if inputs is None or outputs is None or outputs.weight is inputs.weight:
-        return
+    inputs, outputs = pair
     loaded_in, loaded_out = not inputs.weight.is_meta, not outputs.weight.is_meta
     if loaded_in != loaded_out and inputs.weight.shape == outputs.weight.shape:
         loaded = inputs.weight if loaded_in else outputs.weight
@@ -302,14 +308,8 @@ def _retie_partly_loaded(model) -> None:
 
 
 def _check_hf_tie(model) -> None:
-    config = getattr(model, "config", None)
-    if not getattr(config, "tie_word_embeddings", False):
-        return
-    try:
-        inputs, outputs = model.get_input_embeddings(), model.get_output_embeddings()
-    except (AttributeError, NotImplementedError):
-        return
-    if inputs is not None and outputs is not None and outputs.weight is not inputs.weight:
+    pair = _tied_embeddings(model)
+    if pair is not None and pair[1].weight is not pair[0].weight:
         raise ValueError(
             "init_model_: the model's config ties the output head to the input embeddings but they "
             "are separate tensors (to_empty unties them); call model.tie_weights() or materialise "

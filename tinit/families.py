@@ -83,7 +83,8 @@ _GATE_UP_ORDERS = ("halves", "interleaved")
 _EMPTY = MappingProxyType({})
 
 
-def _positive_int(name: str, value) -> int:
+def positive_int(name: str, value) -> int:
+    """``value`` as an int >= 1 (numpy integers included); TypeError or ValueError naming ``name``."""
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r}")
     value = operator.index(value)
@@ -122,7 +123,7 @@ class FusedQKV:
 
     def __post_init__(self):
         for name in ("groups", "q", "k", "v"):
-            object.__setattr__(self, name, _positive_int(f"FusedQKV.{name}", getattr(self, name)))
+            object.__setattr__(self, name, positive_int(f"FusedQKV.{name}", getattr(self, name)))
         order = tuple(self.order)
         if sorted(order) != [0, 1, 2] or any(type(i) is not int for i in order):
             raise ValueError(f"FusedQKV.order must be a permutation of (0, 1, 2), got {self.order!r}")
@@ -146,9 +147,9 @@ class FusedQKV:
         Raises:
             ValueError: an unknown layout, kv not dividing h, or "per_head" with kv != h.
         """
-        heads = _positive_int("heads", heads)
-        kv_heads = _positive_int("kv_heads", kv_heads)
-        head_dim = _positive_int("head_dim", head_dim)
+        heads = positive_int("heads", heads)
+        kv_heads = positive_int("kv_heads", kv_heads)
+        head_dim = positive_int("head_dim", head_dim)
         if layout not in FUSED_LAYOUTS:
             raise ValueError(f"fused q/k/v layout must be one of {FUSED_LAYOUTS}, got {layout!r}")
         if heads % kv_heads:

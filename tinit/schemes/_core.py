@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from tinit.families import FusedQKV
+from tinit.families import FusedQKV, positive_int
 
 ROLES = (
     "embedding",
@@ -55,7 +55,7 @@ EXPERT_LAYOUTS = ("expert_out_in", "expert_in_out")  # (E, out, in), (E, in, out
 GROUPED_LAYOUTS = ("grouped_in_out", "stacked_in_out", "stacked_out_in")  # 2-D: (in, E*out), (E*in, out), (E*out, in)
 LAYOUTS = ("out_in", "in_out", *EXPERT_LAYOUTS, *GROUPED_LAYOUTS)
 _OUT_DIM_1 = ("in_out", "grouped_in_out", "stacked_in_out")  # 2-D layouts whose output dim is dim 1
-_QKV_PARTS = 3
+QKV_PARTS = 3
 
 
 @dataclass(frozen=True)
@@ -236,14 +236,7 @@ def _count(name: str, value, low: int):
 
 def _fan(name: str, value) -> int | None:
     """An explicit fan: None, or an int >= 1 (numpy integers included)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r}")
-    value = operator.index(value)
-    if value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value}")
-    return value
+    return None if value is None else positive_int(name, value)
 
 
 @dataclass(frozen=True)
@@ -303,9 +296,9 @@ class Context:
                     f"but the parameter's output dim (dim {self.out_dim} of shape {self.shape}) is {width}"
                 )
             return self.qkv
-        if width < _QKV_PARTS or width % _QKV_PARTS:
+        if width < QKV_PARTS or width % QKV_PARTS:
             return None
-        return FusedQKV(1, width // _QKV_PARTS, width // _QKV_PARTS, width // _QKV_PARTS)
+        return FusedQKV(1, width // QKV_PARTS, width // QKV_PARTS, width // QKV_PARTS)
 
     def qkv_parts(self, q: InitSpec, k: InitSpec, v: InitSpec) -> InitSpec:
         """The spec of a fused q/k/v projection (role attn_qkv) from one spec per part.
@@ -337,7 +330,7 @@ class Context:
             return self.fan_in, self.fan_out
         fused = self.fused_qkv()
         if fused is None:
-            parts = _QKV_PARTS if self.role == "attn_qkv" else 1
+            parts = QKV_PARTS if self.role == "attn_qkv" else 1
             fan_in, fan_out = fans(self.shape, self.layout, parts, self.experts)
         else:
             fan_in, _ = fans(self.shape, self.layout)
@@ -363,7 +356,7 @@ class Context:
         return value
 
 
-def _positive(scheme: str, name: str, value) -> float:
+def positive(scheme: str, name: str, value) -> float:
     number = _float_or_none(value)
     if number is None or not (math.isfinite(number) and number > 0):
         raise ValueError(f"scheme {scheme!r}: {name} must be a finite number > 0, got {value!r}")
@@ -380,7 +373,7 @@ def _float_or_none(value) -> float | None:
         return None
 
 
-def _constants(role: str | None) -> InitSpec | None:
+def role_constants(role: str | None) -> InitSpec | None:
     """The shared constants: norm weights 1, biases 0, residual gates 1 (the branch passes unchanged),
     attention sinks 0."""
     if role == "norm":
@@ -394,7 +387,7 @@ def _constants(role: str | None) -> InitSpec | None:
     return None
 
 
-def _normal(std: float) -> InitSpec:
+def normal_spec(std: float) -> InitSpec:
     return InitSpec(std=std)
 
 
@@ -571,7 +564,7 @@ class Scheme:
     ) -> InitSpec:
         """A fused q/k/v projection: each part's spec as a matrix of its own, laid out by ``fused``."""
         parts = []
-        for part in range(_QKV_PARTS):
+        for part in range(QKV_PARTS):
             one = replace(ctx, part=part)
             parts.append(_finish(self.rule(one, **options), trunc, variance_preserving, one, self))
         if parts[0] == parts[1] == parts[2]:

@@ -8,8 +8,8 @@ from tinit.schemes._core import (
     Context,
     InitSpec,
     Scheme,
-    _constants,
-    _normal,
+    normal_spec,
+    role_constants,
 )
 
 _VARIANTS = ("paper", "torchscale")
@@ -137,18 +137,18 @@ class DeepNorm(Scheme):
     def rule(self, ctx: Context, variant: str = "paper") -> InitSpec:
         if variant not in _VARIANTS:
             raise ValueError(f"scheme 'deepnorm': variant must be one of {_VARIANTS}, got {variant!r}")
-        constant = _constants(ctx.base)
+        constant = role_constants(ctx.base)
         if constant is not None:
             return constant
         if ctx.base in ("embedding", "head"):
             width = ctx.d_model if ctx.d_model else ctx.fans()[0]
-            return _normal(width**-0.5)
+            return normal_spec(width**-0.5)
         fan_in, fan_out = ctx.fans()
         # "paper": Xavier's; else nn.Linear's default U(+-1/sqrt(fan_in))
         unscaled = math.sqrt(2.0 / (fan_in + fan_out)) if variant == "paper" else 1.0 / math.sqrt(3.0 * fan_in)
 
         def draw(std: float) -> InitSpec:
-            return _normal(std) if variant == "paper" else InitSpec(std=std, distribution="uniform")
+            return normal_spec(std) if variant == "paper" else InitSpec(std=std, distribution="uniform")
 
         if ctx.base in ("attn_q", "attn_k"):
             return draw(unscaled)

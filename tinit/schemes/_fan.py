@@ -9,9 +9,9 @@ from tinit.schemes._core import (
     Context,
     InitSpec,
     Scheme,
-    _constants,
-    _normal,
-    _positive,
+    normal_spec,
+    positive,
+    role_constants,
 )
 
 
@@ -21,7 +21,7 @@ class _FanScheme(Scheme):
     needs_role = False
 
     def rule(self, ctx: Context, **options) -> InitSpec:
-        constant = _constants(ctx.base)
+        constant = role_constants(ctx.base)
         if constant is not None:
             return constant
         if len(ctx.shape) == 1 and ctx.fan_in is None and ctx.fan_out is None and ctx.base == "embedding":
@@ -53,7 +53,7 @@ class XavierNormal(_FanScheme):
     default_trunc = math.inf
 
     def weight(self, ctx: Context, fan_in: int, fan_out: int, gain: float = 1.0) -> InitSpec:
-        return _normal(_positive(self.name, "gain", gain) * math.sqrt(2.0 / (fan_in + fan_out)))
+        return normal_spec(positive(self.name, "gain", gain) * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
 class XavierUniform(_FanScheme):
@@ -70,7 +70,7 @@ class XavierUniform(_FanScheme):
     name = "xavier_uniform"
 
     def weight(self, ctx: Context, fan_in: int, fan_out: int, gain: float = 1.0) -> InitSpec:
-        std = _positive(self.name, "gain", gain) * math.sqrt(2.0 / (fan_in + fan_out))
+        std = positive(self.name, "gain", gain) * math.sqrt(2.0 / (fan_in + fan_out))
         return InitSpec(std=std, distribution="uniform")
 
 
@@ -100,7 +100,7 @@ class KaimingNormal(_FanScheme):
         self, ctx: Context, fan_in: int, fan_out: int, gain: float = math.sqrt(2.0), mode: str = "fan_in"
     ) -> InitSpec:
         fan = _kaiming_fan(self.name, mode, fan_in, fan_out)
-        return _normal(_positive(self.name, "gain", gain) / math.sqrt(fan))
+        return normal_spec(positive(self.name, "gain", gain) / math.sqrt(fan))
 
 
 class KaimingUniform(_FanScheme):
@@ -121,7 +121,7 @@ class KaimingUniform(_FanScheme):
         self, ctx: Context, fan_in: int, fan_out: int, gain: float = math.sqrt(2.0), mode: str = "fan_in"
     ) -> InitSpec:
         fan = _kaiming_fan(self.name, mode, fan_in, fan_out)
-        return InitSpec(std=_positive(self.name, "gain", gain) / math.sqrt(fan), distribution="uniform")
+        return InitSpec(std=positive(self.name, "gain", gain) / math.sqrt(fan), distribution="uniform")
 
 
 class LecunNormal(_FanScheme):
@@ -158,12 +158,12 @@ class LecunNormal(_FanScheme):
     def weight(self, ctx: Context, fan_in: int, fan_out: int, d_head: int | None = None) -> InitSpec:
         std = 1.0 / math.sqrt(fan_in)
         if d_head is None:
-            return _normal(std)
+            return normal_spec(std)
         if isinstance(d_head, bool) or not hasattr(type(d_head), "__index__") or operator.index(d_head) < 1:
             raise ValueError(f"scheme 'lecun_normal': d_head must be an int >= 1 or None, got {d_head!r}")
-        query = _normal(std / math.sqrt(operator.index(d_head)))
+        query = normal_spec(std / math.sqrt(operator.index(d_head)))
         if ctx.base == "attn_q":
             return query
         if ctx.base == "attn_qkv":
-            return ctx.qkv_parts(query, _normal(std), _normal(std))
-        return _normal(std)
+            return ctx.qkv_parts(query, normal_spec(std), normal_spec(std))
+        return normal_spec(std)

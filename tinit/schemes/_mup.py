@@ -13,10 +13,10 @@ from tinit.schemes._core import (
     InitSpec,
     Scheme,
     UnknownNameError,
-    _constants,
-    _normal,
-    _positive,
     group_settings,
+    normal_spec,
+    positive,
+    role_constants,
 )
 
 _READOUTS = ("zero", "scaled", "multiplier", "zero_multiplier")
@@ -98,27 +98,27 @@ class MuP(Scheme):
         depth: bool = False,
         depth_multiplier: float = 2.0,
     ) -> InitSpec:
-        std = _positive(self.name, "std", std)
+        std = positive(self.name, "std", std)
         _check_readout(readout)
         if not isinstance(depth, bool):
             raise TypeError(f"scheme 'mup': depth must be a bool, got {type(depth).__name__}")
-        depth_multiplier = _positive(self.name, "depth_multiplier", depth_multiplier)
-        constant = _constants(ctx.base)
+        depth_multiplier = positive(self.name, "depth_multiplier", depth_multiplier)
+        constant = role_constants(ctx.base)
         if constant is not None:
             return constant
         m = self.width_mult(ctx.d_model, base_width)
         if ctx.base == "embedding":
-            return _normal(std)
+            return normal_spec(std)
         if ctx.base == "head":
             return {
                 "zero": InitSpec(constant=0.0),
                 "zero_multiplier": InitSpec(constant=0.0),
-                "scaled": _normal(std / m),
-                "multiplier": _normal(std),
+                "scaled": normal_spec(std / m),
+                "multiplier": normal_spec(std),
             }[readout]
-        hidden = _normal(std / math.sqrt(m))
+        hidden = normal_spec(std / math.sqrt(m))
         if depth and ctx.base in OUTPUT_ROLES:
-            return _normal(std / (math.sqrt(depth_multiplier * ctx.need("n_layers")) * math.sqrt(m)))
+            return normal_spec(std / (math.sqrt(depth_multiplier * ctx.need("n_layers")) * math.sqrt(m)))
         if zero_query and ctx.base == "attn_q":
             return InitSpec(constant=0.0)
         if zero_query and ctx.base == "attn_qkv":
@@ -134,7 +134,7 @@ class MuP(Scheme):
         """
         if base_width is None:
             return 1.0
-        _positive("mup", "base_width", base_width)
+        positive("mup", "base_width", base_width)
         if not isinstance(d_model, int) or d_model < 1:
             raise ValueError(f"scheme 'mup' with base_width needs d_model (an int >= 1), got {d_model!r}")
         return d_model / base_width

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tinit.schemes._core import OUTPUT_ROLES, Context, InitSpec, Scheme, _constants, _normal
+from tinit.schemes._core import OUTPUT_ROLES, Context, InitSpec, Scheme, normal_spec, role_constants
 
 _VARIANTS = ("2026-08", "2025-08")
 
@@ -45,11 +45,11 @@ class ModdedNanoGPT(Scheme):
             raise ValueError(f"scheme 'modded_nanogpt': variant must be one of {_VARIANTS}, got {variant!r}")
         old = variant == "2025-08"
         base = ctx.base
-        constant = _constants(base)
+        constant = role_constants(base)
         if constant is not None:
             return constant
         if base == "mlp_out" or (old and base in (*OUTPUT_ROLES, "head")):
             return InitSpec(constant=0.0)
         if base in ("embedding", "head"):
-            return _normal(1.0 if old else 0.005)
+            return normal_spec(1.0 if old else 0.005)
         return InitSpec(std=0.5 * ctx.need("d_model") ** -0.5, distribution="uniform")

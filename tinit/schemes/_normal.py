@@ -9,9 +9,9 @@ from tinit.schemes._core import (
     Context,
     InitSpec,
     Scheme,
-    _constants,
-    _normal,
-    _positive,
+    normal_spec,
+    positive,
+    role_constants,
 )
 
 
@@ -38,10 +38,10 @@ class Normal(Scheme):
     default_trunc = math.inf
 
     def rule(self, ctx: Context, std: float = 0.02) -> InitSpec:
-        std = _positive(self.name, "std", std)
+        std = positive(self.name, "std", std)
         if ctx.role in ("attn_sink", "router"):  # sinks and a router's bias too: HF GptOss draws them
-            return _normal(std)
-        return _constants(ctx.base) or _normal(std)
+            return normal_spec(std)
+        return role_constants(ctx.base) or normal_spec(std)
 
 
 class GPT2(Normal):
@@ -67,13 +67,13 @@ class GPT2(Normal):
     needs_role = True
 
     def rule(self, ctx: Context, std: float = 0.02, multiplier: float = 2.0) -> InitSpec:
-        std = _positive(self.name, "std", std)
-        multiplier = _positive(self.name, "multiplier", multiplier)
+        std = positive(self.name, "std", std)
+        multiplier = positive(self.name, "multiplier", multiplier)
         if ctx.base in OUTPUT_ROLES:
-            return _normal(std / math.sqrt(multiplier * ctx.need("n_layers")))
+            return normal_spec(std / math.sqrt(multiplier * ctx.need("n_layers")))
         if ctx.role in ("attn_sink", "router"):  # HF GptOss draws the sinks and the router's bias
-            return _normal(std)
-        return _constants(ctx.base) or _normal(std)
+            return normal_spec(std)
+        return role_constants(ctx.base) or normal_spec(std)
 
 
 class Megatron(GPT2):
@@ -140,16 +140,16 @@ class DepthInit(Normal):
     def rule(
         self, ctx: Context, std: float = 0.02, embedding_std: float | None = 1.0, head_std: float | None = None
     ) -> InitSpec:
-        std = _positive(self.name, "std", std)
+        std = positive(self.name, "std", std)
         if ctx.role in self._DEPTH_ROLES or ctx.base in OUTPUT_ROLES:
-            return _normal(std / math.sqrt(2.0 * (ctx.need("layer_idx") + 1)))
+            return normal_spec(std / math.sqrt(2.0 * (ctx.need("layer_idx") + 1)))
         if ctx.base == "embedding":
-            return _normal(std if embedding_std is None else _positive(self.name, "embedding_std", embedding_std))
+            return normal_spec(std if embedding_std is None else positive(self.name, "embedding_std", embedding_std))
         if ctx.base == "head":
             if head_std is None:
-                return _normal(ctx.need("d_model") ** -0.5)
-            return _normal(_positive(self.name, "head_std", head_std))
-        return _constants(ctx.base) or _normal(std)
+                return normal_spec(ctx.need("d_model") ** -0.5)
+            return normal_spec(positive(self.name, "head_std", head_std))
+        return role_constants(ctx.base) or normal_spec(std)
 
     def reference_trunc(self, ctx: Context, spec: InitSpec) -> float:
         """torchtitan's bounds: embeddings untruncated, the head +-3 std, the rest absolute +-2."""

@@ -21,9 +21,9 @@ from tinit.schemes._core import (
     Context,
     InitSpec,
     Scheme,
-    _constants,
-    _normal,
-    _positive,
+    normal_spec,
+    positive,
+    role_constants,
 )
 
 
@@ -35,10 +35,10 @@ class _OlmoCore(Scheme):
 
     def rule(self, ctx: Context, **options) -> InitSpec:
         if ctx.base not in ("embedding", "head") and ctx.role != "attn_sink":
-            constant = _constants(ctx.base)
+            constant = role_constants(ctx.base)
             if constant is not None:
                 return constant
-        return _normal(self._std(ctx, **options))
+        return normal_spec(self._std(ctx, **options))
 
     def reference_trunc(self, ctx: Context, spec: InitSpec) -> float:
         """Embeddings and attention sinks untruncated (``nn.init.normal_``), every linear +-3 std."""
@@ -76,7 +76,7 @@ class OlmoLlama(_OlmoCore):
         return 1.0 / math.sqrt(2.0 * ctx.need("n_layers"))
 
     def _std(self, ctx: Context, std: float = 0.02) -> float:
-        std = _positive(self.name, "std", std)
+        std = positive(self.name, "std", std)
         if ctx.base == "embedding":
             return 1.0
         if ctx.base == "head":
@@ -119,7 +119,7 @@ class OlmoFanIn(_OlmoCore):
 
     def _std(self, ctx: Context, embed_scale: float | None = None) -> float:
         if embed_scale is not None:
-            embed_scale = _positive(self.name, "embed_scale", embed_scale)
+            embed_scale = positive(self.name, "embed_scale", embed_scale)
         if ctx.base == "embedding":
             return 1.0 if embed_scale is None else 1.0 / embed_scale
         if ctx.base == "head" or ctx.role in ("router", "attn_sink"):
@@ -154,7 +154,7 @@ class OlmoNormalized(_OlmoCore):
     name = "olmo_normalized"
 
     def _std(self, ctx: Context, std: float = 0.02) -> float:
-        std = _positive(self.name, "std", std)
+        std = positive(self.name, "std", std)
         base = ctx.need("d_model") ** -0.5
         if ctx.role == "router":
             return std
@@ -192,9 +192,9 @@ class OlmoFullMegatron(_OlmoCore):
         return 3.0
 
     def _std(self, ctx: Context, std: float = 0.02, embedding_std: float | None = None) -> float:
-        std = _positive(self.name, "std", std)
+        std = positive(self.name, "std", std)
         if ctx.base == "embedding":
-            return std if embedding_std is None else _positive(self.name, "embedding_std", embedding_std)
+            return std if embedding_std is None else positive(self.name, "embedding_std", embedding_std)
         if ctx.base == "head":
             return ctx.need("d_model") ** -0.5
         if ctx.base in OUTPUT_ROLES:

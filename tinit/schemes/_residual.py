@@ -6,15 +6,15 @@ import math
 
 from tinit import schemes as _registry  # the registry imports this module: read at call time
 from tinit.schemes._core import (
-    _QKV_PARTS,
     OUTPUT_ROLES,
+    QKV_PARTS,
     Context,
     InitSpec,
     Scheme,
-    _constants,
-    _normal,
-    _positive,
     fans,
+    normal_spec,
+    positive,
+    role_constants,
 )
 
 
@@ -137,15 +137,15 @@ class Fixup(Scheme):
             raise ValueError(f"scheme 'fixup': distribution must be 'uniform' or 'normal', got {distribution!r}")
         if not isinstance(m, int) or isinstance(m, bool) or m < 2:
             raise ValueError(f"scheme 'fixup': m (layers per branch) must be an int >= 2, got {m!r}")
-        gain = _positive(self.name, "gain", gain)
-        constant = _constants(ctx.base)
+        gain = positive(self.name, "gain", gain)
+        constant = role_constants(ctx.base)
         if constant is not None:
             return constant
         if ctx.base in (*OUTPUT_ROLES, "head"):
             return InitSpec(constant=0.0)
         if ctx.base == "embedding":
             width = ctx.d_model if ctx.d_model else ctx.fans()[0]
-            return _normal(width**-0.5)
+            return normal_spec(width**-0.5)
         count = self._branches(ctx, branches, branches_per_layer)
         if form == "paper":
             std = gain / math.sqrt(ctx.fans()[0]) * count ** (-1.0 / (2 * m - 2))
@@ -153,7 +153,7 @@ class Fixup(Scheme):
             std = math.sqrt(2.0 / sum(self._fused_fans(ctx))) * count ** (-1.0 / 6.0)
         else:
             std = math.sqrt(2.0 / sum(ctx.fans())) * count**-0.5
-        return InitSpec(std=std, distribution="uniform") if distribution == "uniform" else _normal(std)
+        return InitSpec(std=std, distribution="uniform") if distribution == "uniform" else normal_spec(std)
 
     def _branches(self, ctx: Context, branches, branches_per_layer) -> int:
         if branches is not None:
@@ -162,7 +162,7 @@ class Fixup(Scheme):
             return branches
         if ctx.encoder_layers is not None and ctx.decoder_layers is not None:
             return 2 * ctx.encoder_layers + 3 * ctx.decoder_layers
-        return _positive(self.name, "branches_per_layer", branches_per_layer) * ctx.need("n_layers")
+        return positive(self.name, "branches_per_layer", branches_per_layer) * ctx.need("n_layers")
 
     @staticmethod
     def _fused_fans(ctx: Context) -> tuple[int, int]:
@@ -172,7 +172,7 @@ class Fixup(Scheme):
             return ctx.fan_in, ctx.fan_out
         fan_in, fan_out = fans(ctx.shape, ctx.layout)
         if ctx.base != "attn_qkv":
-            fan_out *= _QKV_PARTS
+            fan_out *= QKV_PARTS
         return (ctx.fan_in or fan_in), (ctx.fan_out or fan_out)
 
 

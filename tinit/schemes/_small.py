@@ -9,9 +9,9 @@ from tinit.schemes._core import (
     Context,
     InitSpec,
     Scheme,
-    _constants,
-    _normal,
-    _positive,
+    normal_spec,
+    positive,
+    role_constants,
 )
 
 
@@ -37,7 +37,7 @@ class SmallInit(Scheme):
     default_trunc = math.inf
 
     def rule(self, ctx: Context) -> InitSpec:
-        return _constants(ctx.base) or _normal(_small_std(ctx))
+        return role_constants(ctx.base) or normal_spec(_small_std(ctx))
 
 
 class WangInit(Scheme):
@@ -58,8 +58,8 @@ class WangInit(Scheme):
 
     def rule(self, ctx: Context) -> InitSpec:
         if ctx.base in OUTPUT_ROLES:
-            return _normal(2.0 / (ctx.need("n_layers") * math.sqrt(ctx.need("d_model"))))
-        return _constants(ctx.base) or _normal(_small_std(ctx))
+            return normal_spec(2.0 / (ctx.need("n_layers") * math.sqrt(ctx.need("d_model"))))
+        return role_constants(ctx.base) or normal_spec(_small_std(ctx))
 
 
 class Mitchell(Scheme):
@@ -81,14 +81,14 @@ class Mitchell(Scheme):
     default_trunc = 3.0
 
     def rule(self, ctx: Context) -> InitSpec:
-        constant = _constants(ctx.base)
+        constant = role_constants(ctx.base)
         if constant is not None:
             return constant
         d_in = ctx.fans()[0] if ctx.base == "mlp_out" else ctx.need("d_model")
         std = 1.0 / math.sqrt(d_in)
         if ctx.base in OUTPUT_ROLES:
             std /= math.sqrt(2.0 * (ctx.need("layer_idx") + 1))
-        return _normal(std)
+        return normal_spec(std)
 
 
 class Modern(Scheme):
@@ -120,11 +120,11 @@ class Modern(Scheme):
     default_trunc = 3.0
 
     def rule(self, ctx: Context, base: str | float = "small", embedding_std: float = 0.02) -> InitSpec:
-        constant = _constants(ctx.base)
+        constant = role_constants(ctx.base)
         if constant is not None:
             return constant
         if ctx.base == "embedding":
-            return _normal(_positive(self.name, "embedding_std", embedding_std))
+            return normal_spec(positive(self.name, "embedding_std", embedding_std))
         if base == "small":
             std = _small_std(ctx)
         elif base == "inv_sqrt_d":
@@ -132,7 +132,7 @@ class Modern(Scheme):
         elif isinstance(base, str):
             raise ValueError(f"scheme 'modern': base must be 'small', 'inv_sqrt_d' or a float, got {base!r}")
         else:
-            std = _positive(self.name, "base", base)
+            std = positive(self.name, "base", base)
         if ctx.base in OUTPUT_ROLES:
             std /= math.sqrt(2.0 * ctx.need("n_layers"))
-        return _normal(std)
+        return normal_spec(std)

@@ -6,7 +6,7 @@ import math
 import operator
 from types import MappingProxyType
 
-from tinit.schemes._core import Context, InitSpec, Scheme, _constants, _normal, _positive
+from tinit.schemes._core import Context, InitSpec, Scheme, normal_spec, positive, role_constants
 
 
 class T5(Scheme):
@@ -49,7 +49,7 @@ class T5(Scheme):
     config_options = MappingProxyType({"d_kv": ("d_kv", "head_dim"), "factor": ("initializer_factor",)})
 
     def rule(self, ctx: Context, d_kv: int | None = None, factor: float = 1.0) -> InitSpec:
-        factor = _positive(self.name, "factor", factor)
+        factor = positive(self.name, "factor", factor)
         if d_kv is not None:
             if isinstance(d_kv, bool) or not hasattr(type(d_kv), "__index__") or operator.index(d_kv) < 1:
                 raise ValueError(f"scheme 't5': d_kv must be an int >= 1, got {d_kv!r}")
@@ -57,23 +57,23 @@ class T5(Scheme):
         base = ctx.base
         if base == "norm":
             return InitSpec(constant=factor)
-        constant = _constants(base)
+        constant = role_constants(base)
         if constant is not None:
             return constant
         if base == "embedding":
             if len(ctx.shape) == 2 and ctx.shape[1] != ctx.need("d_model"):  # relative_attention_bias
-                return _normal(factor * ctx.need("d_model") ** -0.5)
-            return _normal(factor)
+                return normal_spec(factor * ctx.need("d_model") ** -0.5)
+            return normal_spec(factor)
         if base == "head":
-            return _normal(factor)
+            return normal_spec(factor)
         if base in ("attn_q", "attn_qkv"):
             if d_kv is None:
                 raise ValueError(f"scheme 't5' needs d_kv (the head width, T5Config.d_kv) for role {ctx.role!r}")
-            query = _normal(factor * (ctx.need("d_model") * d_kv) ** -0.5)
+            query = normal_spec(factor * (ctx.need("d_model") * d_kv) ** -0.5)
             if base == "attn_q":
                 return query
-            key_value = _normal(factor * ctx.need("d_model") ** -0.5)
+            key_value = normal_spec(factor * ctx.need("d_model") ** -0.5)
             return ctx.qkv_parts(query, key_value, key_value)  # a fused q/k/v: each part its own row
         if base in ("attn_out", "mlp_out"):
-            return _normal(factor * ctx.fans()[0] ** -0.5)
-        return _normal(factor * ctx.need("d_model") ** -0.5)
+            return normal_spec(factor * ctx.fans()[0] ** -0.5)
+        return normal_spec(factor * ctx.need("d_model") ** -0.5)
