@@ -206,3 +206,13 @@ def test_peft_prefixes_resolve_to_the_base_model_names():
         "transformer.h.0.attn.c_attn.lora_A.weight"
     )
     assert names["base_model.model.lm_head.weight"] == "lm_head.weight"
+
+
+def test_every_built_in_rename_resolves_to_a_public_function():
+    for rename in identity.RENAMES:
+        if isinstance(rename.paths, str):
+            module, _, function = rename.paths.partition(":")
+            assert not function.startswith("_"), rename
+            assert function in __import__(module, fromlist=[function]).__all__ or callable(
+                getattr(__import__(module, fromlist=[function]), function)
+            ), rename
