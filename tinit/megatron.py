@@ -250,7 +250,7 @@ def _linear(module, classes: set, leaf: str, param, attr: str, config, expert: b
     shape, pieces = _split(param, 0 if column else 1, rank, size, stride if column else 1)
     if kind == "bias":
         return "bias", 0.0, shape, pieces
-    role = _ROLES.get(attr)
+    role = _ROLES.get(attr, "linear")  # a linear no attribute name places: as init_model_'s nn.Linear
     if role == "mlp_in" and stride == 2:
         role = "mlp_gate_up"
     # Column-parallel layers take config.init_method, the row-parallel output projections
