@@ -221,6 +221,28 @@ def test_layer_numbers_and_a_tied_output_layer_get_the_single_stage_names():
     assert (summary[-1].name, summary[-1].role) == ("embedding.word_embeddings.weight", "embedding")
 
 
+@pytest.mark.parametrize("scheme", [None, "gpt2"], ids=["megatron-config", "gpt2"])
+def test_te_fused_norm_linear_and_zero_centered_gammas(scheme):
+    """TELayerNormColumnParallelLinear: its norm whole, its weight split on dim 0; a zero-centred gain
+    (1 + weight) is written 0 under Megatron's init and under a recipe's gain of 1."""
+    fused = _kind("TELayerNormColumnParallelLinear", TE)
+    whole, half = (_linear(fused, 12 // tp, D, Group(tp - 1, tp), ("weight", "layer_norm_weight")) for tp in (1, 2))
+    for module in (whole, half):
+        module.layer_norm_weight = _nan(D)
+    roots = []
+    for module in (whole, half):
+        root = _in_layer(nn.Module())
+        root.decoder.layers[0].self_attention = nn.Module()
+        root.decoder.layers[0].self_attention.linear_qkv = module
+        roots.append(root)
+    config = _config(layernorm_zero_centered_gamma=True, num_attention_heads=1, kv_channels=4)
+    summary = tinit.megatron.init_model_(roots[0], config, seed=1, scheme=scheme)
+    tinit.megatron.init_model_(roots[1], config, seed=1, scheme=scheme)
+    assert [entry.role for entry in summary] == ["attn_qkv", "norm"]
+    torch.testing.assert_close(half.weight, whole.weight.chunk(2)[1], rtol=0, atol=0)
+    assert torch.equal(half.layer_norm_weight, torch.zeros(D)) and torch.equal(whole.layer_norm_weight, torch.zeros(D))
+
+
 def _two_params(extra: nn.Module) -> tuple[nn.Module, nn.Parameter]:
     root = nn.Module()
     root.linear = _linear(Column, 4, D, Group(0, 1))
