@@ -77,6 +77,14 @@ RENAMES: list[Rename] = [
     Rename("peft.peft_model.PeftModel", _wrapper("base_model")),
     Rename("peft.tuners.tuners_utils.BaseTuner", _wrapper("model")),
     Rename("peft.tuners.tuners_utils.BaseTunerLayer", _wrapper("base_layer")),
+    # Megatron-Core: global layer and expert numbers, one identity for a tied output layer (tinit.megatron)
+    Rename("megatron.core.transformer.transformer_block.TransformerBlock", "tinit.megatron:layer_paths"),
+    Rename("megatron.core.transformer.moe.experts.SequentialMLP", "tinit.megatron:expert_paths"),
+    Rename("megatron.core.transformer.moe.experts.TEGroupedMLP", "tinit.megatron:grouped_expert_paths"),
+    Rename(
+        "megatron.core.models.common.language_module.language_module.LanguageModule",
+        "tinit.megatron:tied_output_paths",
+    ),
 ]
 
 # type -> its matching paths functions, RENAMES order; cleared when RENAMES changes
