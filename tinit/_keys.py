@@ -201,7 +201,9 @@ def _flat_box(view: torch.Tensor, base: torch.Tensor, delta: int):
 
 def block_of(view: torch.Tensor, entry: Entry, call: str):
     """Where ``view`` lies in ``entry``'s logical tensor: None (it is the whole of it, as given) or
-    ``(view written, global shape, box start or ShardLayout)`` for ``tinit.nn.init.KEYED``'s ``block``.
+    ``(view written, stream offset, global shape, box start or ShardLayout)`` for
+    ``tinit.nn.init.KEYED``'s ``block``: a box that is a row-major range of the logical tensor is
+    written from its offset, any other box as a block of it.
 
     A DTensor parameter's local tensor is itself a block of the logical tensor
     (``ShardLayout.of_dtensor``); a box of it composes with that layout.
@@ -218,8 +220,10 @@ def block_of(view: torch.Tensor, entry: Entry, call: str):
         if whole and _same_view(view._local_tensor, param._local_tensor):
             return None
         raise ValueError(f"{call}: a DTensor view of parameter {entry.name!r} that is not the whole parameter")
-    base = plain_of(param)
-    global_shape = tuple(param.shape)
+    dtensor = is_dtensor(param)
+    base = param._local_tensor if dtensor else param
+    if not dtensor and view.dtype == base.dtype and _same_view(view, base):
+        return None  # .data, detach(): the parameter's own elements in its own order
     found = None
     if view.dtype == base.dtype:
         delta = view.storage_offset() - base.storage_offset()
@@ -232,16 +236,36 @@ def block_of(view: torch.Tensor, entry: Entry, call: str):
             f"{entry.name!r} (shape {tuple(base.shape)}) that is not a box of it; give the parameter or a slice"
         )
     target, starts, lengths = found
-    if is_dtensor(param):
-        layout = ShardLayout.of_dtensor(param)
-        return target, global_shape, _sub_layout(layout, starts, lengths)
-    if lengths == global_shape and target is view:
-        return None
-    return target, global_shape, starts
+    global_shape = tuple(param.shape)
+    if dtensor:
+        starts = _sub_layout(ShardLayout.of_dtensor(param), starts, lengths)
+        if isinstance(starts, ShardLayout):
+            return target, 0, global_shape, starts
+    offset = _range_start(global_shape, starts, lengths)
+    if offset is not None:
+        return target, offset, None, None
+    return target, 0, global_shape, starts
+
+
+def _range_start(shape, starts, lengths) -> int | None:
+    """The row-major flat index of the box's first element when the box is one row-major range of a
+    tensor of ``shape`` (dims of length 1, then one partial dim, then whole dims); else None."""
+    dims = len(shape)
+    k = 0
+    while k < dims and lengths[k] == 1:
+        k += 1
+    for d in range(k + 1, dims):
+        if lengths[d] != shape[d]:
+            return None
+    flat, step = 0, 1
+    for d in range(dims - 1, -1, -1):
+        flat += starts[d] * step
+        step *= shape[d]
+    return flat
 
 
 def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+    return a.storage_offset() == b.storage_offset() and a.shape == b.shape and a.stride() == b.stride()
 
 
 def _sub_layout(layout: ShardLayout, starts, lengths):

@@ -18,8 +18,21 @@ configs, timm models' ``from timm.layers import trunc_normal_``). Hugging
 Face's guarded wrappers (``transformers.initialization.normal_`` and the
 rest) are left as they are: they test ``_is_hf_initialized`` first and call
 the table's function only for a tensor still to initialise, so the guards
-keep working and a skipped tensor is not a call. Tensor methods
-(``tensor.normal_()``) and ``torch.randn`` are not routed.
+keep working and a skipped tensor is not a call. ``torch.randn`` is not
+routed.
+
+Tensor methods are C methods, whose code cannot be swapped: with a seed,
+``Tensor.normal_`` and ``Tensor.uniform_`` are caught by a
+``torch.overrides.TorchFunctionMode`` (``_KeyMode``) pushed on the entering
+thread (torch's mode stack is thread-local) and popped on its exit. It sees
+every torch call on that thread; all but those two, and those two on a
+tensor that is no known parameter's, go straight through (one frozenset
+test). A routed function call pops it for its own lookup and write.
+
+Which parameter a call's tensor is, and where in it, is ``tinit._keys``: the
+model parts' table, filled again when torch's registration hooks (installed
+with the routing) report a change, and the modules registered inside the
+patch.
 """
 
 from __future__ import annotations
@@ -37,7 +50,12 @@ from typing import ClassVar
 import torch
 import torch.nn.init
 from torch.nn.modules import module as torch_module
-from torch.overrides import TorchFunctionMode
+from torch.overrides import (
+    TorchFunctionMode,
+    _get_current_function_mode,
+    _len_torch_function_stack,
+    _pop_mode_temporarily,
+)
 
 from tinit._keys import Keys, block_of
 from tinit.nn import init as _tinit_init
@@ -147,7 +165,7 @@ def _numbered(call: str, tensor) -> int:
             f"tinit.patch_torch_init: {call} on a tensor of shape {shape} that is no known model's parameter "
             f"(or its module is not attached yet): keyed by the call-number rule, stream {stream}",
             UserWarning,
-            stacklevel=5,
+            stacklevel=6,
         )
     return stream
 
@@ -166,7 +184,7 @@ def _route(keyed, seed: int | None, public=None, call: str = ""):
 
         return _eager(drawn)
 
-    def routed(*args, **kwargs):
+    def keyed_call(*args, **kwargs):
         tensor = args[0] if args else kwargs.get("tensor")
         keys = _State.keys
         entry = None if keys is None else keys.find(tensor, call)
@@ -175,6 +193,14 @@ def _route(keyed, seed: int | None, public=None, call: str = ""):
             return keyed(*args, seed=seed, stream=_numbered(call, tensor), **kwargs)
         block = block_of(tensor, entry, call)
         return keyed(*args, seed=seed, stream=entry.stream, block=block, **kwargs)
+
+    def routed(*args, **kwargs):
+        # this thread's _KeyMode, when innermost, is popped for the lookup and the write: their own
+        # torch calls (tensor attributes, the plan) need not go through it
+        if _len_torch_function_stack() and type(_get_current_function_mode()) is _KeyMode:
+            with _pop_mode_temporarily():
+                return keyed_call(*args, **kwargs)
+        return keyed_call(*args, **kwargs)
 
     return _eager(routed)
 

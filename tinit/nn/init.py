@@ -35,13 +35,15 @@ Routing: ``KEYED`` maps each random initialiser's name to a function with the
 same positional arguments plus keyword-only ``seed`` (a Philox key in
 [0, 2**64), or None to draw one as above) and ``stream`` (the stream id), so
 a caller can give a call its key without touching torch's RNG, and
-``block``: None, or ``(view, global_shape, shard_offsets)`` when the tensor
-is a block of a larger logical tensor (``tinit.patch_torch_init`` routes a
-slice of a parameter so): ``view`` is the tensor itself, or a view of it
-holding the same elements in the logical tensor's dim order, and is written
-as ``tinit._plan.Item(view, ..., global_shape=..., shard_offsets=...)``
-(``shard_offsets`` the block's start, or a ``tinit.sharding.ShardLayout``),
-while the arguments' checks and the fans still come from the tensor given.
+``block``: None, or ``(view, offset, global_shape, shard_offsets)`` when the
+tensor is part of a larger logical tensor (``tinit.patch_torch_init`` routes
+a slice of a parameter so): ``view`` is the tensor itself or a view of it
+holding the same elements in the logical tensor's dim order, written with
+its element 0 at stream index ``offset`` (a row-major range of the logical
+tensor; ``global_shape`` and ``shard_offsets`` None) or as the block at
+``shard_offsets`` (its start, or a ``tinit.sharding.ShardLayout``) of a
+logical tensor of ``global_shape`` (``offset`` 0); the arguments' checks and
+the fans still come from the tensor given.
 """
 
 from __future__ import annotations
@@ -203,15 +205,15 @@ def _one(tensor, what, generator, seed, stream, block=None) -> torch.Tensor:
     The key is ``seed``, or when None one draw from ``generator`` made only
     when something is written, a constant included (one key per writing
     call); every check precedes it. ``block`` (``KEYED``): (the view of
-    ``tensor`` written, the logical shape, its offsets or
-    ``tinit.sharding.ShardLayout``) when ``tensor`` is a block of a larger
-    logical tensor; ``what`` still reads the fans from ``tensor``.
+    ``tensor`` written, the stream offset of its element 0, the logical
+    shape, its offsets or ``tinit.sharding.ShardLayout``) when ``tensor`` is
+    part of a larger logical tensor; ``what`` still reads the fans from ``tensor``.
     """
     if block is None:
         item = Item(tensor, what, stream)
     else:
-        target, global_shape, shard_offsets = block
-        item = Item(target, what, stream, global_shape=global_shape, shard_offsets=shard_offsets)
+        target, offset, global_shape, shard_offsets = block
+        item = Item(target, what, stream, offset, None, global_shape, shard_offsets)
     Plan.build((item,), seed=seed, generator=generator, where=None, draw_on_write=True).run()
     return tensor
 
@@ -585,8 +587,8 @@ del _fn
 
 # The random initialisers by torch.nn.init name, each with keyword-only ``seed`` and ``stream``:
 # ``seed`` a Philox key in [0, 2**64) (None: one draw from the generator, as the public function),
-# ``stream`` a stream id in [0, 2**64), ``block`` None or (view written, global shape, offsets or layout)
-# (module docstring). They skip torch's __torch_function__ dispatch.
+# ``stream`` a stream id in [0, 2**64), ``block`` None or (view written, offset, global shape, offsets or
+# layout) (module docstring). They skip torch's __torch_function__ dispatch.
 KEYED = {
     "uniform_": _uniform,
     "normal_": _normal,
