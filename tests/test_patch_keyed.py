@@ -203,6 +203,26 @@ def test_buffers_are_keyed_by_name():
     torch.testing.assert_close(model.scale[2:5], keyed("normal_", (8,), "scale", ())[2:5], rtol=0, atol=0)
 
 
+def test_keyed_block_writes_an_offset_range_or_a_strided_layout():
+    """``KEYED``'s ``block`` on its own: a row-major range by its offset, a strided block by a
+    ``tinit.sharding.ShardLayout`` (the global index of each local position), fans from the tensor given."""
+    from tinit.sharding import ShardLayout
+
+    dense = keyed("normal_", (8, 4), "w")
+    rows = torch.empty(2, 4)
+    tinit_init.KEYED["normal_"](
+        rows, *ARGS["normal_"], seed=SEED, stream=tinit.stream_for("w"), block=(rows, 12, None, None)
+    )
+    torch.testing.assert_close(rows, dense[3:5], rtol=0, atol=0)
+    strided = torch.empty(4, 2)
+    layout = ShardLayout((8, 4), (torch.tensor([0, 2, 4, 6]), torch.tensor([1, 2])))
+    block = (strided, 0, (8, 4), layout)
+    tinit_init.KEYED["normal_"](strided, *ARGS["normal_"], seed=SEED, stream=tinit.stream_for("w"), block=block)
+    torch.testing.assert_close(strided, dense[0::2, 1:3], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="does not describe a tensor of shape"):
+        tinit_init.KEYED["normal_"](rows, seed=SEED, stream=0, block=(rows, 0, (8, 4), layout))
+
+
 # ---- layouts and wrappers ----------------------------------------------------------------------------------------
 
 
@@ -232,6 +252,38 @@ def test_pipeline_stage_parts_give_the_whole_models_values(cut):
     # the buffer is in both stages, the same values
     assert_states_equal(got, want)
     torch.testing.assert_close(parts[0].scale, parts[1].scale, rtol=0, atol=0)
+
+
+class FusedQKV(nn.Module):
+    """torchtitan's fused-qkv init: q, k, v drawn into ``new_empty`` temporaries, then copied in."""
+
+    def __init__(self):
+        super().__init__()
+        self.wqkv = nn.Linear(4, 12, bias=False)
+
+    def init_weights(self):
+        weight = self.wqkv.weight
+        parts = [weight.new_empty(4, 4) for _ in range(3)]
+        for part in parts:
+            nn.init.trunc_normal_(part, std=0.02)
+        with torch.no_grad():
+            weight.copy_(torch.cat(parts))
+
+
+def test_temporaries_made_from_a_parameter_are_keyed_by_its_name():
+    layers = nn.ModuleDict({str(i): FusedQKV() for i in range(3)})
+    stage = copy.deepcopy(layers)
+    del stage["0"], stage["1"]
+    with tinit.patch_torch_init(seed=SEED, model=layers):
+        for layer in layers.values():
+            layer.init_weights()
+    with tinit.patch_torch_init(seed=SEED, model=stage):  # the last stage alone: the same values
+        stage["2"].init_weights()
+    for key in ("0", "2"):
+        name = f"{key}.wqkv.weight"
+        want = torch.cat([keyed("trunc_normal_", (4, 4), f"{name}:new_empty[{k}]", (0.0, 0.02)) for k in range(3)])
+        torch.testing.assert_close(layers[key].wqkv.weight.detach(), want, rtol=0, atol=0)
+    torch.testing.assert_close(stage["2"].wqkv.weight, layers["2"].wqkv.weight, rtol=0, atol=0)
 
 
 def test_compiled_and_checkpoint_wrapped_models_get_the_unwrapped_values():
@@ -503,3 +555,33 @@ def test_dtensor_parameters_get_the_dense_slices(world):
                 assert (padded[local_shape.numel() :] == 0).all()
             finally:
                 dist.destroy_process_group()
+
+
+# ---- Hugging Face ------------------------------------------------------------------------------------------------
+
+
+def test_hf_from_config_inside_is_keyed_by_name_and_a_given_model_by_its_own_names():
+    """Hugging Face's own ``_init_weights`` (transformers' guarded ``init.normal_``): built inside the
+    patch, a base-model parameter is keyed by its base model's name (HF initialises the base model in
+    its own constructor, before the head holds it) and the head's by the full name; given as
+    ``model=``, ``initialize_weights`` keys every parameter by the full name."""
+    transformers = pytest.importorskip("transformers")
+    from tinit.tools import hf_families
+
+    config = hf_families.config("llama")
+    cls = getattr(transformers, hf_families.model_class(config))
+    std = config.initializer_range
+    with tinit.patch_torch_init(seed=SEED):
+        model = cls.from_config(config)
+    query, head = model.get_parameter("model.layers.1.self_attn.q_proj.weight"), model.lm_head.weight
+    want = keyed("normal_", query.shape, "layers.1.self_attn.q_proj.weight", (0.0, std))
+    torch.testing.assert_close(query.detach(), want, rtol=0, atol=0)
+    torch.testing.assert_close(
+        head.detach(), keyed("normal_", head.shape, "lm_head.weight", (0.0, std)), rtol=0, atol=0
+    )
+    for module in model.modules():
+        module.__dict__.pop("_is_hf_initialized", None)
+    with tinit.patch_torch_init(seed=SEED, model=model):
+        model.initialize_weights()
+    want = keyed("normal_", query.shape, "model.layers.1.self_attn.q_proj.weight", (0.0, std))
+    torch.testing.assert_close(query.detach(), want, rtol=0, atol=0)

@@ -290,6 +290,16 @@ class Keys:
         self.parents: dict[int, tuple] = {}  # id(module) -> (ref module, ref parent, name)
         self.tops: dict[int, tuple] = {}  # id(topmost module) -> (ref, generation, Table)
         self.used: dict[str, weakref.ref] = {}  # name keyed under a topmost module -> that module
+        self.derived: dict[int, tuple] = {}  # id(temporary made from a parameter) -> (ref, Entry)
+        self.made: dict[str, int] = {}  # parameter name -> temporaries made from it so far
+
+    def derive(self, made: torch.Tensor, source: Entry, how: str) -> None:
+        """Key ``made``, a new tensor ``how`` made from ``source``'s parameter (``new_empty``), by the
+        name ``f"{source.name}:{how}[k]"``, k counting the tensors made from that parameter."""
+        count = self.made.get(source.name, 0)
+        self.made[source.name] = count + 1
+        name = f"{source.name}:{how}[{count}]"
+        self.derived[id(made)] = (weakref.ref(made), Entry(made, name, stream_for(name), 0, 0))
 
     def add_parts(self, parts) -> None:
         """Know ``parts`` (modules) too: their tensors are keyed by their canonical names."""
@@ -329,6 +339,10 @@ class Keys:
         """
         if not isinstance(tensor, torch.Tensor):
             return None
+        if self.derived:
+            made = self.derived.get(id(tensor))
+            if made is not None and made[0]() is tensor:
+                return made[1]
         if self.parts:
             if self.dirty:
                 self.add_parts(())

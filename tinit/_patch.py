@@ -208,7 +208,9 @@ def _route(keyed, seed: int | None, public=None, call: str = ""):
 # Tensor methods routed by the mode, by the keyed function they fill as; ``uniform_``'s bounds are
 # called ``from`` and ``to`` there.
 _METHODS = {torch.Tensor.normal_: "normal_", torch.Tensor.uniform_: "uniform_"}
-_ROUTED = frozenset(_METHODS)
+# Calls that make a new tensor from a parameter (torchtitan's fused-qkv init draws into them, then copies).
+_MAKERS = {torch.Tensor.new_empty: "new_empty", torch.empty_like: "empty_like"}
+_ROUTED = frozenset(_METHODS) | frozenset(_MAKERS)
 _UNIFORM_KWARGS = {"from": "a", "to": "b"}
 
 
@@ -226,9 +228,20 @@ class _KeyMode(TorchFunctionMode):
 
 def _method(func, args, kwargs):
     """``tensor.normal_(...)`` / ``tensor.uniform_(...)``: name-keyed when the tensor is a known
-    parameter's, else torch's own method (torch's RNG)."""
-    tensor = args[0] if args else kwargs.get("self")
-    keys, seed, name = _State.keys, _State.seed, _METHODS[func]
+    parameter's, else torch's own method (torch's RNG). ``p.new_empty(...)`` / ``torch.empty_like(p)``
+    of a known parameter: torch's, the new tensor keyed by a name derived from ``p``'s (``Keys.derive``)."""
+    tensor = args[0] if args else kwargs.get("self", kwargs.get("input"))
+    keys, seed = _State.keys, _State.seed
+    if func in _MAKERS:
+        made = func(*args, **kwargs)
+        try:
+            source = None if keys is None or seed is None else keys.find(tensor, _MAKERS[func])
+        except ValueError:  # a view that is no box of one parameter: an untracked temporary
+            source = None
+        if source is not None and isinstance(made, torch.Tensor):
+            keys.derive(made, source, _MAKERS[func])
+        return made
+    name = _METHODS[func]
     call = f"Tensor.{name}"
     entry = None if keys is None or seed is None else keys.find(tensor, call)
     if entry is None:
@@ -366,6 +379,12 @@ class patch_torch_init(contextlib.ContextDecorator):
             modules are built). A name already keyed under another live
             topmost module (a second model built in the same entry, two
             towers with the same member names) falls back to the call rule.
+            (3) a tensor made on the entering thread by ``p.new_empty(...)``
+            or ``torch.empty_like(p)`` from a known parameter ``p``, e.g. the
+            q, k, v temporaries torchtitan's fused-qkv init draws and then
+            copies into the parameter: keyed as a whole tensor of its own by
+            the name ``f"{name}:new_empty[k]"`` (``empty_like``), k counting
+            the tensors made from that parameter since the outermost entry.
         seed=s, the call-number rule: every other routed function call
             (inside ``nn.Linear``'s constructor, before the module is
             attached; a module built before the patch and not given as
