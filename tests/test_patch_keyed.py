@@ -373,13 +373,19 @@ def test_the_mode_is_on_the_entering_thread_only():
 
 def test_built_inside_construction_calls_are_numbered_later_calls_named():
     with tinit.patch_torch_init(seed=SEED, warn_unkeyed=True):
-        with pytest.warns(UserWarning, match=r"kaiming_uniform_ on a tensor of shape \(6, 8\).*stream 0"):
+        with pytest.warns(UserWarning) as record:
             seq = nn.Sequential(nn.Linear(8, 6), nn.Linear(6, 4))
+        messages = [str(w.message) for w in record]
+        assert len(messages) == 4, messages  # each constructor's two calls
+        assert "torch.nn.init.kaiming_uniform_ on a tensor of shape (6, 8)" in messages[0]
+        assert messages[0].endswith("call-number rule, stream 0") and messages[3].endswith("stream 3")
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # keyed: no warning
             nn.init.normal_(seq[1].weight, 0.1, 0.02)
             seq[1].bias.data.uniform_(-0.3, 0.7)
-        lone = nn.Linear(3, 2)
+        with pytest.warns(UserWarning, match="stream 4") as record:
+            lone = nn.Linear(3, 2)
+        assert record[0].filename.endswith("linear.py")  # the warning names torch's calling line
         with pytest.warns(UserWarning, match=r"normal_ .*call-number rule, stream 6"):
             nn.init.normal_(lone.weight, 0.1, 0.02)  # not attached to anything: the next number
     torch.testing.assert_close(seq[0].weight.detach(), _numbered("kaiming_uniform_", (6, 8), 0, (math.sqrt(5),)))
