@@ -30,11 +30,16 @@ import math
 import sys
 import threading
 import types
+import warnings
+from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 import torch
 import torch.nn.init
+from torch.nn.modules import module as torch_module
+from torch.overrides import TorchFunctionMode
 
+from tinit._keys import Keys, block_of
 from tinit.nn import init as _tinit_init
 
 __all__ = ["patch_torch_init"]
@@ -62,18 +67,18 @@ def _trampoline(*args, _tinit_route, **kwargs):
     return _tinit_route(*args, **kwargs)
 
 
-def _timm_trunc_normal_tf(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, *, seed, stream):
+def _timm_trunc_normal_tf(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, *, seed, stream, block=None):
     """timm's ``trunc_normal_tf_``: N(0, 1) truncated to [a, b] (bounds in std), then * std + mean."""
     mean, std, a, b = (float(v) for v in (mean, std, a, b))
     if not a <= b:
         raise ValueError(f"timm.layers.trunc_normal_tf_ needs a <= b, got a={a}, b={b}")
     low, high = sorted((mean + a * std, mean + b * std))
     if std == 0:
-        return _tinit_init.KEYED["uniform_"](tensor, mean, mean, seed=seed, stream=stream)
-    return _tinit_init.KEYED["trunc_normal_"](tensor, mean, abs(std), low, high, seed=seed, stream=stream)
+        return _tinit_init.KEYED["uniform_"](tensor, mean, mean, seed=seed, stream=stream, block=block)
+    return _tinit_init.KEYED["trunc_normal_"](tensor, mean, abs(std), low, high, seed=seed, stream=stream, block=block)
 
 
-def _timm_variance_scaling(tensor, scale=1.0, mode="fan_in", distribution="normal", *, seed, stream):
+def _timm_variance_scaling(tensor, scale=1.0, mode="fan_in", distribution="normal", *, seed, stream, block=None):
     """timm's ``variance_scaling_``: var = scale / fan (fan_in, fan_out or their mean), returns None."""
     fan_in, fan_out = torch.nn.init._calculate_fan_in_and_fan_out(tensor)
     fans = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}
@@ -81,18 +86,20 @@ def _timm_variance_scaling(tensor, scale=1.0, mode="fan_in", distribution="norma
         raise ValueError(f"timm.layers.variance_scaling_: mode must be one of {list(fans)}, got {mode!r}")
     variance = scale / fans[mode]
     if distribution == "truncated_normal":
-        _timm_trunc_normal_tf(tensor, std=math.sqrt(variance) / _TRUNC2_STD, seed=seed, stream=stream)
+        _timm_trunc_normal_tf(tensor, std=math.sqrt(variance) / _TRUNC2_STD, seed=seed, stream=stream, block=block)
     elif distribution == "normal":
-        _tinit_init.KEYED["normal_"](tensor, 0.0, math.sqrt(variance), seed=seed, stream=stream)
+        _tinit_init.KEYED["normal_"](tensor, 0.0, math.sqrt(variance), seed=seed, stream=stream, block=block)
     elif distribution == "uniform":
         bound = math.sqrt(3 * variance)
-        _tinit_init.KEYED["uniform_"](tensor, -bound, bound, seed=seed, stream=stream)
+        _tinit_init.KEYED["uniform_"](tensor, -bound, bound, seed=seed, stream=stream, block=block)
     else:
         raise ValueError(f"invalid distribution {distribution}")
 
 
-def _timm_lecun_normal(tensor, *, seed, stream):
-    _timm_variance_scaling(tensor, mode="fan_in", distribution="truncated_normal", seed=seed, stream=stream)
+def _timm_lecun_normal(tensor, *, seed, stream, block=None):
+    _timm_variance_scaling(
+        tensor, mode="fan_in", distribution="truncated_normal", seed=seed, stream=stream, block=block
+    )
 
 
 _TIMM_KEYED = {
@@ -104,13 +111,17 @@ _TIMM_KEYED = {
 
 
 class _State:
-    """The one process-wide routing: who is inside, with which seed, and what to put back."""
+    """The one process-wide routing: who is inside, with which seed and keys, and what to put back."""
 
     lock = threading.RLock()
     depth = 0
     seed: int | None = None
     counter = itertools.count()
+    keys: Keys | None = None
+    warn = 0  # active entries with warn_unkeyed=True
+    hooks: ClassVar[list] = []
     saved: ClassVar[list[tuple[types.FunctionType, types.CodeType, tuple | None, dict | None]]] = []
+    local = threading.local()  # .stack: this thread's entries, each its pushed _KeyMode or None
 
 
 def _eager(fn):
@@ -127,9 +138,25 @@ def _eager(fn):
     return run
 
 
-def _route(keyed, seed: int | None, public=None):
+def _numbered(call: str, tensor) -> int:
+    """The next number of the call-number rule; a UserWarning naming the call under ``warn_unkeyed``."""
+    stream = next(_State.counter)
+    if _State.warn:
+        shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+        warnings.warn(
+            f"tinit.patch_torch_init: {call} on a tensor of shape {shape} that is no known model's parameter "
+            f"(or its module is not attached yet): keyed by the call-number rule, stream {stream}",
+            UserWarning,
+            stacklevel=4,
+        )
+    return stream
+
+
+def _route(keyed, seed: int | None, public=None, call: str = ""):
     """The function a patched call runs: ``public`` (or ``keyed`` with a drawn key) when seed is None,
-    else ``keyed`` with key ``seed`` and stream id the call's number since the outermost entry."""
+    else ``keyed`` with key ``seed`` and the stream of the parameter the tensor is (``Keys.find``:
+    ``stream_for`` of its canonical name, the view placed in its logical tensor), or when no known
+    module holds it the call's number among such calls since the outermost entry."""
     if seed is None:
         if public is not None:
             return _eager(public)
@@ -139,11 +166,52 @@ def _route(keyed, seed: int | None, public=None):
 
         return _eager(drawn)
 
-    def counted(*args, **kwargs):
-        # taken before any check, so a meta, empty, refused or no-op call still uses up its number
-        return keyed(*args, seed=seed, stream=next(_State.counter), **kwargs)
+    def routed(*args, **kwargs):
+        tensor = args[0] if args else kwargs.get("tensor")
+        keys = _State.keys
+        entry = None if keys is None else keys.find(tensor, call)
+        if entry is None:
+            # taken before any check, so a meta, empty, refused or no-op call still uses up its number
+            return keyed(*args, seed=seed, stream=_numbered(call, tensor), **kwargs)
+        block = block_of(tensor, entry, call)
+        return keyed(*args, seed=seed, stream=entry.stream, block=block, **kwargs)
 
-    return _eager(counted)
+    return _eager(routed)
+
+
+# Tensor methods routed by the mode, by the keyed function they fill as; ``uniform_``'s bounds are
+# called ``from`` and ``to`` there.
+_METHODS = {torch.Tensor.normal_: "normal_", torch.Tensor.uniform_: "uniform_"}
+_ROUTED = frozenset(_METHODS)
+_UNIFORM_KWARGS = {"from": "a", "to": "b"}
+
+
+class _KeyMode(TorchFunctionMode):
+    """Routes ``Tensor.normal_`` / ``Tensor.uniform_`` on a known parameter (or a view of one) to the
+    keyed fill; every other torch call, and these on any other tensor, run unchanged."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _ROUTED:
+            return _method(func, args, kwargs or {})
+        if kwargs is None:
+            return func(*args)
+        return func(*args, **kwargs)
+
+
+def _method(func, args, kwargs):
+    """``tensor.normal_(...)`` / ``tensor.uniform_(...)``: name-keyed when the tensor is a known
+    parameter's, else torch's own method (torch's RNG)."""
+    tensor = args[0] if args else kwargs.get("self")
+    keys, seed, name = _State.keys, _State.seed, _METHODS[func]
+    call = f"Tensor.{name}"
+    entry = None if keys is None or seed is None else keys.find(tensor, call)
+    if entry is None:
+        return func(*args, **kwargs)
+    block = block_of(tensor, entry, call)
+    if name == "uniform_":
+        kwargs = {_UNIFORM_KWARGS.get(k, k): v for k, v in kwargs.items()}
+    _tinit_init.KEYED[name](tensor, *args[1:], seed=seed, stream=entry.stream, block=block, **kwargs)
+    return tensor
 
 
 def _swap(fn: types.FunctionType, route) -> None:
@@ -163,19 +231,28 @@ def _install(seed: int | None) -> None:
     try:
         for name in _TORCH_NAMES:
             keyed = _tinit_init.KEYED[name]
-            _swap(_TORCH_ORIGINALS[name], _route(keyed, seed, getattr(_tinit_init, name)))
+            _swap(_TORCH_ORIGINALS[name], _route(keyed, seed, getattr(_tinit_init, name), f"torch.nn.init.{name}"))
         timm_init = sys.modules.get(_TIMM_MODULE)
         if timm_init is not None:
             for name in _TIMM_NAMES:
                 fn = getattr(timm_init, name, None)
                 if isinstance(fn, types.FunctionType):
-                    _swap(fn, _route(_TIMM_KEYED[name], seed))
+                    _swap(fn, _route(_TIMM_KEYED[name], seed, call=f"timm.layers.{name}"))
+        if seed is not None:
+            keys = _State.keys
+            _State.hooks = [
+                torch_module.register_module_module_registration_hook(keys.on_module),
+                torch_module.register_module_parameter_registration_hook(keys.on_tensor),
+                torch_module.register_module_buffer_registration_hook(keys.on_tensor),
+            ]
     except BaseException:
         _uninstall()
         raise
 
 
 def _uninstall() -> None:
+    while _State.hooks:
+        _State.hooks.pop().remove()
     while _State.saved:
         fn, code, defaults, kwdefaults = _State.saved.pop()
         fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, defaults, kwdefaults
@@ -191,10 +268,35 @@ def _checked_seed(seed):
     return seed
 
 
+class _ModelError(TypeError, ValueError):
+    """A ``model`` that is neither a module nor an iterable of modules (a TypeError and a ValueError)."""
+
+
+def _checked_parts(model) -> tuple[torch.nn.Module, ...]:
+    """``model`` as a tuple of model parts (modules), read once.
+
+    Raises:
+        _ModelError: anything else, naming ``model`` (or ``model[i]``).
+    """
+    if model is None:
+        return ()
+    if isinstance(model, torch.nn.Module):
+        return (model,)
+    if isinstance(model, (str, bytes, torch.Tensor, Mapping)) or not isinstance(model, Iterable):
+        raise _ModelError(
+            f"model must be a torch.nn.Module, an iterable of them (model parts) or None, got {type(model).__name__}"
+        )
+    parts = tuple(model)
+    for index, part in enumerate(parts):
+        if not isinstance(part, torch.nn.Module):
+            raise _ModelError(f"model[{index}] must be a torch.nn.Module (a model part), got {type(part).__name__}")
+    return parts
+
+
 class patch_torch_init(contextlib.ContextDecorator):
     """Route ``torch.nn.init``'s random initialisers (and timm's) to tinit while active.
 
-    Use as ``with tinit.patch_torch_init(seed=0): model = build()`` or as a
+    Use as ``with tinit.patch_torch_init(seed=0, model=parts): ...`` or as a
     decorator ``@tinit.patch_torch_init(seed=0)``. Inside, the seven random
     initialisers of ``torch.nn.init`` fill as ``tinit.nn.init``'s functions
     of the same name (torch's signatures, fans, gains, absolute bounds,
@@ -205,69 +307,138 @@ class patch_torch_init(contextlib.ContextDecorator):
     in units of std) with their own semantics. Every reference to these
     functions is routed, including copies taken at import time (the module
     docstring says how); the deterministic ones (``zeros_``, ``ones_``, ...),
-    ``orthogonal_``, ``sparse_``, tensor methods and ``torch.randn`` are not.
+    ``orthogonal_``, ``sparse_`` and ``torch.randn`` are not. With a seed,
+    the tensor methods ``Tensor.normal_`` and ``Tensor.uniform_`` are routed
+    too, on a known parameter only (below).
 
-    Keys (docs/stream.md, "patch_torch_init"):
+    Keys (docs/stream.md, "Keys under patch_torch_init"):
         seed=None: each call that writes something draws its Philox key from
             torch's RNG (or its ``generator``), as ``tinit.nn.init`` does, so
-            ``torch.manual_seed`` makes the build reproducible.
-        seed=s: the n-th routed call since the outermost entry (n = 0, 1, 2,
-            ...) fills with Philox key s and stream id n; element i of the
-            tensor takes stream index i (row-major over its logical shape, so
-            a DTensor or FSDP2 shard gets the unsharded values). torch's RNG
-            is neither read nor advanced; a ``generator`` argument is checked
-            and not drawn from. Every routed call takes a number, also one
-            that writes nothing (a meta or empty tensor, a refused argument),
-            so ranks stay in step. Calls cannot be keyed by parameter name:
-            a ``torch.nn.init`` call is not told one. The limit: the same
-            model code must make the same routed calls in the same order on
-            every rank (and in every run meant to give the same model); a
-            call made on one rank only, or a different module order, shifts
-            every later call's stream. Calls from several threads interleave
-            their numbers in whatever order they run.
+            ``torch.manual_seed`` makes the build reproducible; ``model`` is
+            checked and not used, tensor methods are not routed.
+        seed=s, the name rule: a call whose tensor is a known parameter or
+            buffer, or a view of one (``.data``, ``detach()``, basic slices,
+            ``narrow``, a ``torch.chunk`` / ``split`` piece, a DTensor
+            parameter, its local tensor, a view of FSDP2's padded local
+            storage), fills with key s and stream ``tinit.stream_for(name)``,
+            name the canonical name (``tinit.identity.canonical_names``); the
+            view gets exactly the elements ``tinit.nn.init.KEYED[f](whole,
+            *args, seed=s, stream=stream_for(name))`` writes at its positions
+            in the parameter's logical (unsharded) tensor. Order and subset
+            of the calls do not matter; every layout gets the same values.
+            Fans (xavier, kaiming, timm's variance scaling) are those of the
+            tensor the call was given, as torch computes them: a slice gets
+            the slice's fans, a DTensor its logical shape's.
+            Known parameters are (1) those of ``model``'s parts (canonical
+            names per part: pipeline stages that keep the global names, as
+            torchtitan's split, give the whole model's values), also modules
+            attached to a part inside the patch; (2) those registered while
+            the patch is active (torch's global registration hooks) on a
+            module that has since been attached to a parent: named under the
+            topmost module above it, as ``named_parameters`` of that module
+            names it (e.g. Hugging Face's ``_init_weights`` after the
+            modules are built). A name already keyed under another live
+            topmost module (a second model built in the same entry, two
+            towers with the same member names) falls back to the call rule.
+        seed=s, the call-number rule: every other routed function call
+            (inside ``nn.Linear``'s constructor, before the module is
+            attached; a module built before the patch and not given as
+            ``model``; a plain tensor) takes the next number n = 0, 1, 2, ...
+            among such calls since the outermost entry and fills with key s
+            and stream id n, element i at stream index i (a DTensor's logical
+            element i). Every such call takes a number, also one that writes
+            nothing (a meta or empty tensor, a refused argument), so ranks
+            stay in step; the same model code must then make the same calls
+            in the same order everywhere. ``warn_unkeyed=True`` warns
+            (UserWarning naming the call) each time. A tensor method on a
+            tensor that is not a known parameter's is torch's own (torch's
+            RNG), never numbered. Calls from several threads interleave their
+            numbers in whatever order they run.
+        A meta tensor is found by identity only (a meta parameter itself, not
+        a view of it). torch's RNG is neither read nor advanced with a seed;
+        a ``generator`` argument is checked and not drawn from.
 
-    Scope: the routing is process-wide while active, so calls from other
-    threads are routed too. Entering and leaving are serialised by a lock;
-    the routing is installed on the first entry and removed on the last exit
-    (a reference count), also when the body raises. Nested entries (and
-    entries from other threads while one is active) must give the same seed
-    as the active one and share its call counter; another seed raises.
+    Scope: the function routing (a code swap) is process-wide while active,
+    so calls from other threads are routed too, by the same rules; the
+    tensor-method routing is a ``torch.overrides.TorchFunctionMode`` pushed
+    on the entering thread only (torch's mode stack is thread-local): other
+    threads get the functions, not the methods. While pushed it sees every
+    torch call on that thread and passes all but the two methods straight
+    through. Entering and leaving are serialised by a lock; the routing and
+    the registration hooks are installed on the first entry and removed on
+    the last exit (a reference count), also when the body raises. Nested
+    entries (and entries from other threads while one is active) must give
+    the same seed as the active one, share its call counter and add their
+    ``model`` parts until the outermost exit; another seed raises.
 
     Args:
         seed: None, or the Philox key of every call: an int in [0, 2**64).
+        model: None, a ``torch.nn.Module``, or an iterable of them (the model
+            parts of a pipeline stage), read once.
+        warn_unkeyed: warn each time a call is keyed by the call-number rule.
 
     Returns:
         A context manager that is also a decorator (``contextlib.ContextDecorator``);
         ``with`` binds the patch object itself. It may be entered any number of times.
 
     Raises:
-        TypeError: ``seed`` is not an int or None (bool and float refused).
+        TypeError: ``seed`` is not an int or None (bool and float refused);
+            ``model`` is not a module, an iterable of modules or None (also a
+            ValueError; it names ``model`` or ``model[i]``); ``warn_unkeyed``
+            is not a bool. All before anything is installed.
         ValueError: ``seed`` outside [0, 2**64); on entry, a seed other
-            than the one of the patch already active.
+            than the one of the patch already active; on a call, a tensor
+            that views two parameters, or one and memory outside it, or that
+            is not a box of the parameter (a transposed or reshaped view
+            across rows), before anything is written.
         RuntimeError: on entry, a function to route that cannot be (a
             closure); nothing is left routed then.
     """
 
-    def __init__(self, seed: int | None = None) -> None:
+    def __init__(self, seed: int | None = None, model=None, *, warn_unkeyed: bool = False) -> None:
         self.seed = _checked_seed(seed)
+        self.parts = _checked_parts(model)
+        if type(warn_unkeyed) is not bool:
+            raise TypeError(f"warn_unkeyed must be a bool, got {type(warn_unkeyed).__name__}")
+        self.warn_unkeyed = warn_unkeyed
 
     def __enter__(self):
         with _State.lock:
             if _State.depth == 0:
-                _State.counter = itertools.count()
-                _install(self.seed)
+                keys = Keys()
+                if self.seed is not None:
+                    keys.add_parts(self.parts)
+                _State.counter, _State.keys = itertools.count(), keys
+                try:
+                    _install(self.seed)
+                except BaseException:
+                    _State.keys = None
+                    raise
                 _State.seed = self.seed
             elif self.seed != _State.seed:
                 raise ValueError(
                     f"tinit.patch_torch_init(seed={self.seed!r}) entered while patch_torch_init(seed={_State.seed!r}) "
                     "is active: nested patches must give the same seed"
                 )
+            elif self.parts and self.seed is not None:
+                _State.keys.add_parts(self.parts)
             _State.depth += 1
+            _State.warn += self.warn_unkeyed
+        stack = _State.local.__dict__.setdefault("stack", [])
+        mode = None
+        if self.seed is not None and all(pushed is None for pushed, _ in stack):
+            mode = _KeyMode()
+            mode.__enter__()
+        stack.append((mode, self.warn_unkeyed))
         return self
 
     def __exit__(self, *exc_info) -> None:
+        mode, warn = _State.local.stack.pop()
+        if mode is not None:
+            mode.__exit__(None, None, None)
         with _State.lock:
             _State.depth -= 1
+            _State.warn -= warn
             if _State.depth == 0:
                 _uninstall()
-                _State.seed = None
+                _State.seed = _State.keys = None

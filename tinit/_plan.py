@@ -63,6 +63,8 @@ class Item(NamedTuple):
         name: label of the item in error messages ("parameter <name>"); None: "item <i>".
         global_shape, shard_offsets: ``tensor`` is the block at
             ``shard_offsets`` of a logical tensor of ``global_shape``; both or neither.
+            ``shard_offsets`` may also be a ``tinit.sharding.ShardLayout`` of that
+            logical tensor (a block of a strided shard: the global index of each position).
         zero_rows: dim-0 rows of the logical tensor written 0 after ``what``
             (``nn.Embedding``'s padding row); a shard zeroes the part it holds.
     """
@@ -158,6 +160,13 @@ def local_of(
         return tensor, None
     if global_shape is None or shard_offsets is None:
         raise ValueError("a shard needs both global_shape and shard_offsets")
+    if isinstance(shard_offsets, ShardLayout):
+        if shard_offsets.local_shape != tuple(tensor.shape) or shard_offsets.global_shape != tuple(global_shape):
+            raise ValueError(
+                f"a shard layout of local shape {shard_offsets.local_shape} in {shard_offsets.global_shape} "
+                f"does not describe a tensor of shape {tuple(tensor.shape)} in {tuple(global_shape)}"
+            )
+        return tensor, shard_offsets
     for label, value in (("global_shape", global_shape), ("shard_offsets", shard_offsets)):
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
             raise TypeError(f"{label} must be a sequence of ints (one per dim), got {type(value).__name__}")

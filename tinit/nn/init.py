@@ -34,7 +34,14 @@ torch's words, then the tinit fill.
 Routing: ``KEYED`` maps each random initialiser's name to a function with the
 same positional arguments plus keyword-only ``seed`` (a Philox key in
 [0, 2**64), or None to draw one as above) and ``stream`` (the stream id), so
-a caller can give a call its key without touching torch's RNG.
+a caller can give a call its key without touching torch's RNG, and
+``block``: None, or ``(view, global_shape, shard_offsets)`` when the tensor
+is a block of a larger logical tensor (``tinit.patch_torch_init`` routes a
+slice of a parameter so): ``view`` is the tensor itself, or a view of it
+holding the same elements in the logical tensor's dim order, and is written
+as ``tinit._plan.Item(view, ..., global_shape=..., shard_offsets=...)``
+(``shard_offsets`` the block's start, or a ``tinit.sharding.ShardLayout``),
+while the arguments' checks and the fans still come from the tensor given.
 """
 
 from __future__ import annotations
@@ -190,14 +197,22 @@ def _trunc_normal_record(mean, std, a, b, dtype: torch.dtype):
         raise ArgumentError(f"tinit.nn.init.trunc_normal_: {exc}") from None
 
 
-def _one(tensor, what, generator, seed, stream) -> torch.Tensor:
+def _one(tensor, what, generator, seed, stream, block=None) -> torch.Tensor:
     """Write ``what`` (a record hook of the dtype, ``tinit._plan.Item``) into ``tensor`` by a one-item plan.
 
     The key is ``seed``, or when None one draw from ``generator`` made only
     when something is written, a constant included (one key per writing
-    call); every check precedes it.
+    call); every check precedes it. ``block`` (``KEYED``): (the view of
+    ``tensor`` written, the logical shape, its offsets or
+    ``tinit.sharding.ShardLayout``) when ``tensor`` is a block of a larger
+    logical tensor; ``what`` still reads the fans from ``tensor``.
     """
-    Plan.build((Item(tensor, what, stream),), seed=seed, generator=generator, where=None, draw_on_write=True).run()
+    if block is None:
+        item = Item(tensor, what, stream)
+    else:
+        target, global_shape, shard_offsets = block
+        item = Item(target, what, stream, global_shape=global_shape, shard_offsets=shard_offsets)
+    Plan.build((item,), seed=seed, generator=generator, where=None, draw_on_write=True).run()
     return tensor
 
 
@@ -217,18 +232,20 @@ def _eager(fn):
 
 
 @_eager
-def _uniform(tensor, a=0.0, b=1.0, generator=None, *, seed=None, stream=0):
-    return _one(tensor, functools.partial(_uniform_record, a, b, "uniform_", ("a", "b")), generator, seed, stream)
+def _uniform(tensor, a=0.0, b=1.0, generator=None, *, seed=None, stream=0, block=None):
+    return _one(
+        tensor, functools.partial(_uniform_record, a, b, "uniform_", ("a", "b")), generator, seed, stream, block
+    )
 
 
 @_eager
-def _normal(tensor, mean=0.0, std=1.0, generator=None, *, seed=None, stream=0):
-    return _one(tensor, functools.partial(_normal_record, mean, std, "normal_"), generator, seed, stream)
+def _normal(tensor, mean=0.0, std=1.0, generator=None, *, seed=None, stream=0, block=None):
+    return _one(tensor, functools.partial(_normal_record, mean, std, "normal_"), generator, seed, stream, block)
 
 
 @_eager
-def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, seed=None, stream=0):
-    return _one(tensor, functools.partial(_trunc_normal_record, mean, std, a, b), generator, seed, stream)
+def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, seed=None, stream=0, block=None):
+    return _one(tensor, functools.partial(_trunc_normal_record, mean, std, a, b), generator, seed, stream, block)
 
 
 def _xavier_std(tensor, gain, fill: str) -> float | None:
@@ -255,13 +272,17 @@ def _xavier_record(tensor, gain, fill: str, dtype: torch.dtype):
 
 
 @_eager
-def _xavier_uniform(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
-    return _one(tensor, functools.partial(_xavier_record, tensor, gain, "xavier_uniform_"), generator, seed, stream)
+def _xavier_uniform(tensor, gain=1.0, generator=None, *, seed=None, stream=0, block=None):
+    return _one(
+        tensor, functools.partial(_xavier_record, tensor, gain, "xavier_uniform_"), generator, seed, stream, block
+    )
 
 
 @_eager
-def _xavier_normal(tensor, gain=1.0, generator=None, *, seed=None, stream=0):
-    return _one(tensor, functools.partial(_xavier_record, tensor, gain, "xavier_normal_"), generator, seed, stream)
+def _xavier_normal(tensor, gain=1.0, generator=None, *, seed=None, stream=0, block=None):
+    return _one(
+        tensor, functools.partial(_xavier_record, tensor, gain, "xavier_normal_"), generator, seed, stream, block
+    )
 
 
 def _kaiming_std(tensor, a, mode, nonlinearity, fill: str) -> float:
@@ -283,21 +304,25 @@ def _kaiming_record(tensor, a, mode, nonlinearity, fill: str, dtype: torch.dtype
 
 
 @_eager
-def _kaiming_uniform(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0):
+def _kaiming_uniform(
+    tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0, block=None
+):
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
         return tensor
     what = functools.partial(_kaiming_record, tensor, a, mode, nonlinearity, "kaiming_uniform_")
-    return _one(tensor, what, generator, seed, stream)
+    return _one(tensor, what, generator, seed, stream, block)
 
 
 @_eager
-def _kaiming_normal(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0):
+def _kaiming_normal(
+    tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None, *, seed=None, stream=0, block=None
+):
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
         return tensor
     what = functools.partial(_kaiming_record, tensor, a, mode, nonlinearity, "kaiming_normal_")
-    return _one(tensor, what, generator, seed, stream)
+    return _one(tensor, what, generator, seed, stream, block)
 
 
 _STREAM_NOTE = """
@@ -560,7 +585,8 @@ del _fn
 
 # The random initialisers by torch.nn.init name, each with keyword-only ``seed`` and ``stream``:
 # ``seed`` a Philox key in [0, 2**64) (None: one draw from the generator, as the public function),
-# ``stream`` a stream id in [0, 2**64). They skip torch's __torch_function__ dispatch.
+# ``stream`` a stream id in [0, 2**64), ``block`` None or (view written, global shape, offsets or layout)
+# (module docstring). They skip torch's __torch_function__ dispatch.
 KEYED = {
     "uniform_": _uniform,
     "normal_": _normal,

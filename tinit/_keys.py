@@ -1,0 +1,364 @@
+"""Which parameter a tensor is, and where in it: the name keys of ``tinit.patch_torch_init``.
+
+A ``Table`` maps the parameters and buffers of a set of modules (the model
+parts given to the patch, or the topmost module above a module built inside
+it) to their canonical names (``tinit.identity.canonical_names``) and stream
+ids (``tinit.stream_for``). A tensor is found in O(1): the parameter itself
+by ``id()``, a view of one by its untyped storage (``data_ptr``, device) and
+its byte span inside it; a meta tensor (``data_ptr`` 0) by ``id()`` only.
+``block_of`` then says where the view's elements lie in the parameter's
+logical (global) tensor: a box, as ``(view written, global shape, box start
+or tinit.sharding.ShardLayout)`` for ``tinit.nn.init.KEYED``'s ``block``.
+
+``Keys`` holds the state of one outermost patch entry: the parts' table
+(rebuilt when a registration hook touches a part, or when the parts'
+parameters were swapped since), and what torch's global registration hooks
+report while the patch is active (``Keys.on_module``, ``on_tensor``): which
+module registered each tensor and which module each module was attached to.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import weakref
+from typing import NamedTuple
+
+import torch
+
+from tinit._model_init import stream_for
+from tinit.identity import canonical_names
+from tinit.sharding import ShardLayout, is_dtensor
+
+
+class Entry(NamedTuple):
+    """One parameter or buffer of a table.
+
+    Attributes:
+        tensor: the parameter (a Parameter, a DTensor, a buffer) as its module holds it.
+        name: its canonical name.
+        stream: ``tinit.stream_for(name)``.
+        start, end: the byte span of its elements (a DTensor: of its local tensor) in its storage.
+    """
+
+    tensor: torch.Tensor
+    name: str
+    stream: int
+    start: int
+    end: int
+
+
+def plain_of(tensor: torch.Tensor) -> torch.Tensor:
+    """The plain tensor holding ``tensor``'s elements: itself, or a DTensor's local tensor."""
+    return tensor._local_tensor if is_dtensor(tensor) else tensor
+
+
+def storage_key(tensor: torch.Tensor):
+    """(storage data_ptr, device) of a plain tensor, or None when it has no data (meta, no storage)."""
+    if tensor.is_meta:
+        return None
+    ptr = tensor.untyped_storage().data_ptr()
+    return None if ptr == 0 else (ptr, tensor.device)
+
+
+def byte_span(tensor: torch.Tensor) -> tuple[int, int]:
+    """[first byte, end) of the elements of a plain tensor, relative to its storage's start."""
+    size = tensor.element_size()
+    start = tensor.storage_offset() * size
+    if tensor.numel() == 0:
+        return start, start
+    reach = sum((n - 1) * step for n, step in zip(tensor.shape, tensor.stride(), strict=True))
+    return start, start + (reach + 1) * size
+
+
+class Table:
+    """tensor -> ``Entry`` for the parameters and buffers of some modules."""
+
+    __slots__ = ("by_id", "by_storage", "modules", "probes")
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, Entry] = {}
+        self.by_storage: dict[tuple, list[Entry]] = {}
+        self.modules: set[int] = set()
+        self.probes: list[tuple] = []  # (members dict, leaf name, tensor, storage key) per module part
+
+    @classmethod
+    def of(cls, parts) -> Table:
+        """The table of every parameter and buffer of ``parts`` (modules), canonical names per part."""
+        table = cls()
+        for part in parts:
+            names = canonical_names(part)
+            first = None
+            for _, module in part.named_modules(remove_duplicate=False):
+                table.modules.add(id(module))
+                for members in (module._parameters, module._buffers):
+                    for leaf, tensor in members.items():
+                        if tensor is not None and first is None:
+                            first = (members, leaf, tensor, storage_key(plain_of(tensor)))
+            for raw, tensor in itertools.chain(
+                part.named_parameters(remove_duplicate=False), part.named_buffers(remove_duplicate=False)
+            ):
+                table.add(tensor, names.get(raw, raw))
+            if first is not None:
+                table.probes.append(first)
+        return table
+
+    def add(self, tensor: torch.Tensor, name: str) -> None:
+        """File ``tensor`` under ``name``; a tensor already filed (tied) keeps its first name."""
+        if id(tensor) in self.by_id:
+            return
+        plain = plain_of(tensor)
+        start, end = byte_span(plain)
+        entry = Entry(tensor, name, stream_for(name), start, end)
+        self.by_id[id(tensor)] = entry
+        key = storage_key(plain)
+        if key is not None and end > start:
+            self.by_storage.setdefault(key, []).append(entry)
+
+    def stale(self) -> bool:
+        """Whether a part's first tensor was replaced or moved to other memory since the table was built
+        (``to_empty``, FSDP2's sharding, ``p.data = ...``): the storage keys may be out of date."""
+        for members, leaf, tensor, key in self.probes:
+            if members.get(leaf) is not tensor or storage_key(plain_of(tensor)) != key:
+                return True
+        return False
+
+    def find(self, tensor: torch.Tensor, call: str) -> Entry | None:
+        """The entry whose elements ``tensor`` views, or None when none has any of them.
+
+        Raises:
+            ValueError: ``tensor`` views elements of two entries, or of one and memory outside it.
+        """
+        entry = self.by_id.get(id(tensor))
+        if entry is not None and entry.tensor is tensor:
+            return entry
+        plain = plain_of(tensor)
+        key = storage_key(plain)
+        if key is None:
+            return None
+        start, end = byte_span(plain)
+        hits = [e for e in self.by_storage.get(key, ()) if e.start < end and start < e.end]
+        if not hits:
+            return None
+        if len(hits) > 1:
+            names = ", ".join(repr(e.name) for e in hits)
+            raise ValueError(f"{call}: the tensor of shape {tuple(tensor.shape)} views parameters {names} at once")
+        entry = hits[0]
+        if not (entry.start <= start and end <= entry.end):
+            raise ValueError(
+                f"{call}: the tensor of shape {tuple(tensor.shape)} views parameter {entry.name!r} and memory "
+                "outside it"
+            )
+        return entry
+
+
+def _strided_box(view: torch.Tensor, base: torch.Tensor, delta: int):
+    """(view of ``view`` in ``base``'s dim order, box start, box lengths) when every dim of ``view`` of
+    size > 1 steps along its own dim of ``base``; else None."""
+    shape, strides = tuple(base.shape), base.stride()
+    dim_of = {step: k for k, (n, step) in enumerate(zip(shape, strides, strict=True)) if n > 1}
+    pairs = []  # (base dim, view dim)
+    for j, (n, step) in enumerate(zip(view.shape, view.stride(), strict=True)):
+        if n > 1:
+            k = dim_of.get(step)
+            if k is None:
+                return None
+            pairs.append((k, j))
+    if len({k for k, _ in pairs}) != len(pairs):
+        return None
+    lengths = [1] * len(shape)
+    for k, j in pairs:
+        lengths[k] = view.shape[j]
+    starts, rest = [0] * len(shape), delta
+    for k in sorted((k for k in range(len(shape)) if shape[k] > 1), key=lambda k: -strides[k]):
+        starts[k], rest = divmod(rest, strides[k])
+    if rest or any(not 0 <= s <= n - m for s, n, m in zip(starts, shape, lengths, strict=True)):
+        return None
+    if view.dim() == len(shape) and all(k == j for k, j in pairs):
+        return view, tuple(starts), tuple(lengths)
+    order = sorted(range(len(pairs)), key=lambda i: pairs[i][0])
+    squeezed = view.reshape([view.shape[j] for _, j in pairs]) if view.numel() else view
+    return squeezed.permute(order).view(lengths), tuple(starts), tuple(lengths)
+
+
+def _flat_box(view: torch.Tensor, base: torch.Tensor, delta: int):
+    """(view reshaped, box start, box lengths) when the contiguous ``view`` is a row-major range of the
+    contiguous ``base`` that is a box (whole trailing dims, a range of one dim); else None."""
+    shape, count = tuple(base.shape), view.numel()
+    if delta < 0 or delta + count > base.numel():
+        return None
+    for k in range(len(shape)):
+        inner = math.prod(shape[k + 1 :])
+        if delta % inner or count % inner:
+            continue
+        rows, first = count // inner, (delta // inner) % shape[k]
+        if first + rows <= shape[k]:
+            starts = tuple((delta // math.prod(shape[d + 1 :])) % shape[d] for d in range(len(shape)))
+            lengths = (1,) * k + (rows,) + shape[k + 1 :]
+            return view.view(lengths), starts, lengths
+    return None
+
+
+def block_of(view: torch.Tensor, entry: Entry, call: str):
+    """Where ``view`` lies in ``entry``'s logical tensor: None (it is the whole of it, as given) or
+    ``(view written, global shape, box start or ShardLayout)`` for ``tinit.nn.init.KEYED``'s ``block``.
+
+    A DTensor parameter's local tensor is itself a block of the logical tensor
+    (``ShardLayout.of_dtensor``); a box of it composes with that layout.
+
+    Raises:
+        ValueError: ``view`` is not a box of the parameter (a transposed or reshaped view across rows,
+            another dtype), or a DTensor other than the parameter's whole.
+    """
+    param = entry.tensor
+    if view is param or view.numel() == 0:
+        return None
+    if is_dtensor(view):
+        whole = is_dtensor(param) and view.shape == param.shape and view.placements == param.placements
+        if whole and _same_view(view._local_tensor, param._local_tensor):
+            return None
+        raise ValueError(f"{call}: a DTensor view of parameter {entry.name!r} that is not the whole parameter")
+    base = plain_of(param)
+    global_shape = tuple(param.shape)
+    found = None
+    if view.dtype == base.dtype:
+        delta = view.storage_offset() - base.storage_offset()
+        found = _strided_box(view, base, delta)
+        if found is None and view.is_contiguous() and base.is_contiguous():
+            found = _flat_box(view, base, delta)
+    if found is None:
+        raise ValueError(
+            f"{call}: the tensor of shape {tuple(view.shape)}, strides {view.stride()} is a view of parameter "
+            f"{entry.name!r} (shape {tuple(base.shape)}) that is not a box of it; give the parameter or a slice"
+        )
+    target, starts, lengths = found
+    if is_dtensor(param):
+        layout = ShardLayout.of_dtensor(param)
+        return target, global_shape, _sub_layout(layout, starts, lengths)
+    if lengths == global_shape and target is view:
+        return None
+    return target, global_shape, starts
+
+
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+
+
+def _sub_layout(layout: ShardLayout, starts, lengths):
+    """The box (``starts``, ``lengths``) of a local tensor laid out by ``layout``: its start in the
+    logical tensor when every dim is one range there, else a ``ShardLayout``."""
+    indices = tuple(index[s : s + n] for index, s, n in zip(layout.indices, starts, lengths, strict=True))
+    if all(n <= 1 or bool((index[1:] - index[:-1] == 1).all()) for index, n in zip(indices, lengths, strict=True)):
+        return tuple(int(index[0]) if index.numel() else 0 for index in indices)
+    return ShardLayout(layout.global_shape, indices)
+
+
+class Keys:
+    """The name keys of one outermost patch entry (``tinit.patch_torch_init``)."""
+
+    def __init__(self) -> None:
+        self.parts: list[torch.nn.Module] = []
+        self.table = Table()
+        self.dirty = False
+        self.generation = 0
+        self.owners: dict[int, tuple] = {}  # id(tensor) -> (ref tensor, ref module)
+        self.owners_at: dict[tuple, list[tuple]] = {}  # storage key -> [(ref tensor, ref module, start, end)]
+        self.parents: dict[int, tuple] = {}  # id(module) -> (ref module, ref parent, name)
+        self.tops: dict[int, tuple] = {}  # id(topmost module) -> (ref, generation, Table)
+        self.used: dict[str, weakref.ref] = {}  # name keyed under a topmost module -> that module
+
+    def add_parts(self, parts) -> None:
+        """Know ``parts`` (modules) too: their tensors are keyed by their canonical names."""
+        for part in parts:
+            if not any(part is known for known in self.parts):
+                self.parts.append(part)
+        self.table = Table.of(self.parts)
+        self.dirty = False
+
+    def on_module(self, module, name, submodule) -> None:
+        """torch's module registration hook: ``submodule`` attached to ``module`` as ``name``."""
+        self.generation += 1
+        if submodule is not None:
+            self.parents[id(submodule)] = (weakref.ref(submodule), weakref.ref(module), name)
+        if id(module) in self.table.modules:
+            self.dirty = True
+
+    def on_tensor(self, module, name, tensor) -> None:
+        """torch's parameter and buffer registration hooks: ``tensor`` registered on ``module``."""
+        self.generation += 1
+        if id(module) in self.table.modules:
+            self.dirty = True
+        if not isinstance(tensor, torch.Tensor):
+            return
+        record = (weakref.ref(tensor), weakref.ref(module))
+        self.owners[id(tensor)] = record
+        plain = plain_of(tensor)
+        key = storage_key(plain)
+        if key is not None:
+            self.owners_at.setdefault(key, []).append((*record, *byte_span(plain)))
+
+    def find(self, tensor, call: str) -> Entry | None:
+        """The entry ``tensor`` is keyed by, or None for the call-number rule (``tinit.patch_torch_init``).
+
+        Raises:
+            ValueError: ``tensor`` views two parameters, or one and memory outside it.
+        """
+        if not isinstance(tensor, torch.Tensor):
+            return None
+        if self.parts:
+            if self.dirty:
+                self.add_parts(())
+            entry = self.table.find(tensor, call)
+            if entry is None and self.table.stale():
+                self.add_parts(())
+                entry = self.table.find(tensor, call)
+            if entry is not None:
+                return entry
+        module = self._owner(tensor)
+        if module is None:
+            return None
+        top = self._top(module)
+        if top is module:  # not attached to anything (yet): inside its constructor, or standalone
+            return None
+        entry = self._table_of(top).find(tensor, call)
+        if entry is None:
+            return None
+        first = self.used.setdefault(entry.name, weakref.ref(top))()
+        if first is not None and first is not top:  # another live module tree already took this name
+            return None
+        return entry
+
+    def _owner(self, tensor):
+        """The module that registered ``tensor`` (or the tensor it views) while the patch was active."""
+        record = self.owners.get(id(tensor))
+        if record is not None and record[0]() is tensor:
+            return record[1]()
+        plain = plain_of(tensor)
+        key = storage_key(plain)
+        if key is None:
+            return None
+        start, end = byte_span(plain)
+        for ref, module_ref, first, last in self.owners_at.get(key, ()):
+            if first < end and start < last and ref() is not None:
+                return module_ref()
+        return None
+
+    def _top(self, module):
+        """The topmost module above ``module`` by the attachments seen (each link still in place)."""
+        for _ in range(1 << 16):  # a bound, against a cycle of links
+            link = self.parents.get(id(module))
+            if link is None:
+                break
+            child, parent, name = link[0](), link[1](), link[2]
+            if child is not module or parent is None or parent._modules.get(name) is not module:
+                break
+            module = parent
+        return module
+
+    def _table_of(self, top) -> Table:
+        cached = self.tops.get(id(top))
+        if cached is not None and cached[0]() is top and cached[1] == self.generation:
+            return cached[2]
+        table = Table.of((top,))
+        self.tops[id(top)] = (weakref.ref(top), self.generation, table)
+        return table
