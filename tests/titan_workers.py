@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from pathlib import Path
 
 import torch
@@ -185,10 +186,14 @@ def run_layout(rank: int, layout: Layout, world: int, out_dir: str) -> None:
     parts, dims = build_parts(layout, world)
     for part in parts:
         part.to_empty(device="cpu")
-    with tinit.patch_torch_init(seed=SEED, **({"model": parts} if layout.keyed else {})):
-        for part in parts:
-            part.init_states(buffer_device=torch.device("cpu"))
+    keyed = {"model": parts, "warn_unkeyed": True} if layout.keyed else {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with tinit.patch_torch_init(seed=SEED, **keyed):
+            for part in parts:
+                part.init_states(buffer_device=torch.device("cpu"))
     record = _stage_record(parts)
+    record["unkeyed"] = sum("call-number rule" in str(w.message) for w in caught)
     if _holds_stage_copy(dims):
         torch.save(record, Path(out_dir) / f"{layout.name}.rank{rank}.pt")
 
