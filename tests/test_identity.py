@@ -176,3 +176,33 @@ def test_ddp_and_fsdp1_wrappers_are_dropped():
         assert all(names[n] == identity.canonical_name(n) for n in raw)
     finally:
         dist.destroy_process_group()
+
+
+def _as_peft(cls_name: str, module: str):
+    """A class with PEFT's qualified name: the registry matches by name, so PEFT need not be installed."""
+    return type(cls_name, (torch.nn.Module,), {"__module__": module, "__qualname__": cls_name})
+
+
+def test_peft_prefixes_resolve_to_the_base_model_names():
+    peft_model, tuner, tuner_layer = (
+        _as_peft("PeftModel", "peft.peft_model"),
+        _as_peft("BaseTuner", "peft.tuners.tuners_utils"),
+        _as_peft("BaseTunerLayer", "peft.tuners.tuners_utils"),
+    )
+    lora_model = type("LoraModel", (tuner,), {})  # a subclass matches through its bases
+    base = _built()
+    outer, inner = peft_model(), lora_model()
+    inner.model = base
+    outer.base_model = inner
+    layer = tuner_layer()
+    layer.base_layer = base.transformer.h[0].attn.c_attn
+    layer.lora_A = torch.nn.Linear(32, 4, bias=False)
+    base.transformer.h[0].attn.c_attn = layer
+    names = identity.canonical_names(outer)
+    assert (
+        names["base_model.model.transformer.h.0.attn.c_attn.base_layer.weight"] == "transformer.h.0.attn.c_attn.weight"
+    )
+    assert names["base_model.model.transformer.h.0.attn.c_attn.lora_A.weight"] == (
+        "transformer.h.0.attn.c_attn.lora_A.weight"
+    )
+    assert names["base_model.model.lm_head.weight"] == "lm_head.weight"

@@ -66,7 +66,7 @@ class ParamInit(NamedTuple):
     cheap to build for models with thousands of tensors).
 
     Attributes:
-        name: fully qualified name (the first of its tied names).
+        name: canonical fully qualified name (``tinit.identity``; the first of its tied names).
         role: its role (``tinit.roles.ROLES``), None when unclassified.
         layer: 0-based block index, None outside the blocks.
         numel: elements written.
@@ -604,7 +604,11 @@ def init_model_(
     under the first name ``named_parameters`` gives. Each parameter's stream
     id is ``stream_for(fully qualified name)`` and its key ``seed``, so its
     values do not depend on order, on the other parameters or on writing it
-    alone (``only=``, or a submodule with ``prefix=``).
+    alone (``only=``, or a submodule with ``prefix=``). Names are canonical
+    (``tinit.identity.canonical_names``): a compiled, checkpointed, DDP,
+    FSDP1 or PEFT-wrapped model is classified, keyed, selected by ``only=``
+    and summarised under its unwrapped names, and gets the unwrapped model's
+    values.
 
     Meta models and loaded weights: a model with every parameter off the
     meta device is written as asked (all of it, or what ``only=`` selects).
