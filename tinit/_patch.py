@@ -147,7 +147,7 @@ def _numbered(call: str, tensor) -> int:
             f"tinit.patch_torch_init: {call} on a tensor of shape {shape} that is no known model's parameter "
             f"(or its module is not attached yet): keyed by the call-number rule, stream {stream}",
             UserWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
     return stream
 
