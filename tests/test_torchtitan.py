@@ -137,6 +137,8 @@ def _assert_layout_applied(layout: Layout, record: dict) -> None:
     efsdp = layout.dp_shard * layout.tp // layout.ep  # torchtitan's FSDP degree over the experts under EP
     for name, placement in placements.items():
         expert = layout.ep > 1 and ".inner_experts." in name
+        # apply_fsdp_to_decoder runs at every degree: FSDP2 on one rank is a DTensor on a size-1 mesh dim
+        assert any(d[0] in ("fsdp", "efsdp") for d in placement), f"{layout.name}: {name} {placement}"
         if (efsdp if expert else layout.dp_shard) > 1:
             assert _sharded(placement, ("efsdp",) if expert else ("fsdp",), 0), f"{layout.name}: {name} {placement}"
     if layout.tp > 1:
