@@ -206,3 +206,14 @@ def test_peft_prefixes_resolve_to_the_base_model_names():
         "transformer.h.0.attn.c_attn.lora_A.weight"
     )
     assert names["base_model.model.lm_head.weight"] == "lm_head.weight"
+
+
+def test_every_built_in_rename_resolves_to_a_public_function():
+    import importlib
+
+    lazy = [r for r in identity.RENAMES if isinstance(r.paths, str)]
+    assert lazy, "the Megatron renames are lazy references"
+    for rename in lazy:
+        module, _, function = rename.paths.partition(":")
+        assert not function.startswith("_"), rename
+        assert callable(getattr(importlib.import_module(module), function)), rename

@@ -77,6 +77,14 @@ RENAMES: list[Rename] = [
     Rename("peft.peft_model.PeftModel", _wrapper("base_model")),
     Rename("peft.tuners.tuners_utils.BaseTuner", _wrapper("model")),
     Rename("peft.tuners.tuners_utils.BaseTunerLayer", _wrapper("base_layer")),
+    # Megatron-Core: global layer and expert numbers, one identity for a tied output layer (tinit.megatron)
+    Rename("megatron.core.transformer.transformer_block.TransformerBlock", "tinit.megatron:layer_paths"),
+    Rename("megatron.core.transformer.moe.experts.SequentialMLP", "tinit.megatron:expert_paths"),
+    Rename("megatron.core.transformer.moe.experts.TEGroupedMLP", "tinit.megatron:grouped_expert_paths"),
+    Rename(
+        "megatron.core.models.common.language_module.language_module.LanguageModule",
+        "tinit.megatron:tied_output_paths",
+    ),
 ]
 
 # type -> its matching paths functions, RENAMES order; cleared when RENAMES changes
@@ -136,6 +144,8 @@ def register_rename(cls: type | str, paths: Callable[[torch.nn.Module], Mapping[
 def _resolved(paths):
     if isinstance(paths, str):
         module, _, function = paths.partition(":")
+        if function.startswith("_"):  # a lazy reference is a use across modules: public names only
+            raise ValueError(f"a Rename's paths reference must name a public function, got {paths!r}")
         return getattr(importlib.import_module(module), function)
     return paths
 
@@ -183,21 +193,26 @@ def _step(rules: tuple, component: str, canonical: str) -> tuple[str, tuple]:
 
 
 def _walk(model: torch.nn.Module, prefix: str):
-    """(raw name, canonical name, module, rules) of every module, ``named_modules(remove_duplicate=False)``
-    order: the module first, then each child's subtree in ``_modules`` order."""
-    raw0 = prefix.removesuffix(".")
-    stack = [(raw0, raw0, model, ())]
-    while stack:
-        raw, canonical, module, rules = stack.pop()
+    """(raw name, canonical name, module, rules) of every module, in the order (and with the names) of
+    the model's own ``named_modules(remove_duplicate=False)``, an override of it included (as
+    ``named_parameters`` reads it). A module's rules reach the members below it."""
+    root = prefix.removesuffix(".")
+    known: dict[str, tuple[str, tuple]] = {}
+    for raw, module in model.named_modules(remove_duplicate=False, prefix=root):
+        if raw == root:
+            canonical, rules = root, ()
+        else:
+            base, _, component = raw.rpartition(".")
+            rest = [component]
+            while base and base not in known:  # an override's name below no module it listed
+                base, _, component = base.rpartition(".")
+                rest.append(component)
+            canonical, rules = known.get(base, (base, ()))
+            for component in reversed(rest):
+                canonical, rules = _step(rules, component, canonical)
         rules = _rules(module, canonical, rules)
+        known[raw] = canonical, rules
         yield raw, canonical, module, rules
-        children = []
-        for child_name, child in module._modules.items():
-            if child is None:
-                continue
-            name, deeper = _step(rules, child_name, canonical)
-            children.append((_join(raw, child_name), name, child, deeper))
-        stack.extend(reversed(children))
 
 
 def canonical_modules(model: torch.nn.Module, prefix: str = "") -> list[tuple[str, torch.nn.Module]]:
