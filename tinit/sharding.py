@@ -118,6 +118,29 @@ def _simulated_coordinates(mesh, ranks: tuple[int, ...]) -> dict[int, tuple[int,
     return {rank: tuple(int(module._map_to_rank_local_val(c, rank)) for c in coordinate) for rank in ranks}
 
 
+def _strided_positions(size: int, chunks: int, rank: int, placement) -> torch.Tensor:
+    """Positions (int64, increasing) of rank ``rank``'s part of a dim of ``size`` under ``_StridedShard``.
+
+    DTensor's rule (``_StridedShard._split_tensor``): the dim is cut into
+    ``split_factor`` pieces as ``torch.chunk`` cuts it, each piece into
+    ``chunks`` the same way, and the rank holds its chunk of every piece,
+    in piece order. torch computes it by splitting an ``arange`` of the
+    whole dim into every rank's chunks, which grows with the mesh; this is
+    the same arithmetic on ``split_factor`` ranges (tests check it against
+    torch's ``local_shard_size_and_offset``).
+    """
+    split = int(placement.split_factor)
+    piece = -(-size // split)
+    ranges = []
+    for j in range(split):
+        first, length = min(j * piece, size), min((j + 1) * piece, size) - min(j * piece, size)
+        step = -(-length // chunks)
+        start, end = min(rank * step, length), min((rank + 1) * step, length)
+        if end > start:
+            ranges.append(torch.arange(first + start, first + end, dtype=torch.int64, device="cpu"))
+    return torch.cat(ranges) if ranges else torch.zeros(0, dtype=torch.int64, device="cpu")
+
+
 def is_dtensor(tensor) -> bool:
     """True when ``tensor`` is a ``torch.distributed.tensor.DTensor`` (or a Parameter holding one)."""
     return DTensor is not None and isinstance(tensor, DTensor)
@@ -338,17 +361,15 @@ class ShardLayout:
             if not isinstance(placement, shards):
                 continue
             dim = placement.dim if placement.dim >= 0 else placement.dim + len(global_shape)
-            size, index = per_dim(
-                local[dim],
-                mesh.size(mesh_dim),
-                coordinate[mesh_dim],
-                placement,
-                indices.get(dim),
-                global_shape[dim],
-                False,
-            )
-            local[dim] = size
-            indices[dim] = index[:size].to(torch.int64)
+            if isinstance(placement, shards[1:]):  # _StridedShard
+                index = _strided_positions(local[dim], mesh.size(mesh_dim), coordinate[mesh_dim], placement)
+            else:
+                size, index = per_dim(
+                    local[dim], mesh.size(mesh_dim), coordinate[mesh_dim], placement, None, global_shape[dim], False
+                )
+                index = index[:size].to(torch.int64)
+            local[dim] = int(index.numel())
+            indices[dim] = index if dim not in indices else indices[dim][index]
         layout = cls(
             global_shape,
             tuple(indices.get(d, torch.arange(s, dtype=torch.int64, device="cpu")) for d, s in enumerate(global_shape)),
