@@ -270,7 +270,9 @@ def _local_mode_samples(args) -> dict[int, tuple[list[float], list[float]]]:
                 mesh = init_device_mesh("cpu", (world,))
                 shape = (world * args.rows, args.cols)
                 local = mode.rank_map(lambda _: torch.empty(args.rows, args.cols))
-                tensor = DTensor.from_local(local, mesh, [Shard(0)], run_check=False, shape=shape, stride=(args.cols, 1))
+                tensor = DTensor.from_local(
+                    local, mesh, [Shard(0)], run_check=False, shape=shape, stride=(args.cols, 1)
+                )
                 start = time.perf_counter()
                 tinit.nn.init.trunc_normal_(tensor, std=0.02, a=-0.04, b=0.04, generator=generator.manual_seed(0))
                 middle = time.perf_counter()
@@ -311,10 +313,14 @@ def _report(args, fake, local) -> tuple[str, dict]:
     lines = [f"# Per-rank init time against the world size ({args.rounds} interleaved rounds)", ""]
     env = _env.environment()
     lines += [
-        f"- {env['cpu_model']} ({env['cpu_simd']}), {env['logical_cpus']} logical CPUs, "
-        f"{env['torch_threads']} torch threads; load average {_env.load_average()}",
-        f"- torch {env['torch']}, tinit {env['tinit']}, python {env['python']}; "
-        f"commit {env['git_commit']}{' (uncommitted changes)' if env['git_dirty'] else ''}; {env['date']}",
+        (
+            f"- {env['cpu_model']} ({env['cpu_simd']}), {env['logical_cpus']} logical CPUs, "
+            f"{env['torch_threads']} torch threads; load average {_env.load_average()}"
+        ),
+        (
+            f"- torch {env['torch']}, tinit {env['tinit']}, python {env['python']}; "
+            f"commit {env['git_commit']}{' (uncommitted changes)' if env['git_dirty'] else ''}; {env['date']}"
+        ),
         "",
     ]
     payload = {"rows": args.rows, "cols": args.cols, "layers_per_stage": args.layers, "rounds": args.rounds}
@@ -322,8 +328,10 @@ def _report(args, fake, local) -> tuple[str, dict]:
         medians = [statistics.median(fake[w]) for w in args.worlds]
         rise = slope(args.worlds, medians) if len(args.worlds) > 1 else 0.0
         lines += [
-            f"Fake process group, one rank's part ({args.layers} layers, every local shard "
-            f"{args.rows} x {args.cols}), `tinit.init_model_(part, 'gpt2', device='cpu')`:",
+            (
+                f"Fake process group, one rank's part ({args.layers} layers, every local shard "
+                f"{args.rows} x {args.cols}), `tinit.init_model_(part, 'gpt2', device='cpu')`:"
+            ),
             "",
             "| world | (pp, dp, tp) | median s/rank | min | max |",
             "| ---: | --- | ---: | ---: | ---: |",
@@ -333,7 +341,10 @@ def _report(args, fake, local) -> tuple[str, dict]:
             for w, m in zip(args.worlds, medians, strict=True)
         ]
         verdict = "within" if rise <= SLOPE_TARGET else "OVER"
-        lines += ["", f"slope {args.worlds[0]} -> {args.worlds[-1]}: {rise:+.1%} ({verdict} the {SLOPE_TARGET:.0%} target)"]
+        lines += [
+            "",
+            f"slope {args.worlds[0]} -> {args.worlds[-1]}: {rise:+.1%} ({verdict} the {SLOPE_TARGET:.0%} target)",
+        ]
         payload["fake_pg"] = {"samples_s": fake, "medians_s": dict(zip(args.worlds, medians, strict=True))}
         payload["fake_pg"]["slope"] = rise
     if local:

@@ -207,7 +207,7 @@ def _draw_key(generator: torch.Generator | None) -> int:
     if generator is not None:
         with outside_local_mode():
             return int(torch.empty((), dtype=torch.int64, device=generator.device).random_(generator=generator))
-    key = torch.empty((), dtype=torch.int64, device="cpu").random_().tolist()
+    (key,) = torch.empty(1, dtype=torch.int64, device="cpu").random_().tolist()  # the same draw as 0-d
     if type(key) is not int:  # a LocalTensorMode SymInt: the simulated ranks drew different keys
         raise RuntimeError(f"the simulated ranks' RNG states give different keys ({key}): pass seed= or a generator")
     return key
