@@ -20,6 +20,7 @@ from typing import NamedTuple
 import torch
 
 from tinit import families, schemes
+from tinit.identity import canonical_modules
 from tinit.roles import LAYER_SCALE, infer_layer, infer_role, infer_stack, infer_tower, split_name
 
 _OVERRIDE_KEYS = frozenset(
@@ -240,15 +241,16 @@ def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
         model: the model.
         prefix: put before every name.
         overrides: ``compile_overrides``'s list.
-        modules: the model's ``named_modules(remove_duplicate=False)`` when the caller walked
-            them already (``init_model_`` shares its walk with ``Geometry``); walked when None.
+        modules: the model's ``tinit.identity.canonical_modules`` when the caller walked them
+            already (``init_model_`` shares its walk with ``Geometry``); walked when None. Names
+            are canonical: a wrapped or compiled model's parameters get their unwrapped names.
 
     Returns:
         One ``Param`` per tensor, in ``named_parameters`` order; a tensor's other names are its
         ``tied``.
     """
     if modules is None:
-        modules = model.named_modules(remove_duplicate=False)
+        modules = canonical_modules(model)
     walk = _Walk(model, overrides, families.index(), {})
     aliases: dict[int, list[str]] = {}
     entries = []

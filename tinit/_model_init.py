@@ -31,24 +31,34 @@ from tinit._classify import (
     infer_d_model,
 )
 from tinit._plan import Item, Plan, check_seed, located
+from tinit.identity import canonical_modules, canonical_name
 from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
 
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
 
 def stream_for(name: str) -> int:
-    """Stream id of a parameter: the first 8 bytes of SHA-256 of its name (uint64, little-endian).
+    """Stream id of a parameter: the first 8 bytes of SHA-256 of its canonical name (uint64, little-endian).
 
     Deriving the stream from the fully qualified name makes a parameter's values
     independent of initialisation order, of which other parameters exist and of
-    whether it is initialised alone.
+    whether it is initialised alone. The name is first made canonical
+    (``tinit.identity.canonical_name`` without a model: the components of
+    ``torch.compile``'s, activation checkpointing's and FSDP1's wrappers are
+    dropped), so a compiled or wrapped model's parameter has the stream of the
+    unwrapped one. The stream of a raw name, as before that rule:
+    ``int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")``.
+
+    Args:
+        name: a fully qualified parameter name (``named_parameters``'s, or a canonical one).
+
+    Returns:
+        The stream id, an int in [0, 2**64).
 
     Raises:
         TypeError: ``name`` is not a str.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str (a parameter's qualified name), got {type(name).__name__}")
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
+    return int.from_bytes(hashlib.sha256(canonical_name(name).encode()).digest()[:8], "little")
 
 
 class ParamInit(NamedTuple):
@@ -56,7 +66,7 @@ class ParamInit(NamedTuple):
     cheap to build for models with thousands of tensors).
 
     Attributes:
-        name: fully qualified name (the first of its tied names).
+        name: canonical fully qualified name (``tinit.identity``; the first of its tied names).
         role: its role (``tinit.roles.ROLES``), None when unclassified.
         layer: 0-based block index, None outside the blocks.
         numel: elements written.
@@ -380,7 +390,7 @@ def _arguments(model, scheme, options: dict, **given) -> _Args:
 
 def _walk(model: torch.nn.Module, args: _Args) -> tuple[list, Geometry]:
     """Phase 2: one walk over the modules, shared by classification and the geometry."""
-    modules = list(model.named_modules(remove_duplicate=False))
+    modules = canonical_modules(model)
     return classify(model, args.prefix, args.overrides, modules), Geometry(modules, args.prefix)
 
 
@@ -594,7 +604,11 @@ def init_model_(
     under the first name ``named_parameters`` gives. Each parameter's stream
     id is ``stream_for(fully qualified name)`` and its key ``seed``, so its
     values do not depend on order, on the other parameters or on writing it
-    alone (``only=``, or a submodule with ``prefix=``).
+    alone (``only=``, or a submodule with ``prefix=``). Names are canonical
+    (``tinit.identity.canonical_names``): a compiled, checkpointed, DDP,
+    FSDP1 or PEFT-wrapped model is classified, keyed, selected by ``only=``
+    and summarised under its unwrapped names, and gets the unwrapped model's
+    values.
 
     Meta models and loaded weights: a model with every parameter off the
     meta device is written as asked (all of it, or what ``only=`` selects).
