@@ -132,27 +132,6 @@ def located(exc: Exception, where: str) -> Exception:
         return exc
 
 
-def local_of(
-    tensor: torch.Tensor, global_shape=None, shard_offsets=None, name: str = "tensor"
-) -> tuple[torch.Tensor, ShardLayout | None]:
-    """(the tensor to write, its place in the logical tensor, or None when it is the whole of it).
-
-    Args:
-        tensor: a tensor, Parameter or DTensor (its local tensor is written).
-        global_shape, shard_offsets: a hand-made shard (``Item``); both or neither.
-        name: how the messages name the tensor.
-
-    Raises:
-        TypeError, ValueError: as ``tinit.params.check_tensor`` for the tensor
-            written, or a bad shard description; a DTensor simulated by
-            LocalTensorMode (one shard per rank: ``shards_of``).
-    """
-    shards = shards_of(tensor, global_shape, shard_offsets, name)
-    if len(shards) != 1:
-        raise ValueError(f"{name} holds {len(shards)} shards (LocalTensorMode); write each one")
-    return shards[0]
-
-
 def shards_of(
     tensor: torch.Tensor, global_shape=None, shard_offsets=None, name: str = "tensor"
 ) -> tuple[tuple[torch.Tensor, ShardLayout | None], ...]:
