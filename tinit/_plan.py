@@ -18,6 +18,7 @@ buffer of at most ``CHUNK_BYTES`` (4 MiB): no temporary of the view's size.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 import warnings
@@ -35,7 +36,7 @@ from tinit.params import (
     trunc_normal_record,
     uniform_record,
 )
-from tinit.sharding import ShardLayout, StreamRuns, is_dtensor
+from tinit.sharding import ShardLayout, StreamRuns, enabled_local_mode, is_dtensor, outside_local_mode
 
 # The largest buffer a view that is not contiguous is written through.
 CHUNK_BYTES = 4 << 20
@@ -133,18 +134,21 @@ def located(exc: Exception, where: str) -> Exception:
         return exc
 
 
-def local_of(
+def shards_of(
     tensor: torch.Tensor, global_shape=None, shard_offsets=None, name: str = "tensor"
-) -> tuple[torch.Tensor, ShardLayout | None]:
-    """(the tensor to write, its place in the logical tensor, or None when it is the whole of it).
+) -> tuple[tuple[torch.Tensor, ShardLayout | None], ...]:
+    """((a tensor to write, its place in the logical tensor or None when it is the whole of it), ...).
+
+    One pair, except for a DTensor simulated by torch's ``LocalTensorMode``:
+    one per simulated rank (``tinit.sharding.ShardLayout.local_shards``).
 
     Args:
-        tensor: a tensor, Parameter or DTensor (its local tensor is written).
+        tensor: a tensor, Parameter or DTensor (its local tensors are written).
         global_shape, shard_offsets: a hand-made shard (``Item``); both or neither.
         name: how the messages name the tensor.
 
     Raises:
-        TypeError, ValueError: as ``tinit.params.check_tensor`` for the tensor
+        TypeError, ValueError: as ``tinit.params.check_tensor`` for a tensor
             written, or a bad shard description.
     """
     if not isinstance(tensor, torch.Tensor):
@@ -152,12 +156,13 @@ def local_of(
     if is_dtensor(tensor):
         if global_shape is not None or shard_offsets is not None:
             raise ValueError("a DTensor carries its own layout; do not pass global_shape/shard_offsets with it")
-        local = tensor.to_local()
-        check_tensor(local, f"{name} (local shard)")
-        return local, ShardLayout.of_dtensor(tensor)
+        shards = ShardLayout.local_shards(tensor)
+        for local, _ in shards:
+            check_tensor(local, f"{name} (local shard)")
+        return shards
     check_tensor(tensor, name)
     if global_shape is None and shard_offsets is None:
-        return tensor, None
+        return ((tensor, None),)
     if global_shape is None or shard_offsets is None:
         raise ValueError("a shard needs both global_shape and shard_offsets")
     if isinstance(shard_offsets, ShardLayout):
@@ -170,7 +175,7 @@ def local_of(
     for label, value in (("global_shape", global_shape), ("shard_offsets", shard_offsets)):
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
             raise TypeError(f"{label} must be a sequence of ints (one per dim), got {type(value).__name__}")
-    return tensor, ShardLayout.from_offsets(tuple(global_shape), tuple(tensor.shape), tuple(shard_offsets))
+    return ((tensor, ShardLayout.from_offsets(tuple(global_shape), tuple(tensor.shape), tuple(shard_offsets))),)
 
 
 def _draw_key(generator: torch.Generator | None) -> int:
@@ -179,9 +184,21 @@ def _draw_key(generator: torch.Generator | None) -> int:
     Drawn on the generator's device, and on the CPU when there is none: the
     CPU default generator (``torch.manual_seed``), whatever the default
     device (meta included), so a seed gives the same values everywhere.
+
+    Under torch's ``LocalTensorMode`` the default generator is each simulated
+    rank's own (every rank draws, as it would in its process) and the ranks
+    must agree; a ``generator`` given is one object, drawn from once.
+
+    Raises:
+        RuntimeError: simulated ranks whose RNG states give different keys.
     """
-    device = "cpu" if generator is None else generator.device
-    return int(torch.empty((), dtype=torch.int64, device=device).random_(generator=generator))
+    if generator is not None:
+        with outside_local_mode():
+            return int(torch.empty((), dtype=torch.int64, device=generator.device).random_(generator=generator))
+    (key,) = torch.empty(1, dtype=torch.int64, device="cpu").random_().tolist()  # the same draw as 0-d
+    if type(key) is not int:  # a LocalTensorMode SymInt: the simulated ranks drew different keys
+        raise RuntimeError(f"the simulated ranks' RNG states give different keys ({key}): pass seed= or a generator")
+    return key
 
 
 def leaf_record(spec: schemes.InitSpec, dtype: torch.dtype) -> TruncNormalParams:
@@ -514,10 +531,12 @@ class Plan:
         plan.entries, plan.fills, plan.rows, plan.singles, plan.deferred = [], [], [], [], []
         plan.zeros, plan.tables, plan._kinds, plan._backends = {}, {}, {}, {}
         index, item = -1, None
+        mode = enabled_local_mode()  # torch's LocalTensorMode: tinit's own tensors are plain ones
         try:
-            for item in items:
-                index += 1
-                plan._add(item)
+            with contextlib.nullcontext() if mode is None else mode.disable():
+                for item in items:
+                    index += 1
+                    plan._add(item)
         except (TypeError, ValueError) as exc:
             if where is None:
                 raise
@@ -542,11 +561,13 @@ class Plan:
         for tensor, global_shape, shard_offsets, kind, what, records, stream, offset, rows in deferred:
             tensor = fresh.get(id(tensor), tensor)
             if type(tensor) in _PLAIN and global_shape is None and shard_offsets is None:
-                local, layout = tensor, None
+                shards = ((tensor, None),)
             else:
-                local, layout = local_of(tensor, global_shape, shard_offsets)
-            if not local.is_meta:
-                self._enter(tensor, local, layout, kind, what, records, stream, offset, rows)
+                with outside_local_mode():
+                    shards = shards_of(tensor, global_shape, shard_offsets)
+            for local, layout in shards:
+                if not local.is_meta:
+                    self._enter(tensor, local, layout, kind, what, records, stream, offset, rows)
         self._check_overlaps()
         return self
 
@@ -567,6 +588,7 @@ class Plan:
         if type(item) is not Item:
             item = Item(*item)
         tensor, what, stream, offset, _, global_shape, shard_offsets, rows = item
+        shards = None
         if type(tensor) in _PLAIN and global_shape is None and shard_offsets is None:
             local, layout = tensor, None
             if (
@@ -579,7 +601,8 @@ class Plan:
             ):
                 check_tensor(local)  # the full check, which raises when it must
         else:
-            local, layout = local_of(tensor, global_shape, shard_offsets)
+            shards = shards_of(tensor, global_shape, shard_offsets)
+            local, layout = shards[0]  # the checks below read only what every rank's shard shares
         dtype = local.dtype
         if callable(what):  # a front end's own checks, after the tensor's
             what = what(dtype)
@@ -605,7 +628,8 @@ class Plan:
         if local.is_meta:  # checked; written only once allocated (``bind``)
             self.deferred.append((tensor, global_shape, shard_offsets, kind, what, records, stream, offset, rows))
             return
-        self._enter(tensor, local, layout, kind, what, records, stream, offset, rows)
+        for shard, shard_layout in shards or ((local, layout),):
+            self._enter(tensor, shard, shard_layout, kind, what, records, stream, offset, rows)
 
     def _enter(self, tensor, local, layout, kind, what, records, stream: int, offset: int, rows) -> None:
         """File a checked item that writes: pick its backend, sort its pieces."""
@@ -706,7 +730,8 @@ class Plan:
         seed = self.seed
         if seed is None:
             seed = _draw_key(self.generator) if self.draws or (self.draw_on_write and self.writes) else 0
-        with torch.no_grad():
+        mode = enabled_local_mode()  # torch's LocalTensorMode: buffers are plain tensors
+        with torch.no_grad(), contextlib.nullcontext() if mode is None else mode.disable():
             if self.sequential:
                 self._run_in_order(seed, progress)
                 return

@@ -11,12 +11,21 @@ is bit-identical to the single-device fill, whatever the layout.
 (a contiguous range for ``Shard``/``Replicate``, and the strided positions of
 ``_StridedShard``); ``ShardLayout.runs`` turns it into the contiguous stream
 ranges (``StreamRuns``) the kernels fill.
+
+Under torch's ``LocalTensorMode`` (``torch.distributed._local_tensor``: one
+process simulating every rank of a mesh) a DTensor's local tensor is a
+``LocalTensor`` holding one shard per simulated rank and the mesh
+coordinates are per-rank integers; ``ShardLayout.local_shards`` gives each
+rank's plain shard with that rank's layout, so every shard is written as
+its own rank would write it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +43,13 @@ try:
 except ImportError:  # torch built without distributed support
     DTensor = None
 
+try:  # torch's LocalTensorMode (one process simulating every rank), when this torch has it
+    from torch.distributed._local_tensor import enabled_local_tensor_mode as enabled_local_mode
+except ImportError:
+
+    def enabled_local_mode():
+        """No LocalTensorMode in this torch: never one enabled (None)."""
+
 
 def _shard_types() -> tuple[type, ...]:
     """DTensor's slice placements along one dim: ``Shard`` and (FSDP2 x TP) ``_StridedShard``,
@@ -45,6 +61,84 @@ def _shard_types() -> tuple[type, ...]:
     except ImportError:
         return (Shard,)
     return (Shard, _StridedShard)
+
+
+# torch's LocalTensorMode module: looked up, never imported (a LocalTensor exists only once it is)
+_LOCAL_TENSOR_MODULE = "torch.distributed._local_tensor"
+
+
+def _simulated_ranks(local) -> tuple[int, ...] | None:
+    """The ranks a ``LocalTensor`` (LocalTensorMode) holds shards of, sorted; None for any other tensor."""
+    module = sys.modules.get(_LOCAL_TENSOR_MODULE)
+    if module is None or not isinstance(local, module.LocalTensor):
+        return None
+    return tuple(sorted(local._ranks))
+
+
+def outside_local_mode():
+    """A context in which torch's enabled ``LocalTensorMode``, if any, is disabled.
+
+    Under an enabled mode every factory call (``torch.arange``, ``torch.empty``)
+    makes a ``LocalTensor``; tinit's index tables, buffers and key draws are
+    plain tensors of one process, so the engine builds and writes outside it.
+    """
+    mode = enabled_local_mode()
+    return contextlib.nullcontext() if mode is None else mode.disable()
+
+
+@contextlib.contextmanager
+def _enabled(mode):
+    """``mode`` (a disabled LocalTensorMode) enabled for the block, disabled again after it."""
+    mode.enable_()
+    try:
+        yield
+    finally:
+        mode.disable_()
+
+
+def _simulated_coordinates(mesh, ranks: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
+    """{rank: its coordinate on ``mesh``} for the simulated ``ranks``.
+
+    LocalTensorMode patches ``DeviceMesh.get_coordinate`` to give one SymInt
+    per mesh dim whose node holds every rank's value, and caches it per mesh
+    in the mode: the innermost mode is asked (enabled for the call when the
+    engine runs with it disabled); without one holding ``ranks``, a mode of
+    those ranks is entered for the call.
+    """
+    module = sys.modules[_LOCAL_TENSOR_MODULE]
+    mode = module.local_tensor_mode()
+    if mode is None or not mode.ranks >= frozenset(ranks):
+        context = module.LocalTensorMode(frozenset(ranks))
+    elif module.enabled_local_tensor_mode() is None:
+        context = _enabled(mode)
+    else:
+        context = contextlib.nullcontext()
+    with context:
+        coordinate = mesh.get_coordinate()
+    return {rank: tuple(int(module._map_to_rank_local_val(c, rank)) for c in coordinate) for rank in ranks}
+
+
+def _strided_positions(size: int, chunks: int, rank: int, placement) -> torch.Tensor:
+    """Positions (int64, increasing) of rank ``rank``'s part of a dim of ``size`` under ``_StridedShard``.
+
+    DTensor's rule (``_StridedShard._split_tensor``): the dim is cut into
+    ``split_factor`` pieces as ``torch.chunk`` cuts it, each piece into
+    ``chunks`` the same way, and the rank holds its chunk of every piece,
+    in piece order. torch computes it by splitting an ``arange`` of the
+    whole dim into every rank's chunks, which grows with the mesh; this is
+    the same arithmetic on ``split_factor`` ranges (tests check it against
+    torch's ``local_shard_size_and_offset``).
+    """
+    split = int(placement.split_factor)
+    piece = -(-size // split)
+    ranges = []
+    for j in range(split):
+        first, length = min(j * piece, size), min((j + 1) * piece, size) - min(j * piece, size)
+        step = -(-length // chunks)
+        start, end = min(rank * step, length), min((rank + 1) * step, length)
+        if end > start:
+            ranges.append(torch.arange(first + start, first + end, dtype=torch.int64, device="cpu"))
+    return torch.cat(ranges) if ranges else torch.zeros(0, dtype=torch.int64, device="cpu")
 
 
 def is_dtensor(tensor) -> bool:
@@ -167,33 +261,87 @@ class ShardLayout:
         )
 
     @classmethod
-    def of_dtensor(cls, tensor) -> ShardLayout:
+    def of_dtensor(cls, tensor, rank: int | None = None) -> ShardLayout:
         """The layout of a DTensor's local tensor on this rank (no communication).
 
         ``Shard(d)`` (uneven shards included) and ``Replicate`` on every mesh
         dim, and FSDP2's ``_StridedShard`` (FSDP x TP on one dim), applied
         left to right over the mesh as DTensor does.
 
+        Args:
+            tensor: a DTensor (or a Parameter holding one).
+            rank: for a DTensor simulated by torch's ``LocalTensorMode`` (its
+                local tensor a ``LocalTensor`` holding one shard per rank), the
+                global rank whose shard is meant; None otherwise.
+
+        Returns:
+            The layout; on a rank outside the mesh, one of no elements.
+
         Raises:
             ValueError: a ``Partial`` placement (its local tensors are summands,
-                not slices), or one tinit does not know.
+                not slices), or one tinit does not know; ``rank`` missing for a
+                simulated DTensor, given for another one, or not one it holds.
             NotImplementedError: ``_StridedShard`` on a torch without
                 ``torch.distributed.tensor._utils._get_shard_size_and_offsets``.
         """
+        local = tensor._local_tensor
+        ranks = _simulated_ranks(local)
+        if ranks is None:
+            if rank is not None:
+                raise ValueError(f"rank={rank!r} is only for a DTensor simulated by LocalTensorMode")
+            mesh = tensor.device_mesh
+            coordinate = tuple(mesh.get_coordinate()) if mesh._is_current_rank_part_of_mesh() else None
+            return cls._at_coordinate(tensor, coordinate, tuple(local.shape))
+        if rank not in ranks:
+            raise ValueError(f"rank must be one of the simulated ranks {ranks[0]}..{ranks[-1]}, got {rank!r}")
+        coordinate = _simulated_coordinates(tensor.device_mesh, ranks)[rank]
+        with outside_local_mode():
+            return cls._at_coordinate(tensor, coordinate, tuple(local._local_tensors[rank].shape))
+
+    @classmethod
+    def local_shards(cls, tensor) -> tuple[tuple[torch.Tensor, ShardLayout], ...]:
+        """Every shard of a DTensor this process holds, with its layout (no communication).
+
+        Args:
+            tensor: a DTensor (or a Parameter holding one).
+
+        Returns:
+            ((local tensor, its layout), ...): one pair in a real process
+            group (``tensor.to_local()``); under torch's ``LocalTensorMode``
+            one per simulated rank in rank order, each rank's plain shard
+            (a view of the ``LocalTensor``'s storage) with that rank's layout.
+
+        Raises:
+            ValueError, NotImplementedError: as ``of_dtensor``.
+        """
+        local = tensor._local_tensor
+        ranks = _simulated_ranks(local)
+        if ranks is None:
+            return ((tensor.to_local(), cls.of_dtensor(tensor)),)
+        coordinates = _simulated_coordinates(tensor.device_mesh, ranks)
+        with outside_local_mode():
+            return tuple(
+                (shard, cls._at_coordinate(tensor, coordinates[rank], tuple(shard.shape)))
+                for rank, shard in ((rank, local._local_tensors[rank]) for rank in ranks)
+            )
+
+    @classmethod
+    def _at_coordinate(cls, tensor, coordinate: tuple[int, ...] | None, local_shape: tuple[int, ...]) -> ShardLayout:
+        """The layout of the shard at mesh ``coordinate`` (None: a rank outside the mesh), checked against
+        the shard's ``local_shape``; see ``of_dtensor``. Plain ints and tensors only: outside LocalTensorMode."""
         from torch.distributed.tensor import _utils as dtensor_utils
 
         shards = _shard_types()
         placements, mesh = tensor.placements, tensor.device_mesh
-        slices = [placement.is_replicate() or isinstance(placement, shards) for placement in placements]
-        for placement, is_slice in zip(placements, slices, strict=True):
-            if not is_slice:
+        for placement in placements:
+            if not (placement.is_replicate() or isinstance(placement, shards)):
                 raise ValueError(
                     f"cannot initialise a DTensor with placement {placement!r} "
                     f"(placements {placements}): only Shard and Replicate layouts are slices "
                     "of the logical tensor; redistribute it first"
                 )
-        global_shape = tuple(tensor.shape)
-        if not mesh._is_current_rank_part_of_mesh():
+        global_shape = tuple(int(s) for s in tensor.shape)
+        if coordinate is None:
             return cls(global_shape, tuple(torch.zeros(0, dtype=torch.int64, device="cpu") for _ in global_shape))
         per_dim = getattr(dtensor_utils, "_get_shard_size_and_offsets", None)
         if per_dim is None:  # older torch: only the first offset per dim is public
@@ -206,7 +354,6 @@ class ShardLayout:
             return cls.from_offsets(global_shape, local_shape, offsets)
         indices: dict[int, torch.Tensor] = {}
         local = list(global_shape)
-        coordinate = mesh.get_coordinate()
         # DTensor's own left-to-right rule (the one behind
         # compute_local_shape_and_global_offset), keeping every index, not
         # only the first: a _StridedShard dim is not one range.
@@ -214,25 +361,23 @@ class ShardLayout:
             if not isinstance(placement, shards):
                 continue
             dim = placement.dim if placement.dim >= 0 else placement.dim + len(global_shape)
-            size, index = per_dim(
-                local[dim],
-                mesh.size(mesh_dim),
-                coordinate[mesh_dim],
-                placement,
-                indices.get(dim),
-                global_shape[dim],
-                False,
-            )
-            local[dim] = size
-            indices[dim] = index[:size].to(torch.int64)
+            if isinstance(placement, shards[1:]):  # _StridedShard
+                index = _strided_positions(local[dim], mesh.size(mesh_dim), coordinate[mesh_dim], placement)
+            else:
+                size, index = per_dim(
+                    local[dim], mesh.size(mesh_dim), coordinate[mesh_dim], placement, None, global_shape[dim], False
+                )
+                index = index[:size].to(torch.int64)
+            local[dim] = int(index.numel())
+            indices[dim] = index if dim not in indices else indices[dim][index]
         layout = cls(
             global_shape,
             tuple(indices.get(d, torch.arange(s, dtype=torch.int64, device="cpu")) for d, s in enumerate(global_shape)),
         )
-        if layout.local_shape != tuple(tensor._local_tensor.shape):
+        if layout.local_shape != local_shape:
             raise ValueError(
                 f"DTensor layout not understood: computed local shape {layout.local_shape}, "
-                f"local tensor has {tuple(tensor._local_tensor.shape)} (placements {placements})"
+                f"local tensor has {local_shape} (placements {placements})"
             )
         return layout
 
