@@ -171,7 +171,7 @@ def shards_of(
                 f"a shard layout of local shape {shard_offsets.local_shape} in {shard_offsets.global_shape} "
                 f"does not describe a tensor of shape {tuple(tensor.shape)} in {tuple(global_shape)}"
             )
-        return tensor, shard_offsets
+        return ((tensor, shard_offsets),)
     for label, value in (("global_shape", global_shape), ("shard_offsets", shard_offsets)):
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
             raise TypeError(f"{label} must be a sequence of ints (one per dim), got {type(value).__name__}")
