@@ -9,8 +9,9 @@ Rows (microseconds a call, on a --dim x --dim fp32 parameter of a model of --lay
 - a routed ``torch.nn.init.normal_`` under the patch on each of those, beside the unpatched keyed call
   ``tinit.nn.init.KEYED["normal_"]`` on the same tensor (the difference is the routing and the lookup);
 - ``p.data.normal_()`` (a tensor method, routed by the mode);
-- another torch call (``torch.add`` of two small tensors, ``Tensor.add_``) with the patch's
-  ``TorchFunctionMode`` pushed against without: the cost the mode adds to every torch call on the thread.
+- another torch call (``torch.add`` of two small tensors, ``Tensor.add_``) with the patch active
+  against without: what the patch adds to every other torch call (its tensor methods are attributes
+  of ``torch.Tensor``, not a ``TorchFunctionMode``, so this should be noise around 0).
 
 Targets (issue: the name-keyed patch): <= 5 us a lookup, <= 1 us added to another torch call.
 """
@@ -68,15 +69,15 @@ def main() -> None:
         time_(
             f"unpatched KEYED normal_: {label}", lambda t=tensor: tinit_init.KEYED["normal_"](t, seed=0, stream=stream)
         )
-    time_("torch.add, no mode", lambda: torch.add(a, b))
-    time_("Tensor.add_, no mode", lambda: a.add_(0.0))
+    time_("torch.add, no patch", lambda: torch.add(a, b))
+    time_("Tensor.add_, no patch", lambda: a.add_(0.0))
     with tinit.patch_torch_init(seed=0, model=model):
         for label, view in views.items():
             tensor = view()
             time_(f"routed nn.init.normal_: {label}", lambda t=tensor: torch.nn.init.normal_(t))
         time_("routed p.data.normal_()", lambda: param.data.normal_())
-        time_("torch.add, mode pushed", lambda: torch.add(a, b))
-        time_("Tensor.add_, mode pushed", lambda: a.add_(0.0))
+        time_("torch.add, patch active", lambda: torch.add(a, b))
+        time_("Tensor.add_, patch active", lambda: a.add_(0.0))
     assert _patch._State.depth == 0
     width = max(len(label) for label, _ in rows)
     print(f"{'call':<{width}}  us/call")
@@ -84,7 +85,7 @@ def main() -> None:
         print(f"{label:<{width}}  {value:8.2f}")
     by = dict(rows)
     for what in ("torch.add", "Tensor.add_"):
-        print(f"{'added by the mode: ' + what:<{width}}  {by[what + ', mode pushed'] - by[what + ', no mode']:8.2f}")
+        print(f"{'added by the patch: ' + what:<{width}}  {by[what + ', patch active'] - by[what + ', no patch']:8.2f}")
 
 
 if __name__ == "__main__":

@@ -350,22 +350,25 @@ def test_tensor_methods_on_other_tensors_are_torchs_own():
     torch.testing.assert_close(linear.weight.detach(), torch.empty(3, 4).normal_(), rtol=0, atol=0)
 
 
-def test_the_mode_is_on_the_entering_thread_only():
+def test_methods_are_routed_in_every_thread_and_restored_on_exit():
     model = Toy()
-    out = {}
+    before = {name: torch.Tensor.__dict__.get(name) for name in ("normal_", "uniform_", "new_empty")}
 
     def other():
         torch.nn.init.normal_(model.out.weight, 0.0, 0.5)  # the functions: routed in every thread
-        torch.manual_seed(9)
-        out["method"] = model.tok.weight.data.normal_().clone()  # the methods: torch's here
+        model.tok.weight.data.normal_(0.0, 0.25)  # the methods too: process-wide, as the functions
 
     with tinit.patch_torch_init(seed=SEED, model=model):
         thread = threading.Thread(target=other)
         thread.start()
         thread.join()
     torch.testing.assert_close(model.out.weight.detach(), keyed("normal_", (16, 8), "out.weight", (0.0, 0.5)))
+    torch.testing.assert_close(model.tok.weight.detach(), keyed("normal_", (16, 8), "tok.weight", (0.0, 0.25)))
+    assert {name: torch.Tensor.__dict__.get(name) for name in before} == before, "the C methods show through again"
     torch.manual_seed(9)
-    torch.testing.assert_close(out["method"], torch.empty(16, 8).normal_(), rtol=0, atol=0)
+    got = model.tok.weight.data.normal_().clone()  # after exit: torch's own method and RNG
+    torch.manual_seed(9)
+    torch.testing.assert_close(got, torch.empty(16, 8).normal_(), rtol=0, atol=0)
 
 
 # ---- modules built inside the patch ------------------------------------------------------------------------------
@@ -467,8 +470,8 @@ def test_a_view_of_two_parameters_is_refused_before_writing():
 
 @pytest.mark.parametrize(
     "view",
-    [lambda p: p.data.diagonal(), lambda p: p.data.view(-1)[3:9], lambda p: p.data.view(torch.int32)],
-    ids=["diagonal", "flat_across_rows", "other_dtype"],
+    [lambda p: p.data.diagonal(), lambda p: p.data[:, ::2], lambda p: p.data.view(torch.int32)],
+    ids=["diagonal", "every_other_column", "other_dtype"],
 )
 def test_a_view_that_is_not_a_box_is_refused_before_writing(view):
     model = nn.Sequential(nn.Linear(6, 4))
@@ -477,6 +480,18 @@ def test_a_view_that_is_not_a_box_is_refused_before_writing(view):
     with tinit.patch_torch_init(seed=SEED, model=model), pytest.raises(ValueError, match="not a box of it"):
         nn.init.normal_(view(model[0].weight))
     assert (model[0].weight == 0).all()
+
+
+def test_a_flat_range_across_rows_gets_the_elements_at_its_positions():
+    model = nn.Sequential(nn.Linear(6, 4))
+    with torch.no_grad():
+        model[0].weight.zero_()
+    with tinit.patch_torch_init(seed=SEED, model=model):
+        nn.init.normal_(model[0].weight.data.view(-1)[3:9], 0.1, 0.02)  # not a box: a row-major range
+    flat = model[0].weight.detach().view(-1)
+    want = keyed("normal_", (4, 6), "0.weight", (0.1, 0.02)).view(-1)
+    torch.testing.assert_close(flat[3:9], want[3:9], rtol=0, atol=0)
+    assert (flat[:3] == 0).all() and (flat[9:] == 0).all()
 
 
 def test_a_view_reaching_past_the_parameter_is_refused():

@@ -65,6 +65,8 @@ def byte_span(tensor: torch.Tensor) -> tuple[int, int]:
     """[first byte, end) of the elements of a plain tensor, relative to its storage's start."""
     size = tensor.element_size()
     start = tensor.storage_offset() * size
+    if tensor.is_contiguous():  # the common case, without the Python sum over dims
+        return start, start + tensor.numel() * size
     if tensor.numel() == 0:
         return start, start
     reach = sum((n - 1) * step for n, step in zip(tensor.shape, tensor.stride(), strict=True))
@@ -222,8 +224,13 @@ def block_of(view: torch.Tensor, entry: Entry, call: str):
         raise ValueError(f"{call}: a DTensor view of parameter {entry.name!r} that is not the whole parameter")
     dtensor = is_dtensor(param)
     base = param._local_tensor if dtensor else param
-    if not dtensor and view.dtype == base.dtype and _same_view(view, base):
-        return None  # .data, detach(): the parameter's own elements in its own order
+    if not dtensor and view.dtype == base.dtype:
+        if _same_view(view, base):
+            return None  # .data, detach(): the parameter's own elements in its own order
+        if view.is_contiguous() and base.is_contiguous():
+            # a row-major range of the parameter (a slice of rows, a chunk, a flat range; ``find``
+            # checked it lies inside): its elements are the stream's from its offset, in order
+            return view, view.storage_offset() - base.storage_offset(), None, None
     found = None
     if view.dtype == base.dtype:
         delta = view.storage_offset() - base.storage_offset()

@@ -21,13 +21,17 @@ the table's function only for a tensor still to initialise, so the guards
 keep working and a skipped tensor is not a call. ``torch.randn`` is not
 routed.
 
-Tensor methods are C methods, whose code cannot be swapped: with a seed,
-``Tensor.normal_`` and ``Tensor.uniform_`` are caught by a
-``torch.overrides.TorchFunctionMode`` (``_KeyMode``) pushed on the entering
-thread (torch's mode stack is thread-local) and popped on its exit. It sees
-every torch call on that thread; all but those two, and those two on a
-tensor that is no known parameter's, go straight through (one frozenset
-test). A routed function call pops it for its own lookup and write.
+Tensor methods are C methods of ``torch._C.TensorBase``, whose code cannot
+be swapped; but ``torch.Tensor`` is a Python class, and an attribute set on
+it shadows the C method for every tensor (Parameters, ``.data``, DTensors).
+With a seed the patch sets ``torch.Tensor.normal_`` and ``uniform_`` (routed
+on a known parameter, torch's own on any other tensor) and ``new_empty``
+(torch's, the new tensor keyed when made from a known parameter), and puts
+them back on exit. It is process-wide, as the function routing is, and costs
+other torch calls nothing. A ``torch.overrides.TorchFunctionMode`` would see
+the same calls, on the entering thread only, at a cost to every torch call
+on it (about 2 us on this project's CPU, ``bench_patch_lookup``): the class
+attributes were chosen for that cost.
 
 Which parameter a call's tensor is, and where in it, is ``tinit._keys``: the
 model parts' table, filled again when torch's registration hooks (installed
@@ -50,12 +54,6 @@ from typing import ClassVar
 import torch
 import torch.nn.init
 from torch.nn.modules import module as torch_module
-from torch.overrides import (
-    TorchFunctionMode,
-    _get_current_function_mode,
-    _len_torch_function_stack,
-    _pop_mode_temporarily,
-)
 
 from tinit._keys import Keys, block_of
 from tinit.nn import init as _tinit_init
@@ -139,7 +137,7 @@ class _State:
     warn = 0  # active entries with warn_unkeyed=True
     hooks: ClassVar[list] = []
     saved: ClassVar[list[tuple[types.FunctionType, types.CodeType, tuple | None, dict | None]]] = []
-    local = threading.local()  # .stack: this thread's entries, each its pushed _KeyMode or None
+    methods: ClassVar[list[tuple[str, object]]] = []  # (torch.Tensor attribute, what its __dict__ held or None)
 
 
 def _eager(fn):
@@ -194,63 +192,63 @@ def _route(keyed, seed: int | None, public=None, call: str = ""):
         block = block_of(tensor, entry, call)
         return keyed(*args, seed=seed, stream=entry.stream, block=block, **kwargs)
 
-    def routed(*args, **kwargs):
-        # this thread's _KeyMode, when innermost, is popped for the lookup and the write: their own
-        # torch calls (tensor attributes, the plan) need not go through it
-        if _len_torch_function_stack() and type(_get_current_function_mode()) is _KeyMode:
-            with _pop_mode_temporarily():
-                return keyed_call(*args, **kwargs)
-        return keyed_call(*args, **kwargs)
-
-    return _eager(routed)
+    return _eager(keyed_call)
 
 
-# Tensor methods routed by the mode, by the keyed function they fill as; ``uniform_``'s bounds are
-# called ``from`` and ``to`` there.
-_METHODS = {torch.Tensor.normal_: "normal_", torch.Tensor.uniform_: "uniform_"}
-# Calls that make a new tensor from a parameter (torchtitan's fused-qkv init draws into them, then copies).
-_MAKERS = {torch.Tensor.new_empty: "new_empty", torch.empty_like: "empty_like"}
-_ROUTED = frozenset(_METHODS) | frozenset(_MAKERS)
+# Tensor methods routed with a seed, by the keyed function they fill as (``uniform_``'s bounds are
+# called ``from`` and ``to`` there), and the method that makes a new tensor from a parameter
+# (torchtitan's fused-qkv init draws into ``new_empty`` temporaries, then copies them in).
+_METHODS = ("normal_", "uniform_")
+_MAKERS = ("new_empty",)
 _UNIFORM_KWARGS = {"from": "a", "to": "b"}
 
 
-class _KeyMode(TorchFunctionMode):
-    """Routes ``Tensor.normal_`` / ``Tensor.uniform_`` on a known parameter (or a view of one) to the
-    keyed fill; every other torch call, and these on any other tensor, run unchanged."""
+def _method_route(name: str, original):
+    """``torch.Tensor.<name>`` while patched: name-keyed on a known parameter, else ``original``."""
+    call = f"Tensor.{name}"
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in _ROUTED:
-            return _method(func, args, kwargs or {})
-        if kwargs is None:
-            return func(*args)
-        return func(*args, **kwargs)
+    def method(self, *args, **kwargs):
+        keys, seed = _State.keys, _State.seed
+        if keys is None or seed is None or torch.compiler.is_compiling():
+            return original(self, *args, **kwargs)
+        entry = keys.find(self, call)
+        if entry is None:  # no known parameter's: torch's own method and RNG, never numbered
+            return original(self, *args, **kwargs)
+        block = block_of(self, entry, call)
+        if name == "uniform_":
+            kwargs = {_UNIFORM_KWARGS.get(k, k): v for k, v in kwargs.items()}
+        _tinit_init.KEYED[name](self, *args, seed=seed, stream=entry.stream, block=block, **kwargs)
+        return self
+
+    method.__name__, method.__qualname__ = name, call
+    return method
 
 
-def _method(func, args, kwargs):
-    """``tensor.normal_(...)`` / ``tensor.uniform_(...)``: name-keyed when the tensor is a known
-    parameter's, else torch's own method (torch's RNG). ``p.new_empty(...)`` / ``torch.empty_like(p)``
-    of a known parameter: torch's, the new tensor keyed by a name derived from ``p``'s (``Keys.derive``)."""
-    tensor = args[0] if args else kwargs.get("self", kwargs.get("input"))
-    keys, seed = _State.keys, _State.seed
-    if func in _MAKERS:
-        made = func(*args, **kwargs)
+def _maker_route(name: str, original):
+    """``torch.Tensor.<name>`` while patched: ``original``, the new tensor keyed by a name derived from
+    the parameter it was made from (``tinit._keys.Keys.derive``)."""
+
+    def maker(self, *args, **kwargs):
+        made = original(self, *args, **kwargs)
+        keys = _State.keys
+        if keys is None or _State.seed is None or torch.compiler.is_compiling():
+            return made
         try:
-            source = None if keys is None or seed is None else keys.find(tensor, _MAKERS[func])
+            source = keys.find(self, name)
         except ValueError:  # a view that is no box of one parameter: an untracked temporary
             source = None
         if source is not None and isinstance(made, torch.Tensor):
-            keys.derive(made, source, _MAKERS[func])
+            keys.derive(made, source, name)
         return made
-    name = _METHODS[func]
-    call = f"Tensor.{name}"
-    entry = None if keys is None or seed is None else keys.find(tensor, call)
-    if entry is None:
-        return func(*args, **kwargs)
-    block = block_of(tensor, entry, call)
-    if name == "uniform_":
-        kwargs = {_UNIFORM_KWARGS.get(k, k): v for k, v in kwargs.items()}
-    _tinit_init.KEYED[name](tensor, *args[1:], seed=seed, stream=entry.stream, block=block, **kwargs)
-    return tensor
+
+    maker.__name__, maker.__qualname__ = name, f"Tensor.{name}"
+    return maker
+
+
+def _set_methods() -> None:
+    for name, route in [(n, _method_route) for n in _METHODS] + [(n, _maker_route) for n in _MAKERS]:
+        _State.methods.append((name, torch.Tensor.__dict__.get(name)))
+        setattr(torch.Tensor, name, route(name, getattr(torch._C.TensorBase, name)))
 
 
 def _swap(fn: types.FunctionType, route) -> None:
@@ -278,6 +276,7 @@ def _install(seed: int | None) -> None:
                 if isinstance(fn, types.FunctionType):
                     _swap(fn, _route(_TIMM_KEYED[name], seed, call=f"timm.layers.{name}"))
         if seed is not None:
+            _set_methods()
             keys = _State.keys
             _State.hooks = [
                 torch_module.register_module_module_registration_hook(keys.on_module),
@@ -290,6 +289,12 @@ def _install(seed: int | None) -> None:
 
 
 def _uninstall() -> None:
+    while _State.methods:
+        name, held = _State.methods.pop()
+        if held is None:
+            delattr(torch.Tensor, name)  # the C method of torch._C.TensorBase shows through again
+        else:
+            setattr(torch.Tensor, name, held)
     while _State.hooks:
         _State.hooks.pop().remove()
     while _State.saved:
@@ -379,12 +384,12 @@ class patch_torch_init(contextlib.ContextDecorator):
             modules are built). A name already keyed under another live
             topmost module (a second model built in the same entry, two
             towers with the same member names) falls back to the call rule.
-            (3) a tensor made on the entering thread by ``p.new_empty(...)``
-            or ``torch.empty_like(p)`` from a known parameter ``p``, e.g. the
-            q, k, v temporaries torchtitan's fused-qkv init draws and then
-            copies into the parameter: keyed as a whole tensor of its own by
-            the name ``f"{name}:new_empty[k]"`` (``empty_like``), k counting
-            the tensors made from that parameter since the outermost entry.
+            (3) a tensor made by ``p.new_empty(...)`` from a known
+            parameter ``p``, e.g. the q, k, v temporaries torchtitan's
+            fused-qkv init draws and then copies into the parameter: keyed
+            as a whole tensor of its own by the name
+            ``f"{name}:new_empty[k]"``, k counting the tensors made from that
+            parameter since the outermost entry.
         seed=s, the call-number rule: every other routed function call
             (inside ``nn.Linear``'s constructor, before the module is
             attached; a module built before the patch and not given as
@@ -403,13 +408,12 @@ class patch_torch_init(contextlib.ContextDecorator):
         a view of it). torch's RNG is neither read nor advanced with a seed;
         a ``generator`` argument is checked and not drawn from.
 
-    Scope: the function routing (a code swap) is process-wide while active,
-    so calls from other threads are routed too, by the same rules; the
-    tensor-method routing is a ``torch.overrides.TorchFunctionMode`` pushed
-    on the entering thread only (torch's mode stack is thread-local): other
-    threads get the functions, not the methods. While pushed it sees every
-    torch call on that thread and passes all but the two methods straight
-    through. Entering and leaving are serialised by a lock; the routing and
+    Scope: the routing is process-wide while active, so calls from other
+    threads are routed too, by the same rules: the functions by a code swap,
+    the tensor methods ``normal_``, ``uniform_`` and ``new_empty`` by
+    attributes set on the Python class ``torch.Tensor``, which shadow
+    ``torch._C.TensorBase``'s C methods (no ``TorchFunctionMode``: other torch
+    calls pay nothing; the module docstring says why). Entering and leaving are serialised by a lock; the routing and
     the registration hooks are installed on the first entry and removed on
     the last exit (a reference count), also when the body raises. Nested
     entries (and entries from other threads while one is active) must give
@@ -469,21 +473,12 @@ class patch_torch_init(contextlib.ContextDecorator):
                 _State.keys.add_parts(self.parts)
             _State.depth += 1
             _State.warn += self.warn_unkeyed
-        stack = _State.local.__dict__.setdefault("stack", [])
-        mode = None
-        if self.seed is not None and all(pushed is None for pushed, _ in stack):
-            mode = _KeyMode()
-            mode.__enter__()
-        stack.append((mode, self.warn_unkeyed))
         return self
 
     def __exit__(self, *exc_info) -> None:
-        mode, warn = _State.local.stack.pop()
-        if mode is not None:
-            mode.__exit__(None, None, None)
         with _State.lock:
             _State.depth -= 1
-            _State.warn -= warn
+            _State.warn -= self.warn_unkeyed
             if _State.depth == 0:
                 _uninstall()
                 _State.seed = _State.keys = None
