@@ -347,6 +347,18 @@ def _report(args, fake, local) -> tuple[str, dict]:
         ]
         payload["fake_pg"] = {"samples_s": fake, "medians_s": dict(zip(args.worlds, medians, strict=True))}
         payload["fake_pg"]["slope"] = rise
+        # From tp = 8 on, every world has the same kinds of shards (colwise dim-0, rowwise inner-dim,
+        # FSDP's strided dim 0); world 1 has whole tensors, written by other paths: the first step
+        # mixes the layout's cost with the world size's.
+        sharded = [(w, m) for w, m in zip(args.worlds, medians, strict=True) if mesh_shape(w)[2] == 8]
+        if len(sharded) > 1:
+            same = slope([w for w, _ in sharded], [m for _, m in sharded])
+            verdict = "within" if same <= SLOPE_TARGET else "OVER"
+            lines.append(
+                f"slope {sharded[0][0]} -> {sharded[-1][0]}, the same layout kinds (tp = 8): {same:+.1%} "
+                f"({verdict} the {SLOPE_TARGET:.0%} target)"
+            )
+            payload["fake_pg"]["slope_tp8"] = same
     if local:
         lines += [
             "",

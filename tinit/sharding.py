@@ -137,8 +137,14 @@ def _strided_positions(size: int, chunks: int, rank: int, placement) -> torch.Te
         step = -(-length // chunks)
         start, end = min(rank * step, length), min((rank + 1) * step, length)
         if end > start:
-            ranges.append(torch.arange(first + start, first + end, dtype=torch.int64, device="cpu"))
-    return torch.cat(ranges) if ranges else torch.zeros(0, dtype=torch.int64, device="cpu")
+            if ranges and ranges[-1][1] == first + start:  # adjacent pieces (one chunk each): one range
+                ranges[-1] = (ranges[-1][0], first + end)
+            else:
+                ranges.append((first + start, first + end))
+    if not ranges:
+        return torch.zeros(0, dtype=torch.int64, device="cpu")
+    parts = [torch.arange(lo, hi, dtype=torch.int64, device="cpu") for lo, hi in ranges]
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def is_dtensor(tensor) -> bool:
