@@ -192,33 +192,54 @@ def _step(rules: tuple, component: str, canonical: str) -> tuple[str, tuple]:
     return name, tuple(deeper)
 
 
-def _walk(model: torch.nn.Module, prefix: str):
-    """(raw name, canonical name, module, rules) of every module, in the order (and with the names) of
-    the model's own ``named_modules(remove_duplicate=False)``, an override of it included (as
-    ``named_parameters`` reads it). A module's rules reach the members below it."""
-    root = prefix.removesuffix(".")
+def _modules(model: torch.nn.Module, prefix: str) -> tuple[list, bool]:
+    """(the model's ``named_modules(remove_duplicate=False)`` list, whether any of its types has a rule)."""
+    modules = list(model.named_modules(remove_duplicate=False, prefix=prefix.removesuffix(".")))
+    found = [_renames_of(kind) for kind in {type(module) for _, module in modules}]  # every type cached
+    return modules, any(found)
+
+
+def _walk(modules: list, root: str):
+    """(raw name, canonical name, module, rules) of every module of ``modules`` (the model's own
+    ``named_modules(remove_duplicate=False)``, an override of it included, as ``named_parameters``
+    reads it), in its order. A module's rules reach the members below it."""
+    by_type = _BY_TYPE  # filled for every type of ``modules`` by ``_modules``
     known: dict[str, tuple[str, tuple]] = {}
-    for raw, module in model.named_modules(remove_duplicate=False, prefix=root):
+    for raw, module in modules:
+        parent = known.get(raw.rpartition(".")[0]) if raw != root else None
         if raw == root:
             canonical, rules = root, ()
+        elif parent is not None and not parent[1]:  # nothing renamed below the parent: the fast path
+            canonical = raw if parent[0] == raw.rpartition(".")[0] else _join(parent[0], raw.rpartition(".")[2])
+            rules = ()
         else:
-            base, _, component = raw.rpartition(".")
-            rest = [component]
-            while base and base not in known:  # an override's name below no module it listed
-                base, _, component = base.rpartition(".")
-                rest.append(component)
-            canonical, rules = known.get(base, (base, ()))
-            for component in reversed(rest):
-                canonical, rules = _step(rules, component, canonical)
-        rules = _rules(module, canonical, rules)
+            canonical, rules = _slow_step(known, raw)
+        if by_type[type(module)]:
+            rules = _rules(module, canonical, rules)
         known[raw] = canonical, rules
         yield raw, canonical, module, rules
+
+
+def _slow_step(known: dict, raw: str) -> tuple[str, tuple]:
+    """(canonical name, rules) of module ``raw`` from the nearest module above it that was walked."""
+    base, _, component = raw.rpartition(".")
+    rest = [component]
+    while base and base not in known:  # an override's name below no module it listed
+        base, _, component = base.rpartition(".")
+        rest.append(component)
+    canonical, rules = known.get(base, (base, ()))
+    for component in reversed(rest):
+        canonical, rules = _step(rules, component, canonical)
+    return canonical, rules
 
 
 def canonical_modules(model: torch.nn.Module, prefix: str = "") -> list[tuple[str, torch.nn.Module]]:
     """(canonical name, module) of every module of ``model``, in ``named_modules(remove_duplicate=False)``
     order (a wrapper and the module it wraps have the same name; the wrapped one comes later)."""
-    return [(canonical, module) for _, canonical, module, _ in _walk(model, prefix)]
+    modules, renamed = _modules(model, prefix)
+    if not renamed:  # no wrapper, no renamed member: the canonical names are the raw ones
+        return modules
+    return [(canonical, module) for _, canonical, module, _ in _walk(modules, prefix.removesuffix("."))]
 
 
 def canonical_names(model: torch.nn.Module, prefix: str = "") -> dict[str, str]:
@@ -240,11 +261,16 @@ def canonical_names(model: torch.nn.Module, prefix: str = "") -> dict[str, str]:
     if not isinstance(prefix, str):
         raise TypeError(f"canonical_names: prefix must be a str, got {type(prefix).__name__}")
     names = {}
-    for raw, canonical, module, rules in _walk(model, prefix):
+    modules, renamed = _modules(model, prefix)
+    if not renamed:
+        walked = ((raw, raw, module, ()) for raw, module in modules)
+    else:
+        walked = _walk(modules, prefix.removesuffix("."))
+    for raw, canonical, module, rules in walked:
         for members in (module._parameters, module._buffers):
             for leaf, tensor in members.items():
                 if tensor is not None:
-                    names[_join(raw, leaf)] = _step(rules, leaf, canonical)[0]
+                    names[_join(raw, leaf)] = _step(rules, leaf, canonical)[0] if rules else _join(canonical, leaf)
     return names
 
 
