@@ -217,3 +217,17 @@ def test_every_built_in_rename_resolves_to_a_public_function():
         module, _, function = rename.paths.partition(":")
         assert not function.startswith("_"), rename
         assert callable(getattr(importlib.import_module(module), function)), rename
+
+
+def test_a_rename_returning_no_mapping_of_strs_is_named():
+    saved = list(identity.RENAMES)
+    try:
+        identity.register_rename(_Holder, lambda m: {"wrapped": 5})
+        with pytest.raises(TypeError, match="map str paths to str or None, got 'wrapped': 5"):
+            identity.canonical_names(_Holder(_built()))
+        identity.RENAMES[:] = saved
+        identity.register_rename(_Holder, lambda m: None)
+        with pytest.raises(TypeError, match="returned NoneType, not a mapping"):
+            identity.canonical_names(_Holder(_built()))
+    finally:
+        identity.RENAMES[:] = saved

@@ -13,6 +13,7 @@ import math
 import threading
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -322,7 +323,8 @@ def test_hf_style_tensor_methods_on_parameters_are_keyed():
     state = torch.get_rng_state()
     with tinit.patch_torch_init(seed=SEED, model=model):
         model.apply(_hf_init_weights)
-        model.layers["0"].w1.bias.normal_(0.0, 0.5)  # on the Parameter itself too
+        with torch.no_grad():  # as torch, a leaf that requires grad is written under no_grad only
+            model.layers["0"].w1.bias.normal_(0.0, 0.5)  # on the Parameter itself too
     torch.testing.assert_close(torch.get_rng_state(), state, rtol=0, atol=0)
     for name, param in model.named_parameters():
         if name.endswith(("wq.weight", "w1.weight", "out.weight")):
@@ -606,3 +608,77 @@ def test_hf_from_config_inside_is_keyed_by_name_and_a_given_model_by_its_own_nam
         model.initialize_weights()
     want = keyed("normal_", query.shape, "model.layers.1.self_attn.q_proj.weight", (0.0, std))
     torch.testing.assert_close(query.detach(), want, rtol=0, atol=0)
+
+
+# ---- found by trying it as a user ---------------------------------------------------------------------------------
+
+
+class _Two(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+
+def test_a_part_materialised_module_by_module_inside_the_patch_stays_keyed():
+    with torch.device("meta"):
+        model = _Two()
+    with tinit.patch_torch_init(seed=SEED, model=model, warn_unkeyed=True), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no call may fall back to the call-number rule
+        model.b.to_empty(device="cpu")  # a later module first: the table's first tensor is still on meta
+        torch.nn.init.normal_(model.b.weight)
+        model.b.weight.data = torch.empty(4, 4)  # new storage under the same Parameter
+        model.b.weight.data.normal_()
+    torch.testing.assert_close(model.b.weight.detach(), keyed("normal_", (4, 4), "b.weight", (0.0, 1.0)))
+
+
+@pytest.mark.parametrize(("backend", "method_keyed"), [("eager", True), ("aot_eager", False)])
+def test_tensor_methods_inside_torch_compile_are_warned(backend, method_keyed):
+    model = _Two()
+
+    def init(mod):
+        torch.nn.init.normal_(mod.a.weight)  # a function: a graph break, keyed under every backend
+        mod.b.weight.data.normal_()  # a method: a graph node, keyed only where the graph calls it
+        return mod.a.weight.sum()
+
+    with tinit.patch_torch_init(seed=SEED, model=model), pytest.warns(UserWarning, match="traced by torch.compile"):
+        torch.compile(init, backend=backend)(model)
+    torch.testing.assert_close(model.a.weight.detach(), keyed("normal_", (4, 4), "a.weight", (0.0, 1.0)))
+    assert torch.equal(model.b.weight.detach(), keyed("normal_", (4, 4), "b.weight", (0.0, 1.0))) == method_keyed
+
+
+def test_two_tensors_with_one_canonical_name_are_refused():
+    class Wrap(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.weight = inner, nn.Parameter(torch.zeros(4, 4))
+
+    saved = list(tinit.identity.RENAMES)
+    try:
+        tinit.identity.register_wrapper(Wrap, "inner")
+        model = nn.Sequential(Wrap(nn.Linear(4, 4, bias=False)))
+        refused = pytest.raises(ValueError, match="two different tensors have the canonical name '0.weight'")
+        with refused, tinit.patch_torch_init(seed=SEED, model=model):
+            pass
+        assert "normal_" not in torch.Tensor.__dict__
+    finally:
+        tinit.identity.RENAMES[:] = saved
+
+
+def test_a_model_built_inside_does_not_take_a_parts_names():
+    part = _Two()
+    with tinit.patch_torch_init(seed=SEED, model=part):
+        inside = nn.Sequential()
+        inside.add_module("a", nn.Linear(4, 4))
+        torch.nn.init.normal_(part.a.weight)
+        torch.nn.init.normal_(inside.a.weight)
+    assert not torch.equal(part.a.weight, inside.a.weight)
+
+
+def test_a_method_torch_refuses_is_refused_and_numpy_seeds_are_ints():
+    model = _Two()
+    with tinit.patch_torch_init(seed=np.int64(SEED), model=model):
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            model.a.weight.normal_()
+        with torch.no_grad():
+            model.a.weight.normal_()
+    torch.testing.assert_close(model.a.weight.detach(), keyed("normal_", (4, 4), "a.weight", (0.0, 1.0)))

@@ -19,7 +19,6 @@ module registered each tensor and which module each module was attached to.
 
 from __future__ import annotations
 
-import itertools
 import math
 import weakref
 from typing import NamedTuple
@@ -76,50 +75,68 @@ def byte_span(tensor: torch.Tensor) -> tuple[int, int]:
 class Table:
     """tensor -> ``Entry`` for the parameters and buffers of some modules."""
 
-    __slots__ = ("by_id", "by_storage", "modules", "probes")
+    __slots__ = ("by_id", "by_name", "by_storage", "modules", "names", "probes")
 
     def __init__(self) -> None:
         self.by_id: dict[int, Entry] = {}
+        self.by_name: dict[str, Entry] = {}  # the part being filed
+        self.names: set[str] = set()  # every name of every part
         self.by_storage: dict[tuple, list[Entry]] = {}
         self.modules: set[int] = set()
-        self.probes: list[tuple] = []  # (members dict, leaf name, tensor, storage key) per module part
+        self.probes: list[tuple] = []  # (members dict, leaf name, tensor, storage key) of every tensor
 
     @classmethod
     def of(cls, parts) -> Table:
-        """The table of every parameter and buffer of ``parts`` (modules), canonical names per part."""
+        """The table of every parameter and buffer of ``parts`` (modules), canonical names per part.
+
+        Raises:
+            ValueError: two different tensors with one canonical name (a wrapper or a rename that
+                maps a member onto another's name, or two parts holding the same names).
+        """
         table = cls()
         for part in parts:
             names = canonical_names(part)
-            first = None
-            for _, module in part.named_modules(remove_duplicate=False):
+            table.by_name = {}  # one name, one tensor within a part; across parts a name is one
+            # logical tensor that several stages hold a copy of (a buffer every stage keeps)
+            for raw, module in part.named_modules(remove_duplicate=False):
                 table.modules.add(id(module))
+                base = f"{raw}." if raw else ""
                 for members in (module._parameters, module._buffers):
                     for leaf, tensor in members.items():
-                        if tensor is not None and first is None:
-                            first = (members, leaf, tensor, storage_key(plain_of(tensor)))
-            for raw, tensor in itertools.chain(
-                part.named_parameters(remove_duplicate=False), part.named_buffers(remove_duplicate=False)
-            ):
-                table.add(tensor, names.get(raw, raw))
-            if first is not None:
-                table.probes.append(first)
+                        if tensor is not None:
+                            table.probes.append((members, leaf, tensor, storage_key(plain_of(tensor))))
+                            table.add(tensor, names.get(base + leaf, base + leaf))
         return table
 
     def add(self, tensor: torch.Tensor, name: str) -> None:
-        """File ``tensor`` under ``name``; a tensor already filed (tied) keeps its first name."""
+        """File ``tensor`` under ``name``; a tensor already filed (tied) keeps its first name.
+
+        Raises:
+            ValueError: another tensor is filed under ``name``.
+        """
         if id(tensor) in self.by_id:
             return
+        other = self.by_name.get(name)
+        if other is not None:
+            raise ValueError(
+                f"tinit.patch_torch_init: two different tensors have the canonical name {name!r} (shapes "
+                f"{tuple(other.tensor.shape)} and {tuple(tensor.shape)}): a wrapper or rename maps one member "
+                "onto another's name, or two model parts hold the same names"
+            )
         plain = plain_of(tensor)
         start, end = byte_span(plain)
         entry = Entry(tensor, name, stream_for(name), start, end)
         self.by_id[id(tensor)] = entry
+        self.by_name[name] = entry
+        self.names.add(name)
         key = storage_key(plain)
         if key is not None and end > start:
             self.by_storage.setdefault(key, []).append(entry)
 
     def stale(self) -> bool:
-        """Whether a part's first tensor was replaced or moved to other memory since the table was built
-        (``to_empty``, FSDP2's sharding, ``p.data = ...``): the storage keys may be out of date."""
+        """Whether a tensor of the parts was replaced or moved to other memory since the table was built
+        (``to_empty`` of a submodule, FSDP2's sharding, ``p.data = ...``, a module swapped in): the
+        entries may be out of date. One identity and storage test per tensor."""
         for members, leaf, tensor, key in self.probes:
             if members.get(leaf) is not tensor or storage_key(plain_of(tensor)) != key:
                 return True
@@ -371,6 +388,8 @@ class Keys:
         first = self.used.setdefault(entry.name, weakref.ref(top))()
         if first is not None and first is not top:  # another live module tree already took this name
             return None
+        if entry.name in self.table.names and self.table.by_id.get(id(entry.tensor)) is None:
+            return None  # a model part holds this name: another tensor
         return entry
 
     def _owner(self, tensor):

@@ -56,6 +56,7 @@ import torch.nn.init
 from torch.nn.modules import module as torch_module
 
 from tinit._keys import Keys, block_of
+from tinit._plan import check_seed
 from tinit.nn import init as _tinit_init
 
 __all__ = ["patch_torch_init"]
@@ -138,6 +139,7 @@ class _State:
     hooks: ClassVar[list] = []
     saved: ClassVar[list[tuple[types.FunctionType, types.CodeType, tuple | None, dict | None]]] = []
     methods: ClassVar[list[tuple[str, object]]] = []  # (torch.Tensor attribute, what its __dict__ held or None)
+    traced: tuple | None = None  # torch's fake and functional tensor types, imported on first use
 
 
 def _eager(fn):
@@ -163,7 +165,7 @@ def _numbered(call: str, tensor) -> int:
             f"tinit.patch_torch_init: {call} on a tensor of shape {shape} that is no known model's parameter "
             f"(or its module is not attached yet): keyed by the call-number rule, stream {stream}",
             UserWarning,
-            stacklevel=6,
+            stacklevel=5,
         )
     return stream
 
@@ -207,9 +209,11 @@ def _method_route(name: str, original):
     """``torch.Tensor.<name>`` while patched: name-keyed on a known parameter, else ``original``."""
     call = f"Tensor.{name}"
 
-    def method(self, *args, **kwargs):
+    def keyed(self, *args, **kwargs):
         keys, seed = _State.keys, _State.seed
-        if keys is None or seed is None or torch.compiler.is_compiling():
+        # torch's own method where torch would refuse it (an in-place write on a leaf, or a view of
+        # one, that requires grad while grad is on): its error, not a silent write
+        if keys is None or seed is None or (self.requires_grad and torch.is_grad_enabled()):
             return original(self, *args, **kwargs)
         entry = keys.find(self, call)
         if entry is None:  # no known parameter's: torch's own method and RNG, never numbered
@@ -220,8 +224,33 @@ def _method_route(name: str, original):
         _tinit_init.KEYED[name](self, *args, seed=seed, stream=entry.stream, block=block, **kwargs)
         return self
 
+    def method(self, *args, **kwargs):
+        if isinstance(self, _traced_types()):
+            # dynamo traces a tensor method on fake tensors and records it as a graph node: the
+            # "eager" backend calls this attribute again at run time (keyed), the aot and inductor
+            # backends run aten's op (torch's RNG): said so, once per trace
+            warnings.warn(
+                f"tinit.patch_torch_init: {call} traced by torch.compile is keyed only where the compiled graph "
+                "calls the method (backend 'eager'); aot and inductor backends run torch's own op (torch's RNG). "
+                "Call torch.nn.init's function instead (a graph break, keyed) or the method outside compiled code",
+                UserWarning,
+                stacklevel=2,
+            )
+            return original(self, *args, **kwargs)
+        return keyed(self, *args, **kwargs)
+
     method.__name__, method.__qualname__ = name, call
     return method
+
+
+def _traced_types() -> tuple[type, ...]:
+    """The tensor types torch's tracers run tensor methods on (fake and functional tensors)."""
+    if _State.traced is None:
+        from torch._subclasses.fake_tensor import FakeTensor
+        from torch._subclasses.functional_tensor import FunctionalTensor
+
+        _State.traced = (FakeTensor, FunctionalTensor)
+    return _State.traced
 
 
 def _maker_route(name: str, original):
@@ -231,10 +260,12 @@ def _maker_route(name: str, original):
     def maker(self, *args, **kwargs):
         made = original(self, *args, **kwargs)
         keys = _State.keys
-        if keys is None or _State.seed is None or torch.compiler.is_compiling():
+        if keys is None or _State.seed is None or isinstance(self, _traced_types()):
             return made
         try:
             source = keys.find(self, name)
+            if source is not None:
+                block_of(self, source, name)
         except ValueError:  # a view that is no box of one parameter: an untracked temporary
             source = None
         if source is not None and isinstance(made, torch.Tensor):
@@ -303,13 +334,8 @@ def _uninstall() -> None:
 
 
 def _checked_seed(seed):
-    if seed is None:
-        return None
-    if type(seed) is not int:  # bool, float, numpy ints: refused rather than silently converted
-        raise TypeError(f"seed must be an int in [0, 2**64) or None, got {type(seed).__name__}")
-    if not 0 <= seed < 2**64:
-        raise ValueError(f"seed must be an int in [0, 2**64) or None, got {seed}")
-    return seed
+    """None, or ``seed`` as ``tinit._plan.check_seed`` takes it (numpy integers too, as every entry point)."""
+    return None if seed is None else check_seed(seed)
 
 
 class _ModelError(TypeError, ValueError):

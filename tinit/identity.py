@@ -89,7 +89,7 @@ RENAMES: list[Rename] = [
 
 # type -> its matching paths functions, RENAMES order; cleared when RENAMES changes
 _BY_TYPE: dict[type, tuple] = {}
-_SEEN_LENGTH = [len(RENAMES)]
+_SEEN = [tuple(RENAMES)]  # the registry the cache was filled from (it is a public list: compared whole)
 
 
 def _qualified(owner, what: str) -> str:
@@ -151,9 +151,9 @@ def _resolved(paths):
 
 
 def _renames_of(kind: type) -> tuple:
-    if _SEEN_LENGTH[0] != len(RENAMES):
+    if len(_SEEN[0]) != len(RENAMES) or any(a is not b for a, b in zip(_SEEN[0], RENAMES, strict=True)):
         _BY_TYPE.clear()
-        _SEEN_LENGTH[0] = len(RENAMES)
+        _SEEN[0] = tuple(RENAMES)
     found = _BY_TYPE.get(kind)
     if found is None:
         names = {f"{base.__module__}.{base.__qualname__}" for base in kind.__mro__}
@@ -174,7 +174,18 @@ def _rules(module: torch.nn.Module, base: str, pending: tuple) -> tuple:
         return pending
     rules = list(pending)
     for paths in own:
-        for path, replacement in paths(module).items():
+        mapping = paths(module)
+        if not isinstance(mapping, Mapping):
+            raise TypeError(
+                f"the Rename paths {getattr(paths, '__qualname__', paths)!r} of {type(module).__qualname__} "
+                f"returned {type(mapping).__name__}, not a mapping of str paths to str or None"
+            )
+        for path, replacement in mapping.items():
+            if not isinstance(path, str) or not (replacement is None or isinstance(replacement, str)):
+                raise TypeError(
+                    f"the Rename paths of {type(module).__qualname__} map str paths to str or None, "
+                    f"got {path!r}: {replacement!r}"
+                )
             rules.append((tuple(path.split(".")), base, replacement))
     return tuple(rules)
 
