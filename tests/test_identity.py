@@ -231,3 +231,9 @@ def test_a_rename_returning_no_mapping_of_strs_is_named():
             identity.canonical_names(_Holder(_built()))
     finally:
         identity.RENAMES[:] = saved
+
+
+def test_only_matching_no_canonical_name_warns():
+    model = torch.compile(_built(), backend="eager")
+    with pytest.warns(UserWarning, match="only= matches no parameter.*'transformer.wte.weight'"):
+        assert tinit.init_model_(model, "gpt2", seed=0, only=r"^_orig_mod\.") == []

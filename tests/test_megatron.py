@@ -357,3 +357,16 @@ def test_default_stds_are_megatrons_own(world_results, kind):
     results = world_results(2)
     if results[f"stds-{kind}"]:
         pytest.fail("\n".join(results[f"stds-{kind}"]), pytrace=False)
+
+
+@pytest.mark.parametrize(
+    ("model", "named"),
+    [
+        ([torch.nn.Linear(2, 2), 3], r"model\[1\] must be a torch.nn.Module \(a model chunk\), got int"),
+        ({"a": torch.nn.Linear(2, 2)}, "got dict"),
+        ([], r"got list \(empty\)"),
+    ],
+)
+def test_a_bad_model_is_named_without_its_repr(model, named):
+    with pytest.raises(TypeError, match=named):
+        tinit.megatron.init_model_(model)

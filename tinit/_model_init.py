@@ -9,6 +9,7 @@ one spec per parameter (``_Specs``), materialising what is on the meta device
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
@@ -420,6 +421,13 @@ def _select(entries: list, args: _Args, meta: str | None) -> list:
     if args.only is not None:
         match = args.only
         selected = [e for e in entries if any(match(n) for n in (e.name, *e.tied))]
+        if not selected and entries:  # names are canonical: a raw wrapper prefix matches nothing
+            warnings.warn(
+                f"init_model_: only= matches no parameter, nothing is written (names are canonical, without "
+                f"wrappers' prefixes, e.g. {entries[0].name!r})",
+                UserWarning,
+                stacklevel=3,
+            )
     elif meta is not None and not args.reinit_loaded:
         selected = [e for e in entries if e.param.is_meta]
     else:

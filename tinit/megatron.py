@@ -426,9 +426,17 @@ class _Specs:
 def _chunks(model) -> list[torch.nn.Module]:
     if isinstance(model, torch.nn.Module):
         return [model]
-    if isinstance(model, (list, tuple)) and model and all(isinstance(m, torch.nn.Module) for m in model):
-        return list(model)
-    raise TypeError(f"{_WHERE}: model must be a torch.nn.Module or a non-empty list of model chunks, got {model!r}")
+    if not isinstance(model, (list, tuple)) or not model:
+        raise TypeError(
+            f"{_WHERE}: model must be a torch.nn.Module or a non-empty list of model chunks, "
+            f"got {type(model).__name__}{' (empty)' if isinstance(model, (list, tuple)) else ''}"
+        )
+    for index, chunk in enumerate(model):
+        if not isinstance(chunk, torch.nn.Module):
+            raise TypeError(
+                f"{_WHERE}: model[{index}] must be a torch.nn.Module (a model chunk), got {type(chunk).__name__}"
+            )
+    return list(model)
 
 
 def _params(chunks: list, config) -> list[_Param]:
