@@ -82,7 +82,11 @@ def test_meta_default_device_is_a_no_op_and_draws_nothing():
 
 
 def test_set_default_device_meta():
-    previous = torch.get_default_device()
+    from torch.overrides import _get_current_function_mode_stack
+
+    # set_default_device pushes a DeviceContext TorchFunctionMode that later tests would inherit:
+    # restored to none when there was none (set_default_device("cpu") would keep one pushed)
+    previous = torch.get_default_device() if _get_current_function_mode_stack() else None
     torch.set_default_device("meta")
     try:
         state = torch.get_rng_state()

@@ -682,3 +682,17 @@ def test_a_method_torch_refuses_is_refused_and_numpy_seeds_are_ints():
         with torch.no_grad():
             model.a.weight.normal_()
     torch.testing.assert_close(model.a.weight.detach(), keyed("normal_", (4, 4), "a.weight", (0.0, 1.0)))
+
+
+def test_a_function_mode_handing_the_call_back_keys_it_once():
+    """``with torch.device(...)`` pushes a TorchFunctionMode that calls ``Tensor.new_empty`` /
+    ``normal_`` again from inside torch's method: still one temporary, one keyed fill."""
+    layers = nn.ModuleDict({"0": FusedQKV()})
+    with torch.device("cpu"), tinit.patch_torch_init(seed=SEED, model=layers):
+        layers["0"].init_weights()
+        with torch.no_grad():
+            layers["0"].wqkv.weight[:4].normal_(0.0, 0.5)
+    name = "0.wqkv.weight"
+    want = torch.cat([keyed("trunc_normal_", (4, 4), f"{name}:new_empty[{k}]", (0.0, 0.02)) for k in range(3)])
+    want[:4] = keyed("normal_", (12, 4), name, (0.0, 0.5))[:4]
+    torch.testing.assert_close(layers["0"].wqkv.weight.detach(), want, rtol=0, atol=0)

@@ -140,6 +140,7 @@ class _State:
     saved: ClassVar[list[tuple[types.FunctionType, types.CodeType, tuple | None, dict | None]]] = []
     methods: ClassVar[list[tuple[str, object]]] = []  # (torch.Tensor attribute, what its __dict__ held or None)
     traced: tuple | None = None  # torch's fake and functional tensor types, imported on first use
+    inside = threading.local()  # .method / .maker: this thread is inside a routed tensor method
 
 
 def _eager(fn):
@@ -225,6 +226,17 @@ def _method_route(name: str, original):
         return self
 
     def method(self, *args, **kwargs):
+        if _State.inside.__dict__.get("method"):
+            # a TorchFunctionMode (torch.set_default_device's DeviceContext, ...) hands the call back
+            # to this attribute from inside ``original``: once is the call, the rest is torch's
+            return original(self, *args, **kwargs)
+        _State.inside.method = True
+        try:
+            return routed_method(self, *args, **kwargs)
+        finally:
+            _State.inside.method = False
+
+    def routed_method(self, *args, **kwargs):
         if isinstance(self, _traced_types()):
             # dynamo traces a tensor method on fake tensors and records it as a graph node: the
             # "eager" backend calls this attribute again at run time (keyed), the aot and inductor
@@ -258,7 +270,13 @@ def _maker_route(name: str, original):
     the parameter it was made from (``tinit._keys.Keys.derive``)."""
 
     def maker(self, *args, **kwargs):
-        made = original(self, *args, **kwargs)
+        if _State.inside.__dict__.get("maker"):  # handed back by a TorchFunctionMode (``method``)
+            return original(self, *args, **kwargs)
+        _State.inside.maker = True
+        try:
+            made = original(self, *args, **kwargs)
+        finally:
+            _State.inside.maker = False
         keys = _State.keys
         if keys is None or _State.seed is None or isinstance(self, _traced_types()):
             return made
