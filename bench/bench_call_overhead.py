@@ -9,9 +9,9 @@ Python and dispatch overhead of a call, which the fill of 4096 elements barely a
 """
 
 import sys
-import time
 
 import torch
+from _env import best_us
 
 import tinit
 
@@ -21,14 +21,7 @@ w = torch.empty(64, 64)
 
 
 def med(fn, n=1000, rounds=21):
-    best = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best.append((time.perf_counter() - t0) / n * 1e6)
-    best.sort()
-    return best[0]
+    return best_us(fn, n, rounds)
 
 
 for _ in range(200):

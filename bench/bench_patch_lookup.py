@@ -3,40 +3,44 @@
     python bench/bench_patch_lookup.py                     # the table, best of --rounds rounds of --iters calls
     python bench/bench_patch_lookup.py --iters 20 --rounds 1   # a smoke run
 
-Rows (microseconds a call, on a --dim x --dim fp32 parameter of a model of --layers linear layers):
+Rows (microseconds a call, on a --dim x --dim fp32 parameter of a model of --layers linear layers),
+through the public API only:
 
-- the name lookup alone (``Keys.find`` + ``block_of``): the parameter itself, its ``.data``, a row slice;
-- a routed ``torch.nn.init.normal_`` under the patch on each of those, beside the unpatched keyed call
-  ``tinit.nn.init.KEYED["normal_"]`` on the same tensor (the difference is the routing and the lookup);
-- ``p.data.normal_()`` (a tensor method, routed by the mode);
+- a routed ``torch.nn.init.normal_`` under the patch on the parameter, its ``.data`` and a row slice,
+  beside the unpatched keyed call ``tinit.nn.init.KEYED["normal_"]`` on the same tensor with the
+  same stream; the difference is what the patch adds to a call: the routing and the name lookup
+  (finding the parameter, placing the view in it);
+- ``p.data.normal_()`` (a tensor method, routed by an attribute of ``torch.Tensor``);
 - another torch call (``torch.add`` of two small tensors, ``Tensor.add_``) with the patch active
-  against without: what the patch adds to every other torch call (its tensor methods are attributes
-  of ``torch.Tensor``, not a ``TorchFunctionMode``, so this should be noise around 0).
+  against without: what the patch adds to every other torch call (nothing is set up for them, so
+  this should be noise around 0).
 
-Targets (issue: the name-keyed patch): <= 5 us a lookup, <= 1 us added to another torch call.
+Targets (issue: the name-keyed patch): <= 5 us added a routed call, <= 1 us added to another torch call.
+The rounds of each pair are interleaved, so load changes hit both sides.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from _env import best_us
 
 import tinit
-from tinit import _keys, _patch
 from tinit.nn import init as tinit_init
 
 
-def best_us(fn, iters: int, rounds: int) -> float:
-    """The best of ``rounds`` rounds of ``iters`` calls, in microseconds a call."""
-    times = []
+def interleaved_us(patched, plain, patch, iters: int, rounds: int) -> tuple[float, float]:
+    """(best us a call of ``patched`` with ``patch`` active, of ``plain`` without), rounds alternating."""
+    with patch:
+        patched()  # warm: first-call caches
+    plain()
+    got_patched, got_plain = [], []
     for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        times.append((time.perf_counter() - start) / iters * 1e6)
-    return min(times)
+        with patch:
+            got_patched.append(best_us(patched, iters, 1))
+        got_plain.append(best_us(plain, iters, 1))
+    return min(got_patched), min(got_plain)
 
 
 def main() -> None:
@@ -49,43 +53,33 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = torch.nn.Sequential(*(torch.nn.Linear(args.dim, args.dim) for _ in range(args.layers)))
-    param = model[args.layers // 2].weight
-    views = {"parameter": lambda: param, ".data": lambda: param.data, "row slice": lambda: param.data[1:3]}
-    keys = _keys.Keys()
-    keys.add_parts([model])
+    layer = args.layers // 2
+    param = model[layer].weight
+    stream = tinit.stream_for(f"{layer}.weight")
+    views = {"parameter": param, ".data": param.data, "row slice": param.data[1:3]}
     a, b = torch.ones(4), torch.ones(4)
     rows = []
-
-    def time_(label, fn):
-        fn()  # warm: first-call caches
-        rows.append((label, best_us(fn, args.iters, args.rounds)))
-
-    for label, view in views.items():
-        tensor = view()
-        time_(f"lookup: {label}", lambda t=tensor: _keys.block_of(t, keys.find(t, "bench"), "bench"))
-    stream = tinit.stream_for("0.weight")
-    for label, view in views.items():
-        tensor = view()
-        time_(
-            f"unpatched KEYED normal_: {label}", lambda t=tensor: tinit_init.KEYED["normal_"](t, seed=0, stream=stream)
+    patch = tinit.patch_torch_init(seed=0, model=model)
+    for label, tensor in views.items():
+        routed, plain = interleaved_us(
+            lambda t=tensor: torch.nn.init.normal_(t),
+            lambda t=tensor: tinit_init.KEYED["normal_"](t, seed=0, stream=stream),
+            patch,
+            args.iters,
+            args.rounds,
         )
-    time_("torch.add, no patch", lambda: torch.add(a, b))
-    time_("Tensor.add_, no patch", lambda: a.add_(0.0))
-    with tinit.patch_torch_init(seed=0, model=model):
-        for label, view in views.items():
-            tensor = view()
-            time_(f"routed nn.init.normal_: {label}", lambda t=tensor: torch.nn.init.normal_(t))
-        time_("routed p.data.normal_()", lambda: param.data.normal_())
-        time_("torch.add, patch active", lambda: torch.add(a, b))
-        time_("Tensor.add_, patch active", lambda: a.add_(0.0))
-    assert _patch._State.depth == 0
+        rows += [(f"routed nn.init.normal_: {label}", routed), (f"unpatched KEYED normal_: {label}", plain)]
+        rows.append((f"added by the patch: {label}", routed - plain))
+    with patch, torch.no_grad():
+        rows.append(("routed p.data.normal_()", best_us(lambda: param.data.normal_(), args.iters, args.rounds)))
+    for label, call in (("torch.add", lambda: torch.add(a, b)), ("Tensor.add_", lambda: a.add_(0.0))):
+        active, idle = interleaved_us(call, call, patch, args.iters, args.rounds)
+        rows += [(f"{label}, patch active", active), (f"{label}, no patch", idle), (f"added: {label}", active - idle)]
+    assert "normal_" not in torch.Tensor.__dict__, "the patch left torch.Tensor.normal_ set"
     width = max(len(label) for label, _ in rows)
     print(f"{'call':<{width}}  us/call")
     for label, value in rows:
         print(f"{label:<{width}}  {value:8.2f}")
-    by = dict(rows)
-    for what in ("torch.add", "Tensor.add_"):
-        print(f"{'added by the patch: ' + what:<{width}}  {by[what + ', patch active'] - by[what + ', no patch']:8.2f}")
 
 
 if __name__ == "__main__":

@@ -21,22 +21,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import INIT_ARGS
 from scipy import stats
 
 import tinit
 from tinit.nn import init as tinit_init
 
 NAMES = list(tinit_init.KEYED)
-# one argument tuple per initialiser, torch's positional order after the tensor
-ARGS = {
-    "uniform_": (-0.3, 0.7),
-    "normal_": (0.1, 0.02),
-    "trunc_normal_": (0.0, 0.02, -0.03, 0.05),
-    "xavier_uniform_": (1.5,),
-    "xavier_normal_": (0.8,),
-    "kaiming_uniform_": (math.sqrt(5),),
-    "kaiming_normal_": (0.0, "fan_out", "relu"),
-}
+ARGS = INIT_ARGS
 KS_P = 1e-4  # every comparison is deterministic (fixed seeds); a wrong std gives p far below this
 
 

@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from helpers import INIT_ARGS
 from torch import nn
 
 import tinit
@@ -23,15 +24,7 @@ from tinit.nn import init as tinit_init
 
 SEED = 11
 NAMES = list(tinit_init.KEYED)
-ARGS = {
-    "uniform_": (-0.3, 0.7),
-    "normal_": (0.1, 0.02),
-    "trunc_normal_": (0.0, 0.02, -0.03, 0.05),
-    "xavier_uniform_": (1.5,),
-    "xavier_normal_": (0.8,),
-    "kaiming_uniform_": (math.sqrt(5),),
-    "kaiming_normal_": (0.0, "fan_out", "relu"),
-}
+ARGS = INIT_ARGS
 
 
 def keyed(name, shape, fqn, args=None, seed=SEED):

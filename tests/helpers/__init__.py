@@ -16,6 +16,16 @@ import torch
 
 import tinit
 
+# one argument tuple per random initialiser of torch.nn.init, torch's positional order after the tensor
+INIT_ARGS = {
+    "uniform_": (-0.3, 0.7),
+    "normal_": (0.1, 0.02),
+    "trunc_normal_": (0.0, 0.02, -0.03, 0.05),
+    "xavier_uniform_": (1.5,),
+    "xavier_normal_": (0.8,),
+    "kaiming_uniform_": (math.sqrt(5),),
+    "kaiming_normal_": (0.0, "fan_out", "relu"),
+}
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
 DTYPE_PARAMS = [pytest.param(dtype, id=name) for name, dtype in DTYPES.items()]
 FLOAT_DTYPE_PARAMS = [pytest.param(torch.float32, id="f32"), pytest.param(torch.float64, id="f64")]
