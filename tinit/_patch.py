@@ -57,7 +57,7 @@ from torch.nn.modules import module as torch_module
 
 from tinit._keys import Keys, block_of
 from tinit._plan import check_seed
-from tinit.nn import init as _tinit_init
+from tinit.nn import init as tinit_init
 
 __all__ = ["patch_torch_init"]
 
@@ -91,8 +91,8 @@ def _timm_trunc_normal_tf(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, *, seed, str
         raise ValueError(f"timm.layers.trunc_normal_tf_ needs a <= b, got a={a}, b={b}")
     low, high = sorted((mean + a * std, mean + b * std))
     if std == 0:
-        return _tinit_init.KEYED["uniform_"](tensor, mean, mean, seed=seed, stream=stream, block=block)
-    return _tinit_init.KEYED["trunc_normal_"](tensor, mean, abs(std), low, high, seed=seed, stream=stream, block=block)
+        return tinit_init.KEYED["uniform_"](tensor, mean, mean, seed=seed, stream=stream, block=block)
+    return tinit_init.KEYED["trunc_normal_"](tensor, mean, abs(std), low, high, seed=seed, stream=stream, block=block)
 
 
 def _timm_variance_scaling(tensor, scale=1.0, mode="fan_in", distribution="normal", *, seed, stream, block=None):
@@ -105,10 +105,10 @@ def _timm_variance_scaling(tensor, scale=1.0, mode="fan_in", distribution="norma
     if distribution == "truncated_normal":
         _timm_trunc_normal_tf(tensor, std=math.sqrt(variance) / _TRUNC2_STD, seed=seed, stream=stream, block=block)
     elif distribution == "normal":
-        _tinit_init.KEYED["normal_"](tensor, 0.0, math.sqrt(variance), seed=seed, stream=stream, block=block)
+        tinit_init.KEYED["normal_"](tensor, 0.0, math.sqrt(variance), seed=seed, stream=stream, block=block)
     elif distribution == "uniform":
         bound = math.sqrt(3 * variance)
-        _tinit_init.KEYED["uniform_"](tensor, -bound, bound, seed=seed, stream=stream, block=block)
+        tinit_init.KEYED["uniform_"](tensor, -bound, bound, seed=seed, stream=stream, block=block)
     else:
         raise ValueError(f"invalid distribution {distribution}")
 
@@ -120,7 +120,7 @@ def _timm_lecun_normal(tensor, *, seed, stream, block=None):
 
 
 _TIMM_KEYED = {
-    "trunc_normal_": _tinit_init.KEYED["trunc_normal_"],
+    "trunc_normal_": tinit_init.KEYED["trunc_normal_"],
     "trunc_normal_tf_": _timm_trunc_normal_tf,
     "variance_scaling_": _timm_variance_scaling,
     "lecun_normal_": _timm_lecun_normal,
@@ -222,7 +222,7 @@ def _method_route(name: str, original):
         block = block_of(self, entry, call)
         if name == "uniform_":
             kwargs = {_UNIFORM_KWARGS.get(k, k): v for k, v in kwargs.items()}
-        _tinit_init.KEYED[name](self, *args, seed=seed, stream=entry.stream, block=block, **kwargs)
+        tinit_init.KEYED[name](self, *args, seed=seed, stream=entry.stream, block=block, **kwargs)
         return self
 
     def method(self, *args, **kwargs):
@@ -316,8 +316,8 @@ def _install(seed: int | None) -> None:
             raise RuntimeError(f"tinit.patch_torch_init: torch.nn.init.{name} was {fn.__module__}.{fn.__qualname__}")
     try:
         for name in _TORCH_NAMES:
-            keyed = _tinit_init.KEYED[name]
-            _swap(_TORCH_ORIGINALS[name], _route(keyed, seed, getattr(_tinit_init, name), f"torch.nn.init.{name}"))
+            keyed = tinit_init.KEYED[name]
+            _swap(_TORCH_ORIGINALS[name], _route(keyed, seed, getattr(tinit_init, name), f"torch.nn.init.{name}"))
         timm_init = sys.modules.get(_TIMM_MODULE)
         if timm_init is not None:
             for name in _TIMM_NAMES:
