@@ -34,6 +34,14 @@ TORCH_LIBRARY(tinit, m) {
   m.def(
       "trunc_normal_grouped_(Tensor(a!)[] tensors, int seed, int[] streams, "
       "int[] offsets, float[] transform) -> ()");
+  // trunc_normal_grouped_ whose tensor t is laid out as trunc_normal_runs_
+  // lays out one tensor: rows of runs[t] elements from offsets[t], its
+  // outer_dims[t] outer sizes the next ones of outer_sizes and their starts
+  // the next ones of outer_starts (a contiguous tensor: run = numel, 0 outer
+  // dims). Shards split along an inner dim join a model's one call.
+  m.def(
+      "trunc_normal_grouped_runs_(Tensor(a!)[] tensors, int seed, int[] streams, int[] offsets, int[] runs, "
+      "int[] outer_dims, int[] outer_sizes, int[] outer_starts, float[] transform) -> ()");
   // Raw uint32 stream words (stored in an int32 tensor) for tests and tools.
   m.def("philox_(Tensor(a!) self, int seed, int stream, int offset) -> ()");
   // philox_ with the layout of trunc_normal_runs_.
@@ -77,7 +85,9 @@ TORCH_LIBRARY_IMPL(tinit, ADInplaceOrView, m) {
   for (const char* name : {"trunc_normal_", "philox_", "trunc_normal_runs_", "philox_runs_"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&write_self_then_bump_version>());
   }
-  m.impl("trunc_normal_grouped_", torch::CppFunction::makeFromBoxedFunction<&write_list_then_bump_versions>());
+  for (const char* name : {"trunc_normal_grouped_", "trunc_normal_grouped_runs_"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&write_list_then_bump_versions>());
+  }
 }
 
 TORCH_LIBRARY_IMPL(tinit_bench, ADInplaceOrView, m) {

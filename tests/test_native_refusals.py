@@ -166,3 +166,65 @@ def test_the_last_stream_index_is_accepted(backend):
     rows = torch.zeros(2, 4, device=device)
     OPS.trunc_normal_runs_(rows, 1, 2, 0, 4, [2], [last - 7, last - 3], GOOD)
     assert torch.equal(rows.reshape(-1).cpu(), cpu)
+
+
+def _grouped_runs(xs, runs, dims, sizes, starts, offsets=None):
+    n = len(xs)
+    OPS.trunc_normal_grouped_runs_(
+        xs, 1, [0] * n, [0] * n if offsets is None else offsets, runs, dims, sizes, starts, GOOD * n
+    )
+
+
+GROUPED_RUNS_CASES = [
+    (
+        "lists",
+        "one run and one outer dim count per tensor",
+        lambda: _grouped_runs([_full((6, 4), "cpu")], [4], [], [], []),
+    ),
+    (
+        "dims",
+        "tensor 0: 2 outer dims, 1 sizes left",
+        lambda: _grouped_runs([_full((6, 4), "cpu")], [4], [2], [6], [0] * 6),
+    ),
+    ("starts-left", "exceeds the starts left", lambda: _grouped_runs([_full((6, 4), "cpu")], [4], [1], [6], [0] * 5)),
+    (
+        "cover",
+        "5 runs of 4 elements do not cover the 24",
+        lambda: _grouped_runs([_full((6, 4), "cpu")], [4], [1], [5], [0] * 5),
+    ),
+    (
+        "unused",
+        "1 outer sizes and 6 outer starts belong to no tensor",
+        lambda: _grouped_runs([_full((24,), "cpu")], [24], [0], [6], [0] * 6),
+    ),
+    (
+        "overflow",
+        r"outer starts \+ run must not exceed 2\^63",
+        lambda: _grouped_runs([_full((2, 4), "cpu")], [4], [1], [2], [0, 2**63 - 2]),
+    ),
+    (
+        "view",
+        "tensor 1 is not contiguous",
+        lambda: _grouped_runs([_full((8,), "cpu"), _full((4, 4), "cpu").t()], [8, 4], [0, 1], [4], [0] * 4),
+    ),
+]
+
+
+@pytest.mark.parametrize(("message", "call"), [pytest.param(m, c, id=i) for i, m, c in GROUPED_RUNS_CASES])
+def test_grouped_runs_refused_before_any_write(message, call):
+    """The CPU-only ``trunc_normal_grouped_runs_`` checks every tensor's layout before writing any."""
+    with pytest.raises(RuntimeError, match=message):
+        call()
+
+
+def test_grouped_runs_refusal_writes_nothing():
+    first, second = _full((8,), "cpu"), _full((6, 4), "cpu")
+    with pytest.raises(RuntimeError):
+        _grouped_runs([first, second], [8, 4], [0, 1], [6], [0, 8, 16, 24, 32, 2**63 - 2])
+    assert bool((first == 7).all()) and bool((second == 7).all()), "a refused call wrote"
+
+
+def test_opcheck_grouped_runs():
+    tensors = [torch.empty(6, 4), torch.empty(37, dtype=torch.bfloat16)]
+    args = (tensors, 3, [1, 2], [5, 2**40], [4, 37], [1, 0], [6], [0, 8, 16, 24, 32, 40], GOOD * 2)
+    torch.library.opcheck(torch.ops.tinit.trunc_normal_grouped_runs_.default, args)

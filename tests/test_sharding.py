@@ -367,3 +367,82 @@ def test_fused_spec_on_an_empty_local_shard_writes_nothing():
     assert spec.parts is not None and spec.split_dim == 1
     layout = ShardLayout((10, 30), (torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)))
     assert list(leaves(torch.empty(0), layout, spec, 0)) == []
+
+
+def _grouped_runs_cases():
+    """(local tensor, its layout) pairs of every runs kind: whole, a dim-1 block (rows), two outer dims,
+    a strided dim 0 (arbitrary outer starts), a 1-D block; dtypes mixed."""
+    layouts = [
+        ShardLayout.full((7, 9)),
+        ShardLayout.from_offsets((12, 40), (12, 8), (0, 16)),
+        ShardLayout.from_offsets((6, 5, 9), (2, 3, 4), (1, 2, 5)),
+        ShardLayout((10, 6), (torch.tensor([1, 2, 5, 7]), torch.arange(6))),
+        ShardLayout.from_offsets((100,), (37,), (11,)),
+        ShardLayout.from_offsets((3, 4097), (3, 1500), (0, 2000)),
+    ]
+    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+    return [
+        (torch.full(layout.local_shape, 9.0, dtype=dtypes[i % len(dtypes)]), layout)
+        for i, layout in enumerate(layouts * 2)
+    ]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_grouped_runs_op_equals_one_call_per_tensor(threads):
+    """``trunc_normal_grouped_runs_`` on whole tensors, row blocks, two outer dims and strided positions in
+    one call: bit for bit each tensor's own ``trunc_normal_runs_`` (or ``trunc_normal_`` when one range)."""
+    cases = _grouped_runs_cases()
+    runs = [layout.runs(1000 * i) for i, (_, layout) in enumerate(cases)]
+    assert {r.contiguous for r in runs} == {True, False}
+    streams = [3 + i for i in range(len(cases))]
+    constants = [tinit.params.transform_constants(0.0, 0.5, -1.0, 1.0, t.dtype) for t, _ in cases]
+    expected = []
+    for (tensor, _), r, stream, packed in zip(cases, runs, streams, constants, strict=True):
+        want = tensor.clone()
+        if r.contiguous:
+            ops.trunc_normal_native(want, 7, stream, r.base, packed)
+        else:
+            ops.trunc_normal_runs_native(want, 7, stream, r, packed)
+        expected.append(want)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        ops.trunc_normal_grouped_runs_native([t for t, _ in cases], 7, streams, runs, constants)
+    finally:
+        torch.set_num_threads(previous)
+    for (tensor, layout), want in zip(cases, expected, strict=True):
+        torch.testing.assert_close(tensor, want, rtol=0, atol=0, msg=f"layout {layout.global_shape}")
+        assert not bool((tensor == 9.0).any())
+
+
+def test_inner_dim_shards_join_the_table(monkeypatch):
+    """A plan of row-parallel (dim-1) shards and whole tensors makes one grouped-runs call and no runs_ call;
+    every shard equals its block of the dense fill."""
+    from tinit import _plan
+
+    spec = schemes.InitSpec(std=0.02, trunc=2.0)
+    dense = [torch.empty(16, 64), torch.empty(8, 96), torch.empty(33)]
+    blocks = [((slice(None), slice(16, 32)), (0, 16)), ((slice(None), slice(0, 24)), (0, 0)), ((slice(5, 30),), (5,))]
+    shards = [torch.empty(d[b].shape) for d, (b, _) in zip(dense, blocks, strict=True)]
+    whole = torch.empty(10, 10)
+    items = [
+        _plan.Item(s, spec, stream=i, global_shape=tuple(d.shape), shard_offsets=o)
+        for i, (s, d, (_, o)) in enumerate(zip(shards, dense, blocks, strict=True))
+    ]
+    items.append(_plan.Item(whole, spec, stream=9))
+    calls = {"grouped_runs": 0, "runs": 0, "grouped": 0}
+    for name, key in (
+        ("trunc_normal_grouped_runs_native", "grouped_runs"),
+        ("trunc_normal_runs_native", "runs"),
+        ("trunc_normal_grouped_native", "grouped"),
+    ):
+        real = getattr(ops, name)
+        monkeypatch.setattr(
+            ops, name, lambda *a, _real=real, _key=key: (calls.__setitem__(_key, calls[_key] + 1), _real(*a))[1]
+        )
+    _plan.Plan.build(items, seed=4, backend="cpu").run()
+    assert calls == {"grouped_runs": 1, "runs": 0, "grouped": 0}
+    for i, (s, d, (b, _)) in enumerate(zip(shards, dense, blocks, strict=True)):
+        write_spec_(d, spec, seed=4, stream=i)
+        torch.testing.assert_close(s, d[b], rtol=0, atol=0)
+    torch.testing.assert_close(whole, write_spec_(torch.empty(10, 10), spec, seed=4, stream=9), rtol=0, atol=0)

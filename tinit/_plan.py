@@ -135,7 +135,7 @@ def located(exc: Exception, where: str) -> Exception:
 
 
 def shards_of(
-    tensor: torch.Tensor, global_shape=None, shard_offsets=None, name: str = "tensor"
+    tensor: torch.Tensor, global_shape=None, shard_offsets=None, name: str = "tensor", cache: dict | None = None
 ) -> tuple[tuple[torch.Tensor, ShardLayout | None], ...]:
     """((a tensor to write, its place in the logical tensor or None when it is the whole of it), ...).
 
@@ -146,6 +146,7 @@ def shards_of(
         tensor: a tensor, Parameter or DTensor (its local tensors are written).
         global_shape, shard_offsets: a hand-made shard (``Item``); both or neither.
         name: how the messages name the tensor.
+        cache: a DTensor's layout cache for one pass (``ShardLayout.local_shards``).
 
     Raises:
         TypeError, ValueError: as ``tinit.params.check_tensor`` for a tensor
@@ -156,7 +157,7 @@ def shards_of(
     if is_dtensor(tensor):
         if global_shape is not None or shard_offsets is not None:
             raise ValueError("a DTensor carries its own layout; do not pass global_shape/shard_offsets with it")
-        shards = ShardLayout.local_shards(tensor)
+        shards = ShardLayout.local_shards(tensor, cache)
         for local, _ in shards:
             check_tensor(local, f"{name} (local shard)")
         return shards
@@ -460,6 +461,7 @@ class Plan:
     __slots__ = (
         "_backends",
         "_kinds",
+        "_layouts",
         "backend",
         "deferred",
         "draw_on_write",
@@ -529,7 +531,7 @@ class Plan:
         plan.writes = plan.draws = False
         plan.where = where
         plan.entries, plan.fills, plan.rows, plan.singles, plan.deferred = [], [], [], [], []
-        plan.zeros, plan.tables, plan._kinds, plan._backends = {}, {}, {}, {}
+        plan.zeros, plan.tables, plan._kinds, plan._backends, plan._layouts = {}, {}, {}, {}, {}
         index, item = -1, None
         mode = enabled_local_mode()  # torch's LocalTensorMode: tinit's own tensors are plain ones
         try:
@@ -564,7 +566,7 @@ class Plan:
                 shards = ((tensor, None),)
             else:
                 with outside_local_mode():
-                    shards = shards_of(tensor, global_shape, shard_offsets)
+                    shards = shards_of(tensor, global_shape, shard_offsets, cache=self._layouts)
             for local, layout in shards:
                 if not local.is_meta:
                     self._enter(tensor, local, layout, kind, what, records, stream, offset, rows)
@@ -601,7 +603,7 @@ class Plan:
             ):
                 check_tensor(local)  # the full check, which raises when it must
         else:
-            shards = shards_of(tensor, global_shape, shard_offsets)
+            shards = shards_of(tensor, global_shape, shard_offsets, cache=self._layouts)
             local, layout = shards[0]  # the checks below read only what every rank's shard shares
         dtype = local.dtype
         if callable(what):  # a front end's own checks, after the tensor's
@@ -700,22 +702,30 @@ class Plan:
                     self._file(view, sub, *self._constant_kind(leaf.constant), stream, leaf_offset)
 
     def _file_record(self, view, layout, record, stream: int, offset: int) -> None:
-        """A random piece: into its backend's table when it takes one call there, else a single write."""
+        """A random piece: into its backend's table when it takes one call there, else a single write.
+
+        A shard split along an inner dim (``StreamRuns`` of several rows) joins the table on a backend
+        with ``fill_grouped_runs``, so a rank's row-parallel shards cost what its whole tensors do.
+        """
         backend = self._backends[view.device, view.dtype]
         if view.is_contiguous() and view.numel() <= backend.table_max_numel:
-            base = offset
+            base, runs = offset, None
             if layout is not None:
                 runs = layout.runs(offset)
-                base = runs.base if runs.contiguous else None
+                if runs.contiguous:
+                    base, runs = runs.base, None
+                elif backend.fill_grouped_runs is None:
+                    base = None
             if base is not None:
                 key = (backend.name, view.device)
                 table = self.tables.get(key)
                 if table is None:
-                    table = self.tables[key] = (backend, [], [], [], [])
+                    table = self.tables[key] = (backend, [], [], [], [], [])
                 table[1].append(view)
                 table[2].append(stream)
                 table[3].append(base)
                 table[4].append(record)
+                table[5].append(runs)
                 return
         self.singles.append((backend, view, layout, record, stream, offset))
 
@@ -739,11 +749,18 @@ class Plan:
                 torch._foreach_zero_(tensors)
             for tensor, value in self.fills:
                 tensor.fill_(value)
-            for backend, tensors, streams, offsets, records in self.tables.values():
-                if len(tensors) == 1:
-                    backend.fill(tensors[0], seed, streams[0], offsets[0], records[0])
-                else:
-                    backend.fill_grouped(tensors, seed, streams, offsets, records)
+            for backend, tensors, streams, offsets, records, runs in self.tables.values():
+                if not any(runs):
+                    if len(tensors) == 1:
+                        backend.fill(tensors[0], seed, streams[0], offsets[0], records[0])
+                    else:
+                        backend.fill_grouped(tensors, seed, streams, offsets, records)
+                    continue
+                layouts = [
+                    StreamRuns(offset, tensor.numel()) if layout is None else layout
+                    for tensor, offset, layout in zip(tensors, offsets, runs, strict=True)
+                ]
+                backend.fill_grouped_runs(tensors, seed, streams, layouts, records)
             for backend, view, layout, record, stream, offset in self.singles:
                 _write(backend, view, layout, record, seed, stream, offset)
             for local, layout, rows in self.rows:

@@ -80,6 +80,11 @@ class Backend:
             device (tensor t from stream streams[t] at offsets[t] with the
             constants packed[t]) as ``fill`` would one by one, in a few
             launches; None when the backend has no such kernel.
+        fill_grouped_runs: ``fill_grouped_runs(tensors, seed, streams, runs,
+            packed)`` is ``fill_grouped`` with each tensor laid out as its
+            ``runs`` (``tinit.sharding.StreamRuns``), so shards split along an
+            inner dim join the table; None when the backend has no such
+            kernel, and ``tinit._plan.Plan`` gives them ``fill_shard`` calls.
         table_max_numel: the largest numel ``fill_grouped`` takes (0 without
             it): ``tinit._plan.Plan`` gives a larger tensor a ``fill`` call of
             its own. The CPU takes every tensor (its grouped op runs the
@@ -95,6 +100,7 @@ class Backend:
     summary: str = ""
     fill_runs: Callable | None = None
     fill_grouped: Callable | None = None
+    fill_grouped_runs: Callable | None = None
     table_max_numel: int = 0
 
     def fill_shard(self, tensor: torch.Tensor, seed: int, stream: int, runs, constants: tuple) -> None:
@@ -224,6 +230,13 @@ def _native_fill_grouped(
     ops.trunc_normal_grouped_native(tensors, seed, streams, offsets, packed)
 
 
+def _native_fill_grouped_runs(
+    tensors: list[torch.Tensor], seed: int, streams: list[int], runs: list, packed: list[tuple]
+) -> None:
+    """``tinit::trunc_normal_grouped_runs_`` (CPU: one parallel loop over every tensor's rows)."""
+    ops.trunc_normal_grouped_runs_native(tensors, seed, streams, runs, packed)
+
+
 BACKENDS: dict[str, Backend] = {
     "cuda": Backend(
         "cuda",
@@ -257,6 +270,7 @@ BACKENDS: dict[str, Backend] = {
         summary="native CPU kernels (csrc/cpu/), SIMD Philox, OpenMP",
         fill_runs=ops.trunc_normal_runs_native,
         fill_grouped=_native_fill_grouped,
+        fill_grouped_runs=_native_fill_grouped_runs,
         table_max_numel=2**63,
     ),
     "torch": Backend(

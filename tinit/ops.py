@@ -73,6 +73,12 @@ if native_available():
     def _trunc_normal_grouped_fake(tensors, seed, streams, offsets, transform):
         return None
 
+    @torch.library.register_fake("tinit::trunc_normal_grouped_runs_")
+    def _trunc_normal_grouped_runs_fake(
+        tensors, seed, streams, offsets, runs, outer_dims, outer_sizes, outer_starts, transform
+    ):
+        return None
+
     # The benchmarks' op, in its own library (``TORCH_LIBRARY(tinit_bench, m)``), outside the public schema.
     @torch.library.register_fake("tinit_bench::trunc_normal_compute_only_")
     def _trunc_normal_compute_only_fake(self, seed, stream, offset, transform):
@@ -148,6 +154,35 @@ def trunc_normal_grouped_native(
     """
     flat = [value for packed in constants for value in packed]
     torch.ops.tinit.trunc_normal_grouped_(tensors, as_int64(seed), [as_int64(s) for s in streams], list(offsets), flat)
+
+
+def trunc_normal_grouped_runs_native(
+    tensors: list[torch.Tensor], seed: int, streams: list[int], runs: list, constants: list[tuple[float, ...]]
+) -> None:
+    """Fill many contiguous CPU tensors, each laid out as its ``runs`` (a ``tinit.sharding.StreamRuns``), in one
+    call (``torch.ops.tinit.trunc_normal_grouped_runs_``).
+
+    Tensor t gets exactly what ``trunc_normal_runs_native(tensors[t], seed,
+    streams[t], runs[t], constants[t])`` writes (``trunc_normal_native`` at
+    ``runs[t].base`` when it is one range), so shards split along an inner
+    dim share a model's one call and its threads instead of one call each.
+    """
+    flat = [value for packed in constants for value in packed]
+    sizes, starts = [], []
+    for r in runs:
+        sizes.extend(r.outer_sizes)
+        starts.extend(r.outer_starts)
+    torch.ops.tinit.trunc_normal_grouped_runs_(
+        tensors,
+        as_int64(seed),
+        [as_int64(s) for s in streams],
+        [r.base for r in runs],
+        [r.run for r in runs],
+        [len(r.outer_sizes) for r in runs],
+        sizes,
+        starts,
+        flat,
+    )
 
 
 def trunc_normal_compute_only(

@@ -27,7 +27,7 @@ import math
 import operator
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -222,6 +222,9 @@ class ShardLayout:
 
     global_shape: tuple[int, ...]
     indices: tuple[torch.Tensor, ...]
+    # runs(offset) per offset: a layout is immutable, and the engine asks one shared layout (see
+    # local_shards' cache) for the same runs once per tensor
+    _runs: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def local_shape(self) -> tuple[int, ...]:
@@ -305,11 +308,17 @@ class ShardLayout:
             return cls._at_coordinate(tensor, coordinate, tuple(local._local_tensors[rank].shape))
 
     @classmethod
-    def local_shards(cls, tensor) -> tuple[tuple[torch.Tensor, ShardLayout], ...]:
+    def local_shards(cls, tensor, cache: dict | None = None) -> tuple[tuple[torch.Tensor, ShardLayout], ...]:
         """Every shard of a DTensor this process holds, with its layout (no communication).
 
         Args:
             tensor: a DTensor (or a Parameter holding one).
+            cache: a dict the caller keeps for one pass over DTensors whose
+                meshes it holds unchanged (``tinit._plan.Plan.build``): the
+                layout of a (global shape, placements, mesh, local shape) seen
+                before is taken from it, so a model's hundreds of tensors cost
+                their few distinct layouts, whatever the world size. Not used
+                for a simulated DTensor.
 
         Returns:
             ((local tensor, its layout), ...): one pair in a real process
@@ -323,7 +332,15 @@ class ShardLayout:
         local = tensor._local_tensor
         ranks = _simulated_ranks(local)
         if ranks is None:
-            return ((tensor.to_local(), cls.of_dtensor(tensor)),)
+            if cache is None:
+                return ((tensor.to_local(), cls.of_dtensor(tensor)),)
+            mesh = tensor.device_mesh
+            # the mesh object itself is kept beside its layout, so its id is not reused while cached
+            key = (tuple(tensor.shape), tuple(tensor.placements), id(mesh), tuple(local.shape))
+            hit = cache.get(key)
+            if hit is None:
+                hit = cache[key] = (cls.of_dtensor(tensor), mesh)
+            return ((tensor.to_local(), hit[0]),)
         coordinates = _simulated_coordinates(tensor.device_mesh, ranks)
         with outside_local_mode():
             return tuple(
@@ -369,11 +386,10 @@ class ShardLayout:
             dim = placement.dim if placement.dim >= 0 else placement.dim + len(global_shape)
             if isinstance(placement, shards[1:]):  # _StridedShard
                 index = _strided_positions(local[dim], mesh.size(mesh_dim), coordinate[mesh_dim], placement)
-            else:
-                size, index = per_dim(
-                    local[dim], mesh.size(mesh_dim), coordinate[mesh_dim], placement, None, global_shape[dim], False
-                )
-                index = index[:size].to(torch.int64)
+            else:  # torch.chunk's cut, as Shard.local_shard_size_and_offset (plain ints: no tensor per call)
+                step = -(-local[dim] // mesh.size(mesh_dim))
+                start = min(coordinate[mesh_dim] * step, local[dim])
+                index = torch.arange(start, start + min(step, local[dim] - start), dtype=torch.int64, device="cpu")
             local[dim] = int(index.numel())
             indices[dim] = index if dim not in indices else indices[dim][index]
         layout = cls(
@@ -419,6 +435,9 @@ class ShardLayout:
         range, form the run; the dims before it are outer dims (size-1 ones
         folded into ``base``).
         """
+        known = self._runs.get(offset)
+        if known is not None:
+            return known
         shape, index = self.global_shape, self.indices
         strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
         base, run, d = offset, 1, len(shape) - 1
@@ -438,7 +457,8 @@ class ShardLayout:
             else:
                 sizes.append(int(index[k].numel()))
                 starts.extend((index[k] * strides[k]).tolist())
-        return StreamRuns(base, run, tuple(sizes), tuple(starts))
+        found = self._runs[offset] = StreamRuns(base, run, tuple(sizes), tuple(starts))
+        return found
 
     def flat_index(self) -> torch.Tensor:
         """Global row-major flat index of every local element (int64, local shape); tests and the reference backend."""

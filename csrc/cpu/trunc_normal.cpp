@@ -18,29 +18,12 @@
 #include "stream_words.h"
 #include "tinit/philox.h"
 #include "../checks.h"
+#include "run_map.h"
 #include "transform_kernels.h"
 
 namespace tinit {
 namespace cpu {
 namespace {
-
-// The run map of a shard: `outer_starts` holds, dim after dim, one stream
-// index contribution per position of each outer dim.
-RunMap runs_map(const at::Tensor& self, int64_t offset, int64_t run, at::IntArrayRef outer_sizes,
-                at::IntArrayRef outer_starts, const char* op) {
-  check_runs(self, offset, run, outer_sizes, outer_starts, op);
-  RunMap map;
-  map.base = static_cast<uint64_t>(offset);
-  map.run = run;
-  int64_t entries = 0;
-  for (const int64_t size : outer_sizes) {
-    map.sizes.push_back(size);
-    map.table_begin.push_back(entries);
-    entries += size;
-  }
-  map.starts.assign(outer_starts.begin(), outer_starts.end());
-  return map;
-}
 
 void fill(const at::Tensor& self, uint64_t seed, uint64_t stream, const RunMap& map, const ChunkTransform& tf) {
   auto* base = static_cast<char*>(self.data_ptr());

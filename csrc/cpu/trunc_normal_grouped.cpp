@@ -1,5 +1,7 @@
-// CPU implementation of tinit::trunc_normal_grouped_: many tensors of one
-// dtype in one call, each from its own (stream, offset) and constants.
+// CPU implementations of tinit::trunc_normal_grouped_ and
+// trunc_normal_grouped_runs_: many tensors in one call, each from its own
+// (stream, offset) and constants, and for the runs op each laid out as
+// trunc_normal_runs_ lays out one tensor (a shard split along an inner dim).
 // Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
 //
 // The tensors' elements are laid end to end and at::parallel_for splits that
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "../checks.h"
+#include "run_map.h"
 #include "stream_words.h"
 #include "transform_kernels.h"
 
@@ -27,6 +30,30 @@ struct Entry {
   RunMap map;
   ChunkTransform tf;
 };
+
+// Writes every entry; first[t] is where tensor t's element 0 sits in the
+// elements laid end to end (first.back(): all of them).
+void fill_entries(const std::vector<Entry>& entries, const std::vector<int64_t>& first, at::IntArrayRef streams,
+                  uint64_t seed) {
+  at::parallel_for(0, first.back(), kGrain, [&](int64_t begin, int64_t end) {
+    alignas(64) uint32_t storage[kWordBuffer];
+    alignas(64) uint32_t scratch[kScratch];
+    // The last tensor starting at or before `begin`.
+    auto t = std::upper_bound(first.begin(), first.end() - 1, begin) - first.begin() - 1;
+    for (; begin < end; ++t) {
+      const Entry& e = entries[t];
+      const int64_t stop = std::min(end, first[t + 1]);
+      const auto stream = static_cast<uint64_t>(streams[t]);
+      for (int64_t j = begin - first[t]; j < stop - first[t]; j += kChunk) {
+        const int64_t m = std::min(kChunk, stop - first[t] - j);
+        char* out = e.out + j * e.tf.elem_size;
+        uint32_t* buf = storage + word_shift_from(storage, out);
+        e.tf.run(out, gather_words(e.map, j, m, seed, stream, buf, scratch), m);
+      }
+      begin = stop;
+    }
+  });
+}
 
 void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed, at::IntArrayRef streams, at::IntArrayRef offsets,
                               at::ArrayRef<double> transforms) {
@@ -49,30 +76,64 @@ void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed, at::IntArray
                        make_chunk_transform(x.scalar_type(), packed, op)});
     first.push_back(first.back() + x.numel());
   }
-  const auto seed_u = static_cast<uint64_t>(seed);
-  at::parallel_for(0, first.back(), kGrain, [&](int64_t begin, int64_t end) {
-    alignas(64) uint32_t storage[kWordBuffer];
-    alignas(64) uint32_t scratch[kScratch];
-    // The last tensor starting at or before `begin`.
-    auto t = std::upper_bound(first.begin(), first.end() - 1, begin) - first.begin() - 1;
-    for (; begin < end; ++t) {
-      const Entry& e = entries[t];
-      const int64_t stop = std::min(end, first[t + 1]);
-      const auto stream = static_cast<uint64_t>(streams[t]);
-      for (int64_t j = begin - first[t]; j < stop - first[t]; j += kChunk) {
-        const int64_t m = std::min(kChunk, stop - first[t] - j);
-        char* out = e.out + j * e.tf.elem_size;
-        uint32_t* buf = storage + word_shift_from(storage, out);
-        e.tf.run(out, gather_words(e.map, j, m, seed_u, stream, buf, scratch), m);
-      }
-      begin = stop;
+  fill_entries(entries, first, streams, static_cast<uint64_t>(seed));
+}
+
+// Tensor t: rows of runs[t] elements from stream index offsets[t], its
+// outer_dims[t] outer sizes the next ones of outer_sizes, their starts the
+// next ones of outer_starts (trunc_normal_runs_'s layout, lists concatenated).
+void trunc_normal_grouped_runs_cpu(at::TensorList tensors, int64_t seed, at::IntArrayRef streams,
+                                   at::IntArrayRef offsets, at::IntArrayRef runs, at::IntArrayRef outer_dims,
+                                   at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts,
+                                   at::ArrayRef<double> transforms) {
+  const char* op = "tinit::trunc_normal_grouped_runs_";
+  const auto n = static_cast<int64_t>(tensors.size());
+  check_grouped_lists(n, streams, offsets, transforms, op);
+  TORCH_CHECK(static_cast<int64_t>(runs.size()) == n && static_cast<int64_t>(outer_dims.size()) == n, op,
+              ": expected one run and one outer dim count per tensor, got ", n, " tensors, ", runs.size(), " runs and ",
+              outer_dims.size(), " outer dim counts");
+  std::vector<Entry> entries;
+  std::vector<int64_t> first{0};
+  entries.reserve(n);
+  size_t dim_at = 0, start_at = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const at::Tensor& x = tensors[t];
+    const Where where{op, t};
+    const double* packed = transforms.data() + t * kParamCount;
+    check_target(x, c10::DeviceType::CPU, where);
+    check_record(packed, where);
+    check_dtype(x, where);
+    TORCH_CHECK(outer_dims[t] >= 0 && static_cast<size_t>(outer_dims[t]) <= outer_sizes.size() - dim_at, op,
+                ": tensor ", t, ": ", outer_dims[t], " outer dims, ", outer_sizes.size() - dim_at, " sizes left");
+    const at::IntArrayRef sizes = outer_sizes.slice(dim_at, outer_dims[t]);
+    dim_at += sizes.size();
+    size_t count = 0;
+    for (const int64_t size : sizes) {
+      TORCH_CHECK(size > 0 && static_cast<size_t>(size) <= outer_starts.size() - start_at - count, op, ": tensor ", t,
+                  ": outer size ", size, " is not > 0 or exceeds the starts left");
+      count += static_cast<size_t>(size);
     }
-  });
+    const at::IntArrayRef starts = outer_starts.slice(start_at, count);
+    start_at += count;
+    if (x.numel() == 0) {
+      entries.push_back({nullptr, RunMap::contiguous(0, 0), make_chunk_transform(x.scalar_type(), packed, op)});
+    } else {
+      entries.push_back({static_cast<char*>(x.data_ptr()), runs_map(x, offsets[t], runs[t], sizes, starts, op),
+                         make_chunk_transform(x.scalar_type(), packed, op)});
+    }
+    first.push_back(first.back() + x.numel());
+  }
+  TORCH_CHECK(dim_at == outer_sizes.size() && start_at == outer_starts.size(), op, ": ", outer_sizes.size() - dim_at,
+              " outer sizes and ", outer_starts.size() - start_at, " outer starts belong to no tensor");
+  fill_entries(entries, first, streams, static_cast<uint64_t>(seed));
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(tinit, CPU, m) { m.impl("trunc_normal_grouped_", &trunc_normal_grouped_cpu); }
+TORCH_LIBRARY_IMPL(tinit, CPU, m) {
+  m.impl("trunc_normal_grouped_", &trunc_normal_grouped_cpu);
+  m.impl("trunc_normal_grouped_runs_", &trunc_normal_grouped_runs_cpu);
+}
 
 }  // namespace cpu
 }  // namespace tinit
