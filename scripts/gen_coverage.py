@@ -175,6 +175,20 @@ RECIPE_REFERENCES: dict[str, list[tuple[str, str]]] = {
         ("mup 1.0.0: MuAdam/MuSGD groups", "tests/test_recipes_mup.py::test_param_groups_match_mup_optimizers"),
         ("Megatron-LM muP (vendored)", "tests/test_recipes_mup.py::test_init_depth_matches_megatron"),
     ],
+    "u_mup": [
+        ("unit-scaling 0.3.5: modules", "tests/test_recipes_uup.py::test_init_matches_unit_scaling_modules"),
+        (
+            "unit-scaling 0.3.5: Adam/AdamW/SGD groups",
+            "tests/test_recipes_uup.py::test_param_groups_match_unit_scaling_optimizers",
+        ),
+    ],
+    "depth_mup": [
+        ("CompleteP Table 1, alpha 1/2", "tests/test_recipes_completep.py::test_param_groups_match_table1"),
+    ],
+    "completep": [
+        ("CompleteP Table 1, alpha 1", "tests/test_recipes_completep.py::test_param_groups_match_table1"),
+        ("CompleteP Table 1: init", "tests/test_recipes_completep.py::test_init_matches_table1"),
+    ],
 }
 
 

@@ -43,13 +43,14 @@ PIP=("$PY" -m pip --disable-pip-version-check)
 # Megatron-Core (megatron; 0.16.1 is the newest wheel the index has for Python
 # 3.11), Keras 3 with the modules it imports (lecun_normal, on its torch backend),
 # microsoft/mup (mup, mup_param_groups; it imports PyYAML, which transformers
-# brings), torchscale (deepnorm's variant; the test stands in for fairscale) and
-# timm (its LayerScale, loaded alone: importing timm needs torchvision).
+# brings), graphcore-research/unit-scaling (u_mup) with the two modules it imports
+# beyond docstring-parser, torchscale (deepnorm's variant; the test stands in for
+# fairscale) and timm (its LayerScale, loaded alone: importing timm needs torchvision).
 "${PIP[@]}" install --no-deps "torchtitan==0.3.0" "spmd_types==0.2.3" "tyro==1.0.16" \
   "docstring-parser==0.18.0" "shtab==1.13.0" "typeguard==4.6.0" \
   "ai2-olmo-core==3.0.0" "dataclass-extensions==0.5.0" "bettermap==1.3.1" \
   "megatron-core==0.16.1" "keras==3.15.1" "namex==0.1.0" "absl-py==2.5.1" "optree==0.20.0" "ml-dtypes==0.6.0" \
-  "mup==1.0.0" "torchscale==0.3.0" "timm==1.0.31"
+  "mup==1.0.0" "unit-scaling==0.3.5" "einops==0.8.2" "tabulate==0.10.0" "torchscale==0.3.0" "timm==1.0.31"
 
 installed="$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')"
 if [[ "$installed" != "$TORCH_VERSION" ]]; then

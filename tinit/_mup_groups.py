@@ -1,7 +1,8 @@
 """``mup_param_groups``: optimiser param groups with muP's per-parameter learning rate, weight decay
-and Adam eps (microsoft/mup's optimisers, or Megatron-Core's muP). The rule is the recipe's own
-(``tinit.schemes.Scheme.param_group``, ``MuP.param_group``); this module finds each parameter's
-role and width dims and groups the parameters."""
+and Adam eps (microsoft/mup's optimisers, or Megatron-Core's muP), or another recipe's (u-μP,
+depth-muP, CompleteP). The rule is the recipe's own (``tinit.schemes.Scheme.param_group``,
+``MuP.param_group``); this module finds each parameter's role, width dims, block and depth and
+groups the parameters."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from collections.abc import Mapping
 import torch
 
 from tinit import schemes
-from tinit._classify import apply_unclassified, check_unclassified, classify, compile_overrides, infer_d_model
+from tinit._classify import (
+    Geometry,
+    apply_unclassified,
+    check_n_layers,
+    check_unclassified,
+    classify,
+    compile_overrides,
+    depths,
+    infer_d_model,
+)
 
 
 def mup_param_groups(
@@ -19,6 +29,7 @@ def mup_param_groups(
     lr: float,
     base_width: int | None = None,
     d_model: int | None = None,
+    n_layers: int | Mapping[str, int] | None = None,
     optimizer: str = "adam",
     readout: str = "zero",
     overrides: Mapping[str, str | Mapping] | None = None,
@@ -29,6 +40,7 @@ def mup_param_groups(
     delta_model: torch.nn.Module | Mapping[str, tuple[int, ...]] | None = None,
     unclassified: str = "error",
     scheme: str = "mup",
+    options: Mapping | None = None,
     **group_options,
 ) -> list[dict]:
     """Optimiser param groups with muP's per-parameter learning rate, weight decay and Adam eps.
@@ -72,11 +84,23 @@ def mup_param_groups(
     ``overrides``). Parameters with equal (lr, weight_decay, eps) share a
     group; tied tensors appear once.
 
+    ``scheme=`` another recipe: its ``Scheme.param_group`` decides, given each
+    parameter's role, logical shape and layout (an expert stack's from its
+    family, as ``init_model_`` reads it), block index and the blocks L of its
+    stack (counted per tower as ``init_model_`` does, or ``n_layers``), d_model,
+    ``base_width`` when given and the recipe's own ``options``:
+    ``"u_mup"`` unit-scaling's ``lr_scale_func_adam`` / ``lr_scale_func_sgd``
+    and ``scaled_parameters`` (``tinit.schemes.UnitMuP``), ``"completep"`` and
+    ``"depth_mup"`` CompleteP's Table 1 AdamW rules (``tinit.schemes.CompleteP``).
+    ``readout``, ``reference``, ``base_model`` and ``delta_model`` are muP's
+    and refused with another scheme.
+
     Args:
         model: the model (may be on the meta device).
         lr: the learning rate tuned on the base-width model.
         base_width, readout: as for the ``mup`` scheme.
         d_model: the model's width; inferred as in ``init_model_`` when None.
+        n_layers: blocks L, as for ``init_model_`` (counted per tower when None).
         optimizer: "adam" (Adam, AdamW) or "sgd".
         overrides: as for ``init_model_``.
         weight_decay: the base model's weight decay (>= 0).
@@ -91,6 +115,8 @@ def mup_param_groups(
             a role gives them that role's multiplier.
         scheme: the recipe whose optimiser rule applies (its ``Scheme.param_group``; the
             options above go to it).
+        options: the recipe's own options (``{"base_depth": 2}`` for ``completep``), the same
+            as ``init_model_``'s for it.
         **group_options: added to every group (e.g. ``betas=(0.9, 0.95)``).
 
     Returns:
@@ -102,34 +128,48 @@ def mup_param_groups(
         ValueError: a parameter matches no role rule under
             ``unclassified="error"`` (all listed), a bad ``unclassified``, bad options,
             base shapes that do not match the model's names or ranks, or a tensor
-            with more than two width dims.
-        TypeError: base_model/delta_model of another type, ``unclassified`` not a str.
+            with more than two width dims; a muP argument with another scheme; the
+            scheme's own refusals (an option out of range, an optimizer it has no rule for).
+        TypeError: base_model/delta_model of another type, ``unclassified`` not a str,
+            ``options`` not a mapping or holding an option the scheme does not take.
     """
     chosen = schemes.get(scheme)
-    _check_options(chosen, lr, weight_decay, eps, optimizer, readout, reference, base_model, delta_model)
+    is_mup = isinstance(chosen, schemes.MuP)
+    options = _check_options(
+        chosen, is_mup, lr, weight_decay, eps, optimizer, readout, reference, base_model, delta_model, options
+    )
+    n_layers = check_n_layers(n_layers)
     policy = check_unclassified(unclassified, "mup_param_groups")
-    entries = classify(model, "", compile_overrides(overrides))
+    modules = list(model.named_modules(remove_duplicate=False))
+    entries = classify(model, "", compile_overrides(overrides), modules)
     if d_model is None:
         d_model = infer_d_model(model, entries)
     entries = apply_unclassified(entries, policy, "mup_param_groups")
+    tower_depths, _ = depths(entries, n_layers)
     widths = None
-    if base_model is not None:
+    if is_mup and base_model is not None:
         widths = _mup_width_dims_from_base(entries, base_model, delta_model)
         base_width = None  # the width dims carry the multipliers
-    elif reference == "mup":
+    elif is_mup and reference == "mup":
         widths = _mup_width_dims_from_roles(entries, d_model, schemes.MuP.width_mult(d_model, base_width))
-    options = {"d_model": d_model, "base_width": base_width, "readout": readout, "reference": reference}
+    shared = {"d_model": d_model, **options}
+    if is_mup:
+        shared.update(base_width=base_width, readout=readout, reference=reference)
+    elif base_width is not None:
+        shared["base_width"] = base_width
+    geometry = Geometry(modules)
     groups: dict[tuple, dict] = {}
     for entry in entries:
         settings = chosen.param_group(
             entry.role,
             width_mults=None if widths is None else widths[entry.name],
             ndim=entry.param.dim(),
+            **_context(entry, geometry, tower_depths),
             lr=lr,
             weight_decay=weight_decay,
             eps=eps,
             optimizer=optimizer,
-            **options,
+            **shared,
         )
         key = settings["lr_multiplier"], settings["weight_decay"], settings.get("eps")
         if key not in groups:
@@ -139,10 +179,28 @@ def mup_param_groups(
     return list(groups.values())
 
 
-def _check_options(chosen, lr, weight_decay, eps, optimizer, readout, reference, base_model, delta_model) -> None:
-    """``mup_param_groups``'s own arguments checked before the model is read (ValueError naming them)."""
-    if reference not in ("mup", "megatron"):
-        raise ValueError(f"mup_param_groups: reference must be 'mup' or 'megatron', got {reference!r}")
+def _context(entry, geometry: Geometry, tower_depths: dict) -> dict:
+    """What ``Scheme.param_group`` may know of ``entry``'s parameter besides its role: its logical shape,
+    layout (an expert stack's by its family, as ``init_model_`` reads it), block and the blocks of its stack."""
+    shape, layout, extra = tuple(entry.param.shape), entry.layout, {}
+    if "experts" in entry.name or entry.override:
+        layout, extra = geometry.args(entry.name, shape, entry.role, layout, entry.override)
+    return {
+        "shape": shape,
+        "layout": layout,
+        "experts": extra.get("experts"),
+        "layer_idx": entry.layer,
+        "n_layers": tower_depths.get(entry.tower),
+    }
+
+
+def _check_options(
+    chosen, is_mup, lr, weight_decay, eps, optimizer, readout, reference, base_model, delta_model, options
+) -> dict:
+    """``mup_param_groups``'s own arguments checked before the model is read (ValueError naming them);
+    the recipe's ``options`` as a dict."""
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(f"mup_param_groups: options must be a mapping of the scheme's options, got {options!r}")
     if optimizer not in ("adam", "sgd"):
         raise ValueError(f"mup_param_groups: optimizer must be 'adam' or 'sgd', got {optimizer!r}")
     for name, value in (("lr", lr), ("weight_decay", weight_decay), ("eps", eps)):
@@ -150,9 +208,29 @@ def _check_options(chosen, lr, weight_decay, eps, optimizer, readout, reference,
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
             raise ValueError(f"mup_param_groups: {name} must be a finite number >= 0, got {value!r}")
+    if not is_mup:
+        given = [
+            name
+            for name, set_ in (
+                ("readout", readout != "zero"),
+                ("reference", reference != "mup"),
+                ("base_model", base_model is not None),
+                ("delta_model", delta_model is not None),
+            )
+            if set_
+        ]
+        if given:
+            raise ValueError(
+                f"mup_param_groups: {', '.join(given)} apply to scheme 'mup' only, not {chosen.name!r} "
+                "(pass the scheme's own options in options=)"
+            )
+        return dict(options or {})
+    if reference not in ("mup", "megatron"):
+        raise ValueError(f"mup_param_groups: reference must be 'mup' or 'megatron', got {reference!r}")
     if reference == "megatron" and (base_model is not None or delta_model is not None):
         raise ValueError("mup_param_groups: base_model/delta_model apply to reference='mup' (mup's base shapes)")
     chosen.multipliers(readout=readout)  # checks readout
+    return dict(options or {})
 
 
 def _mup_shapes(what, label: str) -> dict[str, tuple[int, ...]]:

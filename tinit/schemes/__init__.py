@@ -5,8 +5,10 @@ the depth L of its stack, d_model, its logical shape and layout) to an
 ``InitSpec``: a truncated normal (mean, std, bounds ``trunc`` in units of
 std), a uniform, a constant, or, for a fused projection whose slices follow
 different rules, one spec per slice. Where a recipe also changes the forward
-pass (DeepNorm's alpha on the residual branch, muP's readout multiplier) the
-scheme's ``multipliers`` returns the numbers the model must apply.
+pass (DeepNorm's alpha on the residual branch, muP's readout multiplier,
+u-μP's residual taus, CompleteP's branch multiplier) the scheme's
+``multipliers`` returns the numbers the model must apply; a recipe with
+learning-rate rules answers ``Scheme.param_group`` (``tinit.mup_param_groups``).
 
 Conventions shared by every scheme:
     std      standard deviation in tensor units. For a truncated normal it is
@@ -16,7 +18,8 @@ Conventions shared by every scheme:
              Default: the truncation of the recipe's reference implementation
              (``Scheme.reference_trunc``): untruncated for ``normal``, ``gpt2``,
              ``megatron``, ``xavier_normal``, ``kaiming_normal``, ``small_init``,
-             ``wang_init``, ``t5``, ``modded_nanogpt``; +-3 for ``mitchell``,
+             ``wang_init``, ``t5``, ``modded_nanogpt``, ``mup``, ``u_mup``,
+             ``depth_mup``, ``completep``; +-3 for ``mitchell``,
              ``modern`` and the ``olmo_*`` linears; +-2 rescaled for
              ``lecun_normal`` (JAX); torchtitan's absolute +-2 for ``depth_init``.
     variance_preserving
@@ -62,6 +65,8 @@ weights are 1, biases 0 and residual gates 1.
 
 from __future__ import annotations
 
+from tinit.schemes._completep import CompleteP, DepthMuP
+
 # EXPERT_LAYOUTS, GROUPED_LAYOUTS, HIDDEN_ROLES and OUTPUT_ROLES are public names but not API (not in
 # __all__): the model walk and the tests read them.
 from tinit.schemes._core import (
@@ -88,6 +93,7 @@ from tinit.schemes._olmo import OlmoFanIn, OlmoFullMegatron, OlmoLlama, OlmoLlam
 from tinit.schemes._residual import Fixup, ReZero
 from tinit.schemes._small import Mitchell, Modern, SmallInit, WangInit
 from tinit.schemes._t5 import T5
+from tinit.schemes._umup import UnitMuP
 
 SCHEMES = {
     s.name: s
@@ -109,6 +115,9 @@ SCHEMES = {
         ReZero(),
         Fixup(),
         MuP(),
+        UnitMuP(),
+        DepthMuP(),
+        CompleteP(),
         OlmoLlama(),
         OlmoLlamaDepth(),
         OlmoFanIn(),

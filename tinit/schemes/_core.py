@@ -603,6 +603,11 @@ class Scheme:
         *,
         width_mults: tuple[float | None, ...] | None = None,
         ndim: int = 2,
+        shape: tuple[int, ...] = (),
+        layout: str = "out_in",
+        experts: int | None = None,
+        layer_idx: int | None = None,
+        n_layers: int | None = None,
         lr: float = 1.0,
         weight_decay: float = 0.0,
         eps: float | None = None,
@@ -611,19 +616,23 @@ class Scheme:
     ) -> dict[str, float]:
         """The optimiser settings of one parameter under this recipe, from the base model's.
 
-        A recipe with learning-rate rules overrides this (``MuP``); ``tinit.mup_param_groups``
-        asks it for every parameter. The default is neutral: every parameter gets the base
-        learning rate, weight decay and eps.
+        A recipe with learning-rate rules overrides this (``MuP``, ``UnitMuP``, ``CompleteP``);
+        ``tinit.mup_param_groups`` asks it for every parameter, with the parameter's context. The
+        default is neutral: every parameter gets the base learning rate, weight decay and eps.
 
         Args:
             role: the parameter's role (``ROLES``).
             width_mults: per dim, this model's size over the base model's for a dim that scales
                 with width, None for a fixed one (mup's ``InfShape``); None: decided from the role.
             ndim: the parameter's number of dims.
+            shape, layout, experts: its logical shape, layout (``LAYOUTS``) and a 2-D grouped
+                stack's expert count, as for ``spec`` (u-μP's fan_in).
+            layer_idx, n_layers: its block index (None outside the blocks) and the blocks L of its
+                stack (depth rules).
             lr, weight_decay: the base model's learning rate and weight decay.
             eps: the base model's Adam eps; None leaves it to the optimiser.
             optimizer: "adam" (Adam, AdamW) or "sgd".
-            **options: the recipe's own (``MuP``: d_model, base_width, readout, reference).
+            **options: d_model and the recipe's own (``MuP``: base_width, readout, reference).
 
         Returns:
             {"lr": float, "lr_multiplier": float (lr over the base lr), "weight_decay": float},

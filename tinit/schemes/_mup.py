@@ -183,6 +183,11 @@ class MuP(Scheme):
         *,
         width_mults: tuple[float | None, ...] | None = None,
         ndim: int = 2,
+        shape: tuple[int, ...] = (),
+        layout: str = "out_in",
+        experts: int | None = None,
+        layer_idx: int | None = None,
+        n_layers: int | None = None,
         lr: float = 1.0,
         weight_decay: float = 0.0,
         eps: float | None = None,
@@ -210,6 +215,8 @@ class MuP(Scheme):
                 one; None: every dim of a hidden matrix, one dim of any other parameter, at
                 m = d_model / base_width.
             ndim: the parameter's dims (Megatron's vector-like rule).
+            shape, layout, experts, layer_idx, n_layers: the parameter's context, unused (muP's
+                rules read the width dims only).
             lr, weight_decay, eps: the base model's (eps None: the optimiser's default).
             optimizer: "adam" (also AdamW) or "sgd".
             d_model, base_width, readout: as for the init.

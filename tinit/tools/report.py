@@ -73,8 +73,8 @@ INPUTS = ("embeds", "tokens")
 KINDS = ("attn", "mlp")
 _LOG_SPAN = 30.0  # a plot panel whose values span more than this factor gets a log y axis
 _PARAM_PATTERN = re.compile(r"^layers\.(\d+)\.(attn|mlp)(?:\.|_norm\.|_gate$)")
-# multipliers that describe the init (DeepNorm's beta, muP's width ratio): nothing to apply
-_INIT_ONLY = ("beta", "width_mult")
+# multipliers that describe the init (DeepNorm's beta, muP's width ratio, CompleteP's depth ratio): nothing to apply
+_INIT_ONLY = ("beta", "width_mult", "depth_mult")
 PNG_NEEDS = (
     "the PNG needs matplotlib, which tinit's `report` extra installs: pip install 'tinit[report]' "
     "(or pip install matplotlib)"
