@@ -190,7 +190,10 @@ def test_hf_matches_the_models_own_eager_init(family):
     """Deterministic values and buffers exactly HF's, random ones HF's distribution, ties kept, a finite
     forward pass."""
     config = CONFIGS[family]()
-    model = _hf(config)
+    model = _meta(config)
+    rng = torch.get_rng_state()
+    assert tinit.init_model_(model, "hf", seed=0, device="cpu") == []
+    assert torch.equal(torch.get_rng_state(), rng), "a draw went to torch's RNG"
     eager0, eager1 = _eager(config, 0), _eager(config, 1)
     assert _compare(_state(model), _state(eager0), _state(eager1)) == []
     assert not any(t.is_meta for t in model.state_dict().values())
