@@ -362,3 +362,10 @@ def test_the_scope_rule_under_the_patch_alone():
             model.backbone.layers[0].mixer.dt_bias.detach(), dt + torch.log(-torch.expm1(-dt)), rtol=0, atol=0
         )
     assert torch.rand is not None and type(torch.rand).__name__ == "builtin_function_or_method"
+
+
+def test_hf_is_no_per_parameter_scheme():
+    """``tinit.schemes`` lists the per-parameter recipes; asking it (or ``fill_``) for "hf" says what hf is."""
+    assert "hf" not in tinit.schemes.SCHEMES
+    with pytest.raises(tinit.schemes.UnknownNameError, match="model's own init"):
+        tinit.fill_(torch.nn.Parameter(torch.empty(4, 4)), "hf", name="w", seed=0)
