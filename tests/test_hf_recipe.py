@@ -369,3 +369,17 @@ def test_hf_is_no_per_parameter_scheme():
     assert "hf" not in tinit.schemes.SCHEMES
     with pytest.raises(tinit.schemes.UnknownNameError, match="model's own init"):
         tinit.fill_(torch.nn.Parameter(torch.empty(4, 4)), "hf", name="w", seed=0)
+
+
+def test_a_meta_tensor_under_a_marked_module_is_initialised():
+    """HF's eager build marks every module; a head put back on the meta device (no values) has its
+    module unmarked, so it is written, with the full ``hf`` init's values; the rest keeps HF's."""
+    config = CONFIGS["llama"]()
+    full = _state(_hf(config))
+    model = _eager(config, 0)
+    before = _state(model)
+    model.lm_head.weight = torch.nn.Parameter(torch.empty_like(model.lm_head.weight, device="meta"))
+    tinit.init_model_(model, "hf", seed=0, device="cpu")
+    for name, value in _state(model).items():
+        want = full[name] if name == "lm_head.weight" else before[name]
+        torch.testing.assert_close(value, want, rtol=0, atol=0, msg=name)

@@ -38,7 +38,6 @@ from tinit._plan import check_seed
 from tinit.buffers import UninitialisedBufferError
 from tinit.params import SUPPORTED_DTYPES, DtypeError
 
-HF_RECIPE = "hf"
 _MARK = "_is_hf_initialized"  # transformers' flag: a module or tensor its init must leave alone
 _HF_MODULE = "transformers.modeling_utils"
 
@@ -132,23 +131,18 @@ def _named_tensors(model: torch.nn.Module):
 
 
 def _marks(tops: list, reinit_loaded: bool) -> tuple[list, list]:
-    """The ``_is_hf_initialized`` marks before the model's init runs (on the model before it is
-    materialised): with ``reinit_loaded`` none (every mark removed); else a module holding a meta
-    tensor loses its mark (the tensor has no values), and when the model is partly on meta every
-    tensor holding values is marked, as transformers' loader marks a loaded one, so the guarded init
-    functions leave it alone.
+    """The ``_is_hf_initialized`` marks the model's init must see, read on the model before it is
+    materialised: with ``reinit_loaded`` none (every module and tensor to unmark); else a module
+    holding a meta tensor loses its mark (the tensor has no values), and when the model is partly on
+    meta every tensor holding values is marked, as transformers' loader marks a loaded one, so the
+    guarded init functions leave it alone.
 
     Returns:
-        (the modules to unmark, the off-meta tensors to mark once materialised).
+        (the modules and tensors to unmark, the off-meta tensors to mark), to apply once materialised.
     """
     held = [(module, tensor) for top in tops for module, _, tensor in _tensors(top)]
     if reinit_loaded:
-        for top in tops:
-            for module in top.modules():
-                module.__dict__.pop(_MARK, None)
-        for _, tensor in held:
-            tensor.__dict__.pop(_MARK, None)
-        return [], []
+        return [m for top in tops for m in top.modules()] + [tensor for _, tensor in held], []
     meta = [(module, tensor) for module, tensor in held if tensor.is_meta]
     loaded = [tensor for _, tensor in held if not tensor.is_meta] if meta else []
     return [module for module, _ in meta], loaded
@@ -212,8 +206,8 @@ def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dic
     Raises:
         TypeError, ValueError, tinit.params.DtypeError: refused arguments or model, before anything is
             written. tinit.buffers.UninitialisedBufferError: a meta buffer of a dtype other than
-            floating point that no recipe recomputes (before anything is allocated), or one the
-            model's init left unwritten (after).
+            floating point that no recipe recomputes (before anything is allocated or unmarked), or
+            one the model's init left unwritten (after). RuntimeError: a tie could not be restored.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"init_model_: model must be a torch.nn.Module, got {type(model).__name__}")
@@ -232,8 +226,8 @@ def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dic
     target = None if device is None else target_device(device)
     unmark, mark = _marks(tops, reinit_loaded)
     nan_buffers = materialise_meta_(model, target) if meta is not None else []
-    for module in unmark:
-        module.__dict__.pop(_MARK, None)
+    for holder in unmark:
+        holder.__dict__.pop(_MARK, None)
     marked = [tensor for tensor in mark if not getattr(tensor, _MARK, False)]
     for tensor in marked:
         setattr(tensor, _MARK, True)
