@@ -15,6 +15,9 @@ or tinit.sharding.ShardLayout)`` for ``tinit.nn.init.KEYED``'s ``block``.
 parameters were swapped since), and what torch's global registration hooks
 report while the patch is active (``Keys.on_module``, ``on_tensor``): which
 module registered each tensor and which module each module was attached to.
+``Keys.module_name`` names a module the same way (its canonical name in the
+part or the topmost module that holds it), for the draws a Hugging Face
+``_init_weights(module)`` call makes into tensors that are no parameter.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import NamedTuple
 import torch
 
 from tinit._model_init import stream_for
-from tinit.identity import canonical_names
+from tinit.identity import canonical_modules, canonical_names
 from tinit.sharding import ShardLayout, is_dtensor
 
 
@@ -75,7 +78,7 @@ def byte_span(tensor: torch.Tensor) -> tuple[int, int]:
 class Table:
     """tensor -> ``Entry`` for the parameters and buffers of some modules."""
 
-    __slots__ = ("by_id", "by_name", "by_storage", "modules", "names", "probes")
+    __slots__ = ("by_id", "by_name", "by_storage", "module_names", "modules", "names", "parts", "probes")
 
     def __init__(self) -> None:
         self.by_id: dict[int, Entry] = {}
@@ -84,6 +87,8 @@ class Table:
         self.by_storage: dict[tuple, list[Entry]] = {}
         self.modules: set[int] = set()
         self.probes: list[tuple] = []  # (members dict, leaf name, tensor, storage key) of every tensor
+        self.parts: tuple = ()
+        self.module_names: dict[int, str] | None = None  # id(module) -> canonical name, made on first use
 
     @classmethod
     def of(cls, parts) -> Table:
@@ -94,7 +99,8 @@ class Table:
                 maps a member onto another's name, or two parts holding the same names).
         """
         table = cls()
-        for part in parts:
+        table.parts = tuple(parts)
+        for part in table.parts:
             names = canonical_names(part)
             table.by_name = {}  # one name, one tensor within a part; across parts a name is one
             # logical tensor that several stages hold a copy of (a buffer every stage keeps)
@@ -132,6 +138,16 @@ class Table:
         key = storage_key(plain)
         if key is not None and end > start:
             self.by_storage.setdefault(key, []).append(entry)
+
+    def module_name(self, module: torch.nn.Module) -> str | None:
+        """The canonical name of ``module`` in its part (the first, when several hold it), or None when
+        no part holds it. The names are made on the first call (``tinit.identity.canonical_modules``)."""
+        if self.module_names is None:
+            self.module_names = {}
+            for part in self.parts:
+                for name, member in canonical_modules(part):
+                    self.module_names.setdefault(id(member), name)
+        return self.module_names.get(id(module))
 
     def stale(self) -> bool:
         """Whether a tensor of the parts was replaced or moved to other memory since the table was built
@@ -391,6 +407,20 @@ class Keys:
         if entry.name in self.table.names and self.table.by_id.get(id(entry.tensor)) is None:
             return None  # a model part holds this name: another tensor
         return entry
+
+    def module_name(self, module: torch.nn.Module) -> str | None:
+        """The canonical name of ``module`` by the rules that name its tensors (``find``): in the model
+        parts, else in the topmost module above it when it is attached to one; None otherwise."""
+        if self.parts:
+            if self.dirty:
+                self.add_parts(())
+            name = self.table.module_name(module)
+            if name is not None:
+                return name
+        top = self._top(module)
+        if top is module:  # not attached to anything: inside its constructor, or standalone
+            return None
+        return self._table_of(top).module_name(module)
 
     def _owner(self, tensor):
         """The module that registered ``tensor`` (or the tensor it views) while the patch was active."""

@@ -166,17 +166,43 @@ def materialise_(
         raise TypeError(
             f"materialise_: recompute_buffers must be True or False, got {type(recompute_buffers).__name__}"
         )
-    _materialise(model, _target_device(device, "materialise_"), recompute_buffers=recompute_buffers)
+    _materialise(model, target_device(device, "materialise_"), recompute_buffers=recompute_buffers)
     return model
 
 
+def materialise_meta_(model: torch.nn.Module, device: torch.device) -> list[str]:
+    """``materialise_`` for a front end that runs the model's own init next (``init_model_``'s "hf"):
+    a tie that a partly loaded checkpoint broke is restored first, and the floating-point buffers no
+    ``tinit.buffers`` recipe claims are filled with NaN instead of refused (``tinit.buffers.plan``'s
+    ``unclaimed="nan"``). ``device``: one ``target_device`` checked.
+
+    Returns:
+        The qualified names of those NaN buffers, for the caller to check once the model's code ran.
+
+    Raises:
+        tinit.buffers.UninitialisedBufferError: a meta buffer of another dtype that no recipe
+            claims, before anything is allocated. RuntimeError: a tie could not be restored.
+    """
+    _retie_partly_loaded(model)
+    buffer_plan = buffers.plan(model, unclaimed="nan")
+    _materialise(model, device, recompute_buffers=True, buffer_plan=buffer_plan)
+    return [name for name, _, _ in buffer_plan.unclaimed]
+
+
 def _materialise(
-    model: torch.nn.Module, device, *, recompute_buffers: bool, keep: set[int] | None = None
+    model: torch.nn.Module,
+    device,
+    *,
+    recompute_buffers: bool,
+    keep: set[int] | None = None,
+    buffer_plan: buffers.BufferPlan | None = None,
 ) -> dict[int, torch.nn.Parameter]:
     """``materialise_``'s work; returns {id(a meta Parameter): the Parameter now in its place}.
-    ``keep``: the ids of the meta Parameters to allocate (None: all); the others stay on meta."""
+    ``keep``: the ids of the meta Parameters to allocate (None: all); the others stay on meta.
+    ``buffer_plan``: made by the caller (``tinit.buffers.plan``), else here when recomputing."""
     groups = tied_groups(model)
-    buffer_plan = buffers.plan(model) if recompute_buffers else None
+    if buffer_plan is None and recompute_buffers:
+        buffer_plan = buffers.plan(model)
     fresh = _materialise_meta(model, torch.device(device), keep)
     if callable(getattr(model, "tie_weights", None)):
         model.tie_weights()
@@ -189,7 +215,7 @@ def _materialise(
     lost = [g for g in groups if len({id(model.get_parameter(n)) for n in g}) != 1]
     if lost:
         raise RuntimeError(f"tied parameters could not be restored after materialising: {lost}")
-    if buffer_plan is not None:
+    if recompute_buffers:
         buffers.recompute_(buffer_plan, device)
     return fresh
 
@@ -249,7 +275,7 @@ def _allocated(param: torch.nn.Parameter, device: torch.device, swap: bool) -> t
     return torch.nn.Parameter(data, param.requires_grad)
 
 
-def _target_device(device, where: str = "init_model_") -> torch.device:
+def target_device(device, where: str = "init_model_") -> torch.device:
     """``device`` as a torch.device a model can be materialised on; TypeError, ValueError otherwise."""
     if not isinstance(device, (str, torch.device)):
         raise TypeError(f"{where}: device must be a str or torch.device, got {type(device).__name__}")
@@ -405,7 +431,7 @@ def _placement(model, entries: list, args: _Args) -> tuple[str | None, torch.dev
             f"init_model_: parameters are on the meta device (first: {meta}); pass device=... "
             "or materialise with tinit.materialise_(model, device)"
         )
-    device = None if args.device is None else _target_device(args.device)
+    device = None if args.device is None else target_device(args.device)
     if meta is not None and args.backend != "auto":
         _check_backend_fills(args.backend, device, {e.param.dtype for e in entries})
     if meta is None:
@@ -633,7 +659,12 @@ def init_model_(
 
     Args:
         model: any ``nn.Module``. Parameters on the meta device need ``device``.
-        scheme: name in ``tinit.schemes.SCHEMES``.
+        scheme: name in ``tinit.schemes.SCHEMES``, or "hf": a Hugging Face model's own init code
+            (its ``_init_weights``, run by transformers' ``initialize_weights``) with every random
+            draw keyed by name under ``tinit.patch_torch_init(seed=seed, model=model)``, meta
+            tensors materialised first (docs/usage.md, "The model's own init: hf"); it takes
+            ``seed``, ``device`` and ``reinit_loaded`` (remove every ``_is_hf_initialized`` mark
+            first) only, refuses the other arguments and options, and returns an empty list.
         seed: Philox key in [0, 2**64).
         n_layers: blocks L: an int for every tower, or a mapping from
             "encoder"/"decoder" (an encoder-decoder model's N and M) or tower
@@ -708,6 +739,12 @@ def init_model_(
         TypeError: a parameter dtype tinit cannot fill, or an unknown option.
         All raised before anything is written.
     """
+    if isinstance(scheme, str) and scheme == "hf":  # the model's own init code, not a per-parameter recipe
+        from tinit._hf_init import init_hf_  # imported here: it builds on this module and on the patch
+
+        others = {"n_layers": n_layers, "d_model": d_model, "overrides": overrides, "only": only, "prefix": prefix}
+        others.update(backend=backend, progress=progress, unclassified=unclassified)
+        return init_hf_(model, seed=seed, device=device, reinit_loaded=reinit_loaded, others={**others, **options})
     args = _arguments(
         model,
         scheme,

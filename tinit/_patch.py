@@ -18,16 +18,22 @@ configs, timm models' ``from timm.layers import trunc_normal_``). Hugging
 Face's guarded wrappers (``transformers.initialization.normal_`` and the
 rest) are left as they are: they test ``_is_hf_initialized`` first and call
 the table's function only for a tensor still to initialise, so the guards
-keep working and a skipped tensor is not a call. ``torch.randn`` is not
-routed.
+keep working and a skipped tensor is not a call. ``torch.rand``,
+``torch.randn``, ``torch.rand_like`` and ``torch.randn_like`` are routed only
+inside a Hugging Face ``_initialize_weights(module)`` call (the scope rule of
+``patch_torch_init``); elsewhere they are torch's own.
 
 Tensor methods are C methods of ``torch._C.TensorBase``, whose code cannot
 be swapped; but ``torch.Tensor`` is a Python class, and an attribute set on
 it shadows the C method for every tensor (Parameters, ``.data``, DTensors).
 With a seed the patch sets ``torch.Tensor.normal_`` and ``uniform_`` (routed
 on a known parameter, torch's own on any other tensor) and ``new_empty``
-(torch's, the new tensor keyed when made from a known parameter), and puts
-them back on exit. It is process-wide, as the function routing is, and costs
+(torch's, the new tensor keyed when made from a known parameter), the module
+attributes ``torch.rand``, ``randn``, ``rand_like`` and ``randn_like`` (a
+call through the ``torch`` module; a copy bound by ``from torch import rand``
+is torch's own), and, when transformers is imported, the method
+``PreTrainedModel._initialize_weights`` (the same method, run inside a scope
+that names its module), and puts them back on exit. It is process-wide, as the function routing is, and costs
 other torch calls nothing. A ``torch.overrides.TorchFunctionMode`` would see
 the same calls, on the entering thread only, at a cost to every torch call
 on it (about 2 us on this project's CPU, ``bench_patch_lookup``): the class
@@ -42,6 +48,8 @@ patch.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import itertools
 import math
 import sys
@@ -56,6 +64,7 @@ import torch.nn.init
 from torch.nn.modules import module as torch_module
 
 from tinit._keys import Keys, block_of
+from tinit._model_init import stream_for
 from tinit._plan import check_seed
 from tinit.nn import init as tinit_init
 
@@ -138,9 +147,41 @@ class _State:
     warn = 0  # active entries with warn_unkeyed=True
     hooks: ClassVar[list] = []
     saved: ClassVar[list[tuple[types.FunctionType, types.CodeType, tuple | None, dict | None]]] = []
-    methods: ClassVar[list[tuple[str, object]]] = []  # (torch.Tensor attribute, what its __dict__ held or None)
+    # (owner, attribute, what its __dict__ held or None): torch.Tensor's methods, torch's random factories,
+    # transformers' PreTrainedModel._initialize_weights
+    methods: ClassVar[list[tuple[object, str, object]]] = []
     traced: tuple | None = None  # torch's fake and functional tensor types, imported on first use
-    inside = threading.local()  # .method / .maker: this thread is inside a routed tensor method
+    inside = threading.local()  # .method / .maker: this thread is inside a routed tensor method;
+    # .scopes: the _Scope of each Hugging Face _initialize_weights(module) call this thread is inside
+
+
+class _Scope:
+    """One ``PreTrainedModel._initialize_weights(module)`` call: its module, the module's canonical name
+    (looked up on the first draw that needs it) and the draws into unknown tensors made so far."""
+
+    __slots__ = ("count", "module", "name")
+    unresolved = object()
+
+    def __init__(self, module) -> None:
+        self.module, self.name, self.count = module, _Scope.unresolved, 0
+
+
+def _scope_stream() -> int | None:
+    """The stream of the next draw into a tensor that is no known parameter, by the scope rule: inside
+    Hugging Face's ``_initialize_weights(module)``, ``stream_for(f"{name}:_init_weights[{k}]")``, name
+    the module's canonical name and k the draw's index inside that call; None outside such a call or
+    for a module no known model holds (the caller then takes its own rule)."""
+    scopes = _State.inside.__dict__.get("scopes")
+    keys = _State.keys
+    if not scopes or keys is None or _State.seed is None:
+        return None
+    scope = scopes[-1]
+    if scope.name is _Scope.unresolved:
+        scope.name = keys.module_name(scope.module)
+    if scope.name is None:
+        return None
+    index, scope.count = scope.count, scope.count + 1
+    return stream_for(f"{scope.name}:_init_weights[{index}]")
 
 
 def _eager(fn):
@@ -190,8 +231,11 @@ def _route(keyed, seed: int | None, public=None, call: str = ""):
         keys = _State.keys
         entry = None if keys is None else keys.find(tensor, call)
         if entry is None:
-            # taken before any check, so a meta, empty, refused or no-op call still uses up its number
-            return keyed(*args, seed=seed, stream=_numbered(call, tensor), **kwargs)
+            stream = _scope_stream()
+            if stream is None:
+                # taken before any check, so a meta, empty, refused or no-op call still uses up its number
+                stream = _numbered(call, tensor)
+            return keyed(*args, seed=seed, stream=stream, **kwargs)
         block = block_of(tensor, entry, call)
         return keyed(*args, seed=seed, stream=entry.stream, block=block, **kwargs)
 
@@ -217,12 +261,15 @@ def _method_route(name: str, original):
         if keys is None or seed is None or (self.requires_grad and torch.is_grad_enabled()):
             return original(self, *args, **kwargs)
         entry = keys.find(self, call)
-        if entry is None:  # no known parameter's: torch's own method and RNG, never numbered
-            return original(self, *args, **kwargs)
-        block = block_of(self, entry, call)
+        if entry is None:
+            stream, block = _scope_stream(), None
+            if stream is None:  # no known parameter's, outside a scope: torch's own method and RNG, never numbered
+                return original(self, *args, **kwargs)
+        else:
+            stream, block = entry.stream, block_of(self, entry, call)
         if name == "uniform_":
             kwargs = {_UNIFORM_KWARGS.get(k, k): v for k, v in kwargs.items()}
-        tinit_init.KEYED[name](self, *args, seed=seed, stream=entry.stream, block=block, **kwargs)
+        tinit_init.KEYED[name](self, *args, seed=seed, stream=stream, block=block, **kwargs)
         return self
 
     def method(self, *args, **kwargs):
@@ -294,10 +341,82 @@ def _maker_route(name: str, original):
     return maker
 
 
-def _set_methods() -> None:
+# torch's random factories routed inside a scope (``_scope_stream``): name -> (the tinit.nn.init fill,
+# the factory that makes the tensor without drawing)
+_FACTORIES = {
+    "rand": ("uniform_", torch.empty),
+    "randn": ("normal_", torch.empty),
+    "rand_like": ("uniform_", torch.empty_like),
+    "randn_like": ("normal_", torch.empty_like),
+}
+_HF_MODULE = "transformers.modeling_utils"
+
+
+def _factory_route(name: str, original, fill: str, make):
+    """``torch.<name>`` while patched: inside a scope, the tensor ``make`` gives (torch's arguments, the
+    generator checked and not drawn from) filled by ``tinit.nn.init.KEYED[fill]`` (U(0, 1) or N(0, 1))
+    at the scope's stream; elsewhere ``original``."""
+
+    def factory(*args, **kwargs):
+        if not torch.compiler.is_compiling():
+            generator = kwargs.pop("generator", None)
+            stream = _scope_stream()
+            if stream is not None:
+                if generator is not None and not isinstance(generator, torch.Generator):
+                    raise TypeError(
+                        f"torch.{name}: generator must be a torch.Generator, got {type(generator).__name__}"
+                    )
+                made = make(*args, **kwargs)
+                with torch.no_grad():
+                    tinit_init.KEYED[fill](made, 0.0, 1.0, seed=_State.seed, stream=stream)
+                return made
+            if generator is not None:
+                kwargs["generator"] = generator
+        return original(*args, **kwargs)
+
+    factory.__name__, factory.__qualname__ = name, name
+    return factory
+
+
+def _transformers_models():
+    """transformers' ``modeling_utils`` when transformers is imported (importing it then: the package
+    loads its submodules lazily, and a model built inside the patch needs the method routed), else None."""
+    if "transformers" not in sys.modules:
+        return None
+    try:
+        return importlib.import_module(_HF_MODULE)
+    except Exception:  # noqa: BLE001  a transformers that does not import: no Hugging Face model to route
+        return None
+
+
+def _scoped(original):
+    """``PreTrainedModel._initialize_weights`` while patched: ``original`` inside a ``_Scope`` of its module."""
+
+    @functools.wraps(original)
+    def _initialize_weights(self, module, *args, **kwargs):
+        scopes = _State.inside.__dict__.setdefault("scopes", [])
+        scopes.append(_Scope(module))
+        try:
+            return original(self, module, *args, **kwargs)
+        finally:
+            scopes.pop()
+
+    return _initialize_weights
+
+
+def _set(owner, name: str, value) -> None:
+    _State.methods.append((owner, name, owner.__dict__.get(name)))
+    setattr(owner, name, value)
+
+
+def _set_methods(hf_models) -> None:
     for name, route in [(n, _method_route) for n in _METHODS] + [(n, _maker_route) for n in _MAKERS]:
-        _State.methods.append((name, torch.Tensor.__dict__.get(name)))
-        setattr(torch.Tensor, name, route(name, getattr(torch._C.TensorBase, name)))
+        _set(torch.Tensor, name, route(name, getattr(torch._C.TensorBase, name)))
+    for name, (fill, make) in _FACTORIES.items():
+        _set(torch, name, _factory_route(name, torch.__dict__[name], fill, make))
+    model = getattr(hf_models, "PreTrainedModel", None)
+    if isinstance(model, type) and "_initialize_weights" in model.__dict__:
+        _set(model, "_initialize_weights", _scoped(model.__dict__["_initialize_weights"]))
 
 
 def _swap(fn: types.FunctionType, route) -> None:
@@ -314,6 +433,7 @@ def _install(seed: int | None) -> None:
     for name, fn in _TORCH_ORIGINALS.items():
         if fn.__module__ != "torch.nn.init":  # tinit imported while another library's patch held the name
             raise RuntimeError(f"tinit.patch_torch_init: torch.nn.init.{name} was {fn.__module__}.{fn.__qualname__}")
+    hf_models = None if seed is None else _transformers_models()  # imported before anything is routed
     try:
         for name in _TORCH_NAMES:
             keyed = tinit_init.KEYED[name]
@@ -325,7 +445,7 @@ def _install(seed: int | None) -> None:
                 if isinstance(fn, types.FunctionType):
                     _swap(fn, _route(_TIMM_KEYED[name], seed, call=f"timm.layers.{name}"))
         if seed is not None:
-            _set_methods()
+            _set_methods(hf_models)
             keys = _State.keys
             _State.hooks = [
                 torch_module.register_module_module_registration_hook(keys.on_module),
@@ -339,11 +459,11 @@ def _install(seed: int | None) -> None:
 
 def _uninstall() -> None:
     while _State.methods:
-        name, held = _State.methods.pop()
+        owner, name, held = _State.methods.pop()
         if held is None:
-            delattr(torch.Tensor, name)  # the C method of torch._C.TensorBase shows through again
+            delattr(owner, name)  # the C method of torch._C.TensorBase shows through again
         else:
-            setattr(torch.Tensor, name, held)
+            setattr(owner, name, held)
     while _State.hooks:
         _State.hooks.pop().remove()
     while _State.saved:
@@ -434,6 +554,23 @@ class patch_torch_init(contextlib.ContextDecorator):
             as a whole tensor of its own by the name
             ``f"{name}:new_empty[k]"``, k counting the tensors made from that
             parameter since the outermost entry.
+        seed=s, the scope rule: inside Hugging Face's
+            ``PreTrainedModel._initialize_weights(module)`` (which runs the
+            model's ``_init_weights(module)``), a draw into a tensor that is
+            no known parameter (a temporary: Mamba-2's ``torch.rand`` whose
+            result becomes ``dt_bias``, Qwen3-Next's
+            ``torch.empty(...).uniform_`` for ``A_log``) fills with key s and
+            stream ``tinit.stream_for(f"{name}:_init_weights[{k}]")``, name
+            the module's canonical name (known as a parameter's module is:
+            in a ``model`` part, or in the topmost module above it) and
+            k = 0, 1, ... the index of the draw among such draws inside that
+            call, element i at stream index i. Such draws are the routed
+            functions, the tensor methods ``normal_`` / ``uniform_`` and
+            ``torch.rand`` / ``randn`` / ``rand_like`` / ``randn_like``
+            (U(0, 1), N(0, 1), made by ``torch.empty`` / ``empty_like`` with
+            the call's arguments). Outside such a call, or for a module no
+            known model holds, the factories and tensor methods are torch's
+            own and the functions take the call-number rule.
         seed=s, the call-number rule: every other routed function call
             (inside ``nn.Linear``'s constructor, before the module is
             attached; a module built before the patch and not given as

@@ -36,6 +36,7 @@ Recipes (``RECIPES``, the first that claims a buffer wins):
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 
@@ -437,30 +438,44 @@ class BufferPlan:
         kept: (qualified name, module, leaf, tensor) for buffers that already
             held values (not on the meta device); their old tensors, copied
             back into a buffer that was re-allocated (``to_empty``).
+        unclaimed: (qualified name, module, leaf) for the floating-point meta
+            buffers no recipe claims, under ``plan(..., unclaimed="nan")``:
+            ``recompute_`` fills them with NaN for the model's own code to
+            overwrite (its ``_init_weights``), so a value it never wrote shows.
     """
 
     recipes: list[tuple[str, torch.nn.Module, BufferRecipe, tuple[str, ...]]] = field(default_factory=list)
     kept: list[tuple[str, torch.nn.Module, str, torch.Tensor]] = field(default_factory=list)
+    unclaimed: list[tuple[str, torch.nn.Module, str]] = field(default_factory=list)
 
 
 def _qualified(module_name: str, leaf: str) -> str:
     return f"{module_name}.{leaf}" if module_name else leaf
 
 
-def plan(model: torch.nn.Module) -> BufferPlan:
+def plan(model: torch.nn.Module, *, unclaimed: str = "error") -> BufferPlan:
     """Assign every buffer of ``model`` a recipe, or keep its values; reads no buffer values.
 
     Args:
         model: the module tree before ``to_empty`` (typically on the meta device).
+        unclaimed: what to do with a meta buffer no recipe claims: "error"
+            refuses it; "nan" plans a floating-point one to be filled with NaN
+            (``BufferPlan.unclaimed``: the model's own code computes it next,
+            as ``init_model_(model, "hf")`` runs it) and still refuses any other.
 
     Returns:
         A ``BufferPlan`` for ``recompute_``.
 
     Raises:
+        TypeError: ``unclaimed`` is not a str. ValueError: it is neither "error" nor "nan".
         UninitialisedBufferError: a buffer on the meta device that no recipe
             claims (all such buffers are named, with module type and whether
             they are persistent); raised before anything is allocated.
     """
+    if not isinstance(unclaimed, str):
+        raise TypeError(f"tinit.buffers.plan: unclaimed must be a str, got {type(unclaimed).__name__}")
+    if unclaimed not in ("error", "nan"):
+        raise ValueError(f"tinit.buffers.plan: unclaimed must be 'error' or 'nan', got {unclaimed!r}")
     result, missing = BufferPlan(), []
     for module_name, module in model.named_modules():
         buffers = {leaf: b for leaf, b in module._buffers.items() if b is not None}
@@ -478,6 +493,9 @@ def plan(model: torch.nn.Module) -> BufferPlan:
                 result.recipes.append((module_name, module, recipe, claimed))
                 on_meta -= set(claimed)
         for leaf in sorted(on_meta, key=list(buffers).index):
+            if unclaimed == "nan" and buffers[leaf].is_floating_point():
+                result.unclaimed.append((_qualified(module_name, leaf), module, leaf))
+                continue
             kind = "non-persistent" if leaf in module._non_persistent_buffers_set else "persistent"
             missing.append(f"{_qualified(module_name, leaf)} ({type(module).__name__}, {kind})")
     if missing:
@@ -500,7 +518,8 @@ def recompute_(buffer_plan: BufferPlan, device: str | torch.device) -> list[str]
         device: the device the model was materialised on; recipes compute there.
 
     Returns:
-        The qualified names of the buffers written (recomputed or restored).
+        The qualified names of the buffers written (recomputed or restored; not
+        the ``unclaimed`` ones, which are filled with NaN).
 
     Raises:
         UninitialisedBufferError: a recipe failed or gave a value of the wrong
@@ -512,6 +531,8 @@ def recompute_(buffer_plan: BufferPlan, device: str | torch.device) -> list[str]
             if module._buffers[leaf] is not old:  # re-allocated (to_empty); tinit.materialise_ keeps the tensor
                 module._buffers[leaf].copy_(old)
             written.append(name)
+        for _, module, leaf in buffer_plan.unclaimed:  # the model's own code writes these next
+            module._buffers[leaf].fill_(math.nan)
         with torch.device(device):
             for module_name, module, recipe, claimed in buffer_plan.recipes:
                 names = [_qualified(module_name, leaf) for leaf in claimed]

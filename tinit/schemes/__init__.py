@@ -139,7 +139,10 @@ def get(name: str) -> Scheme:
     try:
         return SCHEMES[name]
     except KeyError:
-        raise UnknownNameError(f"unknown tinit scheme {name!r}; known: {sorted(SCHEMES)}") from None
+        # init_model_'s "hf" (the model's own init code) is no per-parameter scheme: say so where one is asked for
+        hint = " ('hf' is init_model_'s: a Hugging Face model's own init, not a per-parameter scheme)"
+        hint = hint if name == "hf" else ""
+        raise UnknownNameError(f"unknown tinit scheme {name!r}{hint}; known: {sorted(SCHEMES)}") from None
 
 
 def multipliers(name: str, **context) -> dict[str, float]:

@@ -1,0 +1,251 @@
+"""``init_model_(model, "hf")``: a Hugging Face model's own init code, every random draw on tinit's stream.
+
+Not a per-parameter recipe (``tinit.schemes.SCHEMES`` lists those): the values are what the model's
+``_init_weights(module)`` writes, run by transformers' own ``PreTrainedModel.initialize_weights``
+(``smart_apply``: children first, each sub-model by its own ``_init_weights``), as
+``from_config`` and ``from_pretrained`` run it. The front end only prepares the model and runs that
+method inside ``tinit.patch_torch_init(seed=s, model=model)``, so every random fill goes through the
+patch's keyed functions (``tinit.nn.init.KEYED``, one ``tinit._plan.Plan`` per call): a parameter's
+values come from its canonical name, a draw into a temporary from its module's name and the draw's
+index in that call (docs/stream.md, "Keys under patch_torch_init"). Deterministic values (Mamba's
+``A_log = log(1..H)``, ``D = 1``, zero-centred norms, the buffers ``_init_weights`` recomputes) are
+the model's own.
+
+Steps (``init_hf_``): the arguments and the model checked; meta tensors allocated on ``device``
+(``tinit.materialise_``'s rules: ties restored, buffers recomputed by ``tinit.buffers``, the
+floating-point buffers no recipe claims filled with NaN for the model's code to write); the
+``_is_hf_initialized`` marks set as transformers' loader sets them (``_marks``); a tied output head
+hidden behind a placeholder marked initialised while the model's code runs (``_hidden_ties``: the
+tied tensor takes its source's init, as ``tie_weights`` after HF's own init leaves it); the model's
+``initialize_weights``; every NaN buffer checked (MiniMax's ``slope_rate`` and decay buffers,
+Falcon-H1's ``mup_vector``, Gemma-3n's ``per_layer_projection_scale`` and AltUp scales: computed by
+the model's ``_init_weights``, no ``tinit.buffers`` recipe). An in-place write the model's code makes
+without transformers' guard (Mamba-2's ``rescale_prenorm_residual`` division) reaches a loaded
+tensor of a module being initialised, as in transformers' own ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+
+import torch
+
+from tinit._model_init import materialise_meta_, target_device
+from tinit._patch import patch_torch_init
+from tinit._plan import check_seed
+from tinit.buffers import UninitialisedBufferError
+from tinit.params import SUPPORTED_DTYPES, DtypeError
+
+_MARK = "_is_hf_initialized"  # transformers' flag: a module or tensor its init must leave alone
+_HF_MODULE = "transformers.modeling_utils"
+
+
+def _pretrained_model_type():
+    """transformers' ``PreTrainedModel``, or None when transformers is not imported (then no model is one)."""
+    return getattr(sys.modules.get(_HF_MODULE), "PreTrainedModel", None)
+
+
+def _tops(model: torch.nn.Module) -> list:
+    """The topmost ``PreTrainedModel`` modules of ``model`` (itself, or those below a wrapper or a
+    container), each once, in ``children()`` order."""
+    kind = _pretrained_model_type()
+    if kind is None:
+        return []
+    found, seen, stack = [], set(), [model]
+    while stack:
+        module = stack.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        if isinstance(module, kind):
+            found.append(module)
+        else:
+            stack.extend(reversed(list(module.children())))
+    return found
+
+
+def _tensors(module: torch.nn.Module):
+    """(module, leaf, tensor) of every parameter and buffer of ``module``'s tree, tied ones each time."""
+    for sub in module.modules():
+        for members in (sub._parameters, sub._buffers):
+            for leaf, tensor in members.items():
+                if tensor is not None:
+                    yield sub, leaf, tensor
+
+
+# init_model_'s arguments that the model's own init does not take, at their defaults
+_UNUSED = {
+    "n_layers": None,
+    "d_model": None,
+    "overrides": None,
+    "only": None,
+    "prefix": "",
+    "backend": "auto",
+    "progress": None,
+    "unclassified": "error",
+}
+
+
+def _refused(others: dict) -> None:
+    """ValueError naming the ``init_model_`` arguments given that the model's own init does not take
+    (any of ``_UNUSED`` off its default, any scheme option)."""
+    given = {k: v for k, v in others.items() if k not in _UNUSED or not _is_default(v, _UNUSED[k])}
+    if given:
+        names = ", ".join(f"{k}={v!r}" for k, v in given.items())
+        raise ValueError(
+            f"init_model_: scheme 'hf' runs the model's own init code (its _init_weights), which takes none of "
+            f"{names}; set what it reads on the model's config instead, or use a tinit recipe (tinit.schemes.SCHEMES)"
+        )
+
+
+def _is_default(value, default) -> bool:
+    return value is None if default is None else isinstance(value, str) and value == default
+
+
+def _checked_model(model, tops: list) -> None:
+    """Refuse a model without a Hugging Face model, meta tensors no Hugging Face model holds (nothing
+    would write them) and parameters of a dtype tinit cannot fill; before anything is written."""
+    if not tops:
+        raise TypeError(
+            f"init_model_: scheme 'hf' runs a Hugging Face model's own init (transformers.PreTrainedModel"
+            f"._init_weights); model ({type(model).__name__}) holds no PreTrainedModel"
+        )
+    inside = {id(t) for top in tops for _, _, t in _tensors(top)}
+    outside = [n for n, t in _named_tensors(model) if id(t) not in inside and t.is_meta]
+    if outside:
+        raise ValueError(
+            f"init_model_: scheme 'hf': {len(outside)} tensor(s) on the meta device belong to no Hugging Face "
+            f"model, and no model code would write them: {', '.join(outside[:8])}; initialise them with a tinit "
+            "recipe (init_model_(model, 'normal', only=...)) first"
+        )
+    for name, param in model.named_parameters():
+        if id(param) in inside and param.is_floating_point() and param.dtype not in SUPPORTED_DTYPES:
+            raise DtypeError(f"init_model_: scheme 'hf': parameter {name} is {param.dtype}, which tinit does not fill")
+
+
+def _named_tensors(model: torch.nn.Module):
+    yield from model.named_parameters()
+    yield from model.named_buffers()
+
+
+def _marks(tops: list, reinit_loaded: bool) -> tuple[list, list]:
+    """The ``_is_hf_initialized`` marks the model's init must see, read on the model before it is
+    materialised: with ``reinit_loaded`` none (every module and tensor to unmark); else a module
+    holding a meta tensor loses its mark (the tensor has no values), and when the model is partly on
+    meta every tensor holding values is marked, as transformers' loader marks a loaded one, so the
+    guarded init functions leave it alone.
+
+    Returns:
+        (the modules and tensors to unmark, the off-meta tensors to mark), to apply once materialised.
+    """
+    held = [(module, tensor) for top in tops for module, _, tensor in _tensors(top)]
+    if reinit_loaded:
+        return [m for top in tops for m in top.modules()] + [tensor for _, tensor in held], []
+    meta = [(module, tensor) for module, tensor in held if tensor.is_meta]
+    loaded = [tensor for _, tensor in held if not tensor.is_meta] if meta else []
+    return [module for module, _ in meta], loaded
+
+
+@contextlib.contextmanager
+def _hidden_ties(tops: list):
+    """While the model's init runs, each tied target of ``all_tied_weights_keys`` (``lm_head.weight`` of
+    a model tying it to its embeddings) is a meta placeholder marked initialised, so only its source's
+    init writes the shared tensor: the values transformers' ``from_config`` leaves after its init and
+    ``tie_weights``. Put back on exit."""
+    hidden = []
+    try:
+        for top in tops:
+            for target, source in dict(getattr(top, "all_tied_weights_keys", None) or {}).items():
+                owner, _, leaf = target.rpartition(".")
+                try:
+                    module = top.get_submodule(owner)
+                    shared, origin = module._parameters.get(leaf), top.get_parameter(source)
+                except AttributeError:  # a tied key naming no parameter (a module-level tie): nothing hidden
+                    continue
+                if shared is None or shared is not origin:
+                    continue
+                placeholder = torch.nn.Parameter(torch.empty_like(shared, device="meta"), shared.requires_grad)
+                setattr(placeholder, _MARK, True)
+                module._parameters[leaf] = placeholder
+                hidden.append((module, leaf, shared))
+        yield
+    finally:
+        for module, leaf, shared in reversed(hidden):
+            module._parameters[leaf] = shared
+
+
+def _check_written(model: torch.nn.Module, names: list[str]) -> None:
+    """UninitialisedBufferError naming the NaN-filled buffers the model's init left (partly) NaN."""
+    if not names:
+        return
+    left = [name for name in names if bool(torch.isnan(model.get_buffer(name)).any())]
+    if left:
+        raise UninitialisedBufferError(
+            f"init_model_: scheme 'hf': the model's _init_weights did not compute {len(left)} buffer(s) that tinit "
+            f"cannot recompute either: {', '.join(left[:8])}; register a tinit.buffers.BufferRecipe for the module "
+            "type (tinit.buffers.register)",
+            left,
+        )
+
+
+def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dict) -> list:
+    """``init_model_(model, "hf", ...)``: the model's own init on tinit's stream (the module docstring).
+
+    Args:
+        model: a module holding one or more Hugging Face models (a compiled or wrapped one too).
+        seed: the Philox key, an int in [0, 2**64).
+        device: where to materialise meta tensors (required when there are any), or None.
+        reinit_loaded: remove every ``_is_hf_initialized`` mark first, so the whole model is written.
+        others: the other ``init_model_`` arguments and scheme options (refused unless at their defaults).
+
+    Returns:
+        An empty list: the model's code decides each value, no per-parameter spec is chosen.
+
+    Raises:
+        TypeError, ValueError, tinit.params.DtypeError: refused arguments or model, before anything is
+            written. tinit.buffers.UninitialisedBufferError: a meta buffer of a dtype other than
+            floating point that no recipe recomputes (before anything is allocated or unmarked), or
+            one the model's init left unwritten (after). RuntimeError: a tie could not be restored.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"init_model_: model must be a torch.nn.Module, got {type(model).__name__}")
+    seed = check_seed(seed)
+    if not isinstance(reinit_loaded, bool):
+        raise TypeError(f"init_model_: reinit_loaded must be True or False, got {type(reinit_loaded).__name__}")
+    _refused(others)
+    tops = _tops(model)
+    _checked_model(model, tops)
+    meta = next((n for n, t in _named_tensors(model) if t.is_meta), None)
+    if meta is not None and device is None:
+        raise ValueError(
+            f"init_model_: parameters are on the meta device (first: {meta}); pass device=... "
+            "or materialise with tinit.materialise_(model, device)"
+        )
+    target = None if device is None else target_device(device)
+    unmark, mark = _marks(tops, reinit_loaded)
+    nan_buffers = materialise_meta_(model, target) if meta is not None else []
+    for holder in unmark:
+        holder.__dict__.pop(_MARK, None)
+    marked = [tensor for tensor in mark if not getattr(tensor, _MARK, False)]
+    for tensor in marked:
+        setattr(tensor, _MARK, True)
+    try:
+        if all(getattr(m, _MARK, False) for top in tops for m in top.modules()):
+            warnings.warn(
+                "init_model_: every module of the model is marked initialised by transformers "
+                "(_is_hf_initialized: built and initialised by Hugging Face, or loaded), so scheme 'hf' writes "
+                "nothing; pass reinit_loaded=True to run the model's init again on tinit's stream",
+                UserWarning,
+                stacklevel=3,
+            )
+        else:
+            with _hidden_ties(tops), patch_torch_init(seed=seed, model=model):
+                for top in tops:
+                    top.initialize_weights()
+    finally:
+        for tensor in marked:
+            tensor.__dict__.pop(_MARK, None)
+    _check_written(model, nan_buffers)
+    return []
