@@ -689,8 +689,16 @@ def init_model_(
     Fans come from each parameter's logical shape, with HF ``Conv1D`` weights
     read as (in, out), a fused q/k/v projection split by its config's head
     counts and an expert stack's fans those of one expert
-    (``tinit.families``). A tensor shared by several names is written once,
-    under the first name ``named_parameters`` gives. Each parameter's stream
+    (``tinit.families``: transformers' ``is_transposed`` flag, torchtitan's
+    tags, the family's ``expert_stack``, else how the module's ``forward``
+    multiplies the stack). A tensor shared by several names is written once,
+    under the first name ``named_parameters`` gives; when its names' roles get
+    different rules from the scheme (tied embeddings and LM head), it takes
+    the role ``Scheme.tied_role`` names (the rule of the scheme's reference:
+    ``depth_init`` the head's, the OLMo recipes the embedding's), else it is
+    refused. A scheme that treats residual output projections apart warns
+    when the model's repeated blocks hold none it recognises, naming the
+    override that classifies them. Each parameter's stream
     id is ``stream_for(fully qualified name)`` and its key ``seed``, so its
     values do not depend on order, on the other parameters or on writing it
     alone (``only=``, or a submodule with ``prefix=``). Names are canonical
@@ -724,7 +732,9 @@ def init_model_(
         overrides: {regex: role} or {regex: {"role", "layer", "stack",
             "layout", "fan_in", "fan_out", "options", "qkv", "experts",
             "value"}}; the first pattern that ``re.search``-es a fully
-            qualified name wins over inference. "qkv": a fused q/k/v
+            qualified name (or one of a tied tensor's names) wins over
+            inference; a group named ``layer`` in the pattern gives the
+            block index, the name up to it the block container. "qkv": a fused q/k/v
             projection's layout, a ``tinit.families.FusedQKV`` or (heads,
             kv_heads, head_dim, layout); "experts": the expert count of a 2-D
             grouped layout; "value": a finite constant written whatever the
@@ -785,7 +795,8 @@ def init_model_(
             is no policy or role; a residual gate whose model value is unknown
             (named); ``n_layers`` keys naming no stack or tower; a model
             without residual gates for ``rezero``; a value the scheme needs is
-            missing; a lost HF tie.
+            missing; a lost HF tie; a tensor tied between roles the scheme
+            initialises differently with no rule for it (named, with its roles).
         TypeError: a parameter dtype tinit cannot fill, or an unknown option.
         All raised before anything is written.
     """
