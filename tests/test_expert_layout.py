@@ -168,7 +168,8 @@ def test_an_undeclared_stack_is_read_from_its_forward(kind, fans):
 
 def test_a_stack_nothing_decides_warns_and_its_override_fixes_it():
     model = _Layers(_HelperExperts)
-    with pytest.warns(UserWarning, match=r"expert stack _HelperExperts\.gate_up_proj.*'layout': 'expert_in_out'"):
+    undecided = r"expert stack _HelperExperts\.(gate_up|down)_proj.*'layout': 'expert_in_out'"
+    with pytest.warns(UserWarning, match=undecided):
         tinit.init_model_(model, "kaiming_normal", seed=0)
     experts = model.layers[0].mlp.experts
     _assert_std(experts.gate_up_proj, math.sqrt(2.0 / (2 * 48)), "read as (E, out, in): fan_in 2F")
