@@ -82,6 +82,24 @@ def test_llama4_experts_under_depth_init_split_gate_and_up_along_the_last_dim():
     assert [p.std for p in spec.parts] == pytest.approx([STD, param_init.depth_scaled_std(STD, 1)], rel=1e-12)
 
 
+def test_llama4_experts_under_normal_match_hfs_own_init():
+    """``Llama4PreTrainedModel._init_weights``: ``init.normal_(gate_up_proj / down_proj,
+    std=initializer_range)``, run eagerly; tinit's ``normal`` on the meta-built model, half by half."""
+    torch.manual_seed(0)
+    eager = _llama4().to_empty(device="cpu")
+    eager.init_weights()
+    _assert_std(eager.model.layers[0].feed_forward.experts.down_proj, eager.config.initializer_range, "HF's own")
+    ours = _llama4()
+    tinit.init_model_(ours, "normal", seed=0, device="cpu")
+    for block, ref in zip(ours.model.layers, eager.model.layers, strict=True):
+        mine, theirs = block.feed_forward.experts, ref.feed_forward.experts
+        for a, b in (
+            *zip(mine.gate_up_proj.chunk(2, -1), theirs.gate_up_proj.chunk(2, -1), strict=True),
+            (mine.down_proj, theirs.down_proj),
+        ):
+            _assert_std(a, b.detach().double().std().item(), "tinit normal vs HF _init_weights")
+
+
 @pytest.mark.parametrize("scheme", ["kaiming_normal", "kaiming_uniform"])
 def test_llama4_experts_get_one_experts_fans(scheme):
     """std = gain / sqrt(fan_in), fan_in as torch computes it for one expert's matrix as ``F.linear``
