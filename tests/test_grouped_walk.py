@@ -41,10 +41,21 @@ def test_parameter_list_and_dict_leaves(grouped_fill):
 
 @pytest.mark.parametrize("grouped_fill", [True, False], ids=["grouped", "one-by-one"])
 def test_shared_submodules_and_none_parameters(grouped_fill):
-    """A module under several names: written once under the first name (its role and layer), the
-    others listed as ties; a None parameter is skipped."""
+    """A module under several names: written once under the first name (its layer), the others
+    listed as ties; a None parameter is skipped. The shared Linear's names have roles gpt2 draws
+    differently (mlp_in and linear 0.02, attn_out 0.02 / sqrt(2 L)) and gpt2 has no rule for such a
+    tensor: refused before anything is written, naming each name's role, until an override of any
+    of its names says which rule it takes."""
     model = prefilled(SharedModules())
-    summary = tinit.init_model_(model, "gpt2", seed=SEED, grouped=grouped_fill, d_model=8, n_layers=3)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    refused = r"h\.0\.mlp\.c_fc\.weight \(mlp_in\), h\.2\.attn\.c_proj\.weight \(attn_out\), extra\.weight \(linear\)"
+    with pytest.raises(ValueError, match=refused):
+        tinit.init_model_(model, "gpt2", seed=SEED, grouped=grouped_fill, d_model=8, n_layers=3)
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, before[key], rtol=0, atol=0)
+    summary = tinit.init_model_(
+        model, "gpt2", seed=SEED, grouped=grouped_fill, d_model=8, n_layers=3, overrides={r"^extra\.weight$": "mlp_in"}
+    )
     got = [(e.name, e.role, e.layer, e.tied) for e in summary]
     assert got == [
         ("h.0.mlp.c_fc.weight", "mlp_in", 0, ("h.2.attn.c_proj.weight", "extra.weight")),
@@ -55,7 +66,7 @@ def test_shared_submodules_and_none_parameters(grouped_fill):
     ]
     assert_matches_write_spec(model, summary, SEED)
     only_alias = tinit.init_model_(
-        prefilled(SharedModules()), "gpt2", seed=SEED, d_model=8, n_layers=3, only=r"^extra\.weight$"
+        prefilled(SharedModules()), "normal", seed=SEED, d_model=8, n_layers=3, only=r"^extra\.weight$"
     )
     assert [e.name for e in only_alias] == ["h.0.mlp.c_fc.weight"], "only= matching a tied alias"
 

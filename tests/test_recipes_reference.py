@@ -398,8 +398,9 @@ def test_lecun_normal_against_keras(monkeypatch):
 # torchtitan
 
 
-def _torchtitan_llama3(dim: int, n_layers: int, vocab: int):
-    """A Llama 3 model built by torchtitan's own config functions (its ``_debugmodel``, resized)."""
+def _torchtitan_llama3(dim: int, n_layers: int, vocab: int, tied: bool = False):
+    """A Llama 3 model built by torchtitan's own config functions (its ``_debugmodel``, resized;
+    ``tied``: as its ``_1b`` / ``_3b`` flavours, ``enable_weight_tying`` and the embedding's init skipped)."""
     pytest.importorskip("torchtitan", reason="torchtitan (scripts/setup.sh installs it)")
     llama3 = pytest.importorskip("torchtitan.models.llama3", exc_type=ImportError)
     common = pytest.importorskip("torchtitan.models.common", exc_type=ImportError)
@@ -407,8 +408,11 @@ def _torchtitan_llama3(dim: int, n_layers: int, vocab: int):
     return llama3.Llama3Model.Config(
         dim=dim,
         vocab_size=vocab,
+        enable_weight_tying=tied,
         tok_embeddings=common.Embedding.Config(
-            num_embeddings=vocab, embedding_dim=dim, param_init=llama3._EMBEDDING_INIT
+            num_embeddings=vocab,
+            embedding_dim=dim,
+            param_init=llama3._EMBEDDING_SKIP_INIT if tied else llama3._EMBEDDING_INIT,
         ),
         norm=common.RMSNorm.Config(normalized_shape=dim, param_init=llama3._NORM_INIT),
         lm_head=common.Linear.Config(in_features=dim, out_features=vocab, param_init=llama3._output_linear_init(dim)),
@@ -434,6 +438,23 @@ def test_depth_init_against_torchtitan_llama3():
     summary = tinit.init_model_(ours, "depth_init", seed=SEED)
     ratios = compare(reference, ours, summary)
     assert {"attn_qkv", "attn_out", "mlp_in", "mlp_up", "mlp_out", "embedding", "head"} <= ratios.keys()
+
+
+def test_depth_init_against_torchtitan_tied_llama3():
+    """A tied flavour (Llama 3.2 1B/3B): torchtitan's ``init_states`` re-ties ``tok_embeddings`` to
+    the ``lm_head`` it drew by ``_output_linear_init``; tinit gives the tensor the head's rule."""
+    config = _torchtitan_llama3(dim=512, n_layers=4, vocab=4096, tied=True)
+    torch.manual_seed(SEED)
+    reference = config.build()
+    reference.init_states()
+    assert reference.tok_embeddings.weight is reference.lm_head.weight
+    ours = config.build()
+    summary = tinit.init_model_(ours, "depth_init", seed=SEED)
+    assert ours.tok_embeddings.weight is ours.lm_head.weight
+    tied = next(e for e in summary if e.tied)
+    assert (tied.name, tied.role, tied.tied) == ("tok_embeddings.weight", "head", ("lm_head.weight",))
+    ratios = compare(reference, ours, summary)
+    assert "head" in ratios and "embedding" not in ratios
 
 
 def test_depth_init_against_torchtitan_deepseek_v3_moe():
@@ -516,6 +537,30 @@ def test_olmo_against_olmo_core(olmo_core, method):
     summary = tinit.init_model_(ours, f"olmo_{method}", seed=SEED)
     ratios = compare(reference, ours, summary)
     assert {"attn_q", "attn_out", "mlp_in", "mlp_up", "mlp_out", "embedding", "head"} <= ratios.keys()
+
+
+@pytest.mark.parametrize("method", ["llama", "fan_in"])
+def test_tied_olmo_against_olmo_core(olmo_core, method):
+    """OLMo-core with ``tie_word_embeddings``: ``init_embeddings`` draws the shared tensor,
+    ``init_final_w_out`` is skipped; tinit gives it the embedding's rule."""
+    config = olmo_core.TransformerConfig.llama_like(
+        d_model=512,
+        vocab_size=4096,
+        n_layers=4,
+        n_heads=8,
+        init_method=olmo_core.InitMethod(method),
+        tie_word_embeddings=True,
+    )
+    reference = config.build(init_device="cpu")
+    torch.manual_seed(SEED)
+    reference.init_weights(device=torch.device("cpu"))
+    ours = config.build(init_device="cpu")
+    summary = tinit.init_model_(ours, f"olmo_{method}", seed=SEED)
+    assert ours.lm_head.w_out.weight is ours.embeddings.weight
+    tied = next(e for e in summary if e.tied)
+    assert tied.role == "embedding" and tied.tied == ("lm_head.w_out.weight",)
+    ratios = compare(reference, ours, summary)
+    assert "embedding" in ratios and "head" not in ratios
 
 
 def test_olmo_normalized_against_olmo_core(olmo_core):

@@ -115,6 +115,7 @@ class Param:
     padding_idx: int | None = None  # an nn.Embedding's padding row, zeroed after the write
     tower: str | None = None  # the block container counted for L (depths)
     gate: tuple[float | None, str] | None = None  # a residual gate: (the model's value, its kind) (_gate)
+    tied_roles: tuple[str | None, ...] = ()  # the role of each of ``tied``'s names, by the same rules
 
 
 def _layout(module: torch.nn.Module) -> str:
@@ -134,6 +135,7 @@ _NORM_TYPES = tuple(
 
 
 _MATRIX_TYPES = (torch.nn.Linear, torch.nn.modules.conv._ConvNd)
+_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)  # what holds a model's blocks
 
 
 def _role_from_module(module: torch.nn.Module, leaf: str) -> str | None:
@@ -253,6 +255,7 @@ def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
         modules = canonical_modules(model)
     walk = _Walk(model, overrides, families.index(), {})
     aliases: dict[int, list[str]] = {}
+    owners: dict[int, Param] = {}  # id(tensor) -> its entry, for the roles of its other names
     entries = []
     for module_name, module in modules:
         params = module._parameters
@@ -266,11 +269,13 @@ def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
             names = aliases.get(id(param))
             if names is not None:  # a tie: recorded under the first name's entry
                 names.append(base + leaf)
+                _tie(walk, owners[id(param)], module, base + leaf, leaf)
                 continue
             names = aliases[id(param)] = [base + leaf]
             if parsed is None:  # a module's name is parsed once for all its parameters
                 parsed = _BLOCK_NUMBER.sub(".0", base), infer_layer(base[:-1]) if base.endswith(".") else None
             entries.append(_entry(walk, module, base, leaf, param, names, parsed))
+            owners[id(param)] = entries[-1]
     _ungated_up_projections(entries, walk.families)
     for entry in entries:  # the other names of a tied tensor, once the walk has seen them all
         entry.tied = tuple(entry.tied[1:]) if len(entry.tied) > 1 else ()
@@ -295,17 +300,7 @@ def _entry(walk: _Walk, module, base: str, leaf: str, param, names: list[str], p
     if role is None:
         role = _role_from_module(module, leaf)
     entry = Param(full, param, names, role, layer, stack, _layout(module), NO_OVERRIDE)
-    override = (
-        next((o for pattern, o in walk.overrides if pattern.search(full)), NO_OVERRIDE)
-        if walk.overrides
-        else NO_OVERRIDE
-    )
-    if override:
-        entry.override = override
-        entry.role = override.get("role") or entry.role
-        entry.layer = override.get("layer", layer)
-        entry.stack = override.get("stack", stack)
-        entry.layout = override.get("layout") or entry.layout
+    _override(entry, walk.overrides, full)
     if entry.role == "norm" and leaf == "weight":
         kind = type(module)
         entry.offset_gain = kind.__name__ in walk.families.offset_gain_norms or _reads_offset_gain(kind)
@@ -314,6 +309,35 @@ def _entry(walk: _Walk, module, base: str, leaf: str, param, names: list[str], p
     if leaf == "weight" and isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
         entry.padding_idx = module.padding_idx  # nn.Embedding keeps it in [0, num_embeddings)
     return entry
+
+
+def _override(entry: Param, overrides: list, name: str) -> None:
+    r"""Apply to ``entry`` the first override whose pattern ``re.search``-es ``name`` (its own name or
+    one of its tied names). A pattern's group named ``layer`` (``r"stack\.(?P<layer>\d+)\.proj"``)
+    gives the block index, and the name up to it the block container (the tower), unless the
+    override sets ``layer``."""
+    pattern, override, match = next(((p, o, m) for p, o in overrides if (m := p.search(name))), (None, None, None))
+    if not override:
+        return
+    entry.override = override
+    entry.role = override.get("role") or entry.role
+    entry.layer = override.get("layer", entry.layer)
+    if "layer" not in override and "layer" in pattern.groupindex and (match.group("layer") or "").isdigit():
+        entry.layer = int(match.group("layer"))
+        entry.tower = name[: match.start("layer")].rstrip(".") or None
+    entry.stack = override.get("stack", entry.stack)
+    entry.layout = override.get("layout") or entry.layout
+
+
+def _tie(walk: _Walk, entry: Param, module, full: str, leaf: str) -> None:
+    """Record the role of ``full``, another name of ``entry``'s tensor (an override of it applies to
+    the tensor when its first name has none)."""
+    role = infer_role(full)
+    if role in ("residual_gate", "attn_sink") and entry.param.dim() > 1:
+        role = None
+    entry.tied_roles += (role or _role_from_module(module, leaf),)
+    if entry.override is NO_OVERRIDE:
+        _override(entry, walk.overrides, full)
 
 
 def _ungated_up_projections(entries: list[Param], found: families.Index) -> None:
@@ -370,7 +394,7 @@ def depths(entries, n_layers) -> tuple[dict, dict]:
     last_tower, preceding = None, []
     for entry in entries:
         if entry.layer is not None:
-            tower = infer_tower(entry.name) or entry.name.rpartition(".")[0]
+            tower = entry.tower or infer_tower(entry.name) or entry.name.rpartition(".")[0]
             entry.tower = tower
             counted[tower] = max(counted.get(tower, 0), entry.layer + 1)
             tower_stack.setdefault(tower, entry.stack)
@@ -533,9 +557,17 @@ class Geometry:
             if found is not None:
                 extra["qkv"] = found
         if role == "mlp_gate_up":
-            family = families.family_of(self._config(path))
-            interleaved = leaf.startswith(families.index().interleaved_gate_up)
-            if interleaved or (family is not None and family.gate_up == "interleaved"):
+            # transformers' use_experts_implementation records the order on the module
+            # (is_concatenated=False: GptOssExperts' gate_up[..., ::2], gate_up[..., 1::2]).
+            concatenated = getattr(self._modules.get(path), "is_concatenated", None)
+            if isinstance(concatenated, bool):
+                interleaved = not concatenated
+            else:
+                family = families.family_of(self._config(path))
+                interleaved = leaf.startswith(families.index().interleaved_gate_up) or (
+                    family is not None and family.gate_up == "interleaved"
+                )
+            if interleaved:
                 extra["gate_up"] = "interleaved"
         if "layout" not in override and ndim >= 2 and ".experts." in f".{local}":
             model_type = getattr(self._config(path), "model_type", None) if ndim == 3 else None
@@ -546,3 +578,36 @@ class Geometry:
                 if experts is not None and "experts" not in extra:
                     extra["experts"] = experts
         return layout, extra
+
+    def unplaced_blocks(self, entries, roles) -> list[tuple[str, int, str, list]]:
+        """The outermost containers of repeated blocks in which no parameter of ``entries`` has one of
+        ``roles`` (a depth-scaled recipe's residual output projections).
+
+        A container of repeated blocks is an ``nn.ModuleList``, ``nn.Sequential`` or
+        ``nn.ModuleDict`` of two or more modules of one class that have submodules, one of them
+        holding a matrix: the blocks of a transformer, whatever they are called.
+
+        Returns:
+            (the container's name, its blocks, their class name, the (name, role) of the first
+            block's matrices), one per such container.
+        """
+        found, outer = [], None
+        for path, module in self._modules.items():
+            if outer is not None and (path + ".").startswith(outer):
+                continue  # inside a container already looked at
+            if not isinstance(module, _CONTAINERS):
+                continue
+            blocks = list(module.named_children())
+            first = blocks[0][1] if len(blocks) >= 2 else None
+            if first is None or len({type(b) for _, b in blocks}) != 1 or next(first.children(), None) is None:
+                continue
+            if not any(p.dim() >= 2 for p in first.parameters()):
+                continue
+            outer = f"{path}." if path else ""
+            inside = f"{self._prefix}{outer}"
+            if any(e.role in roles for e in entries if e.name.startswith(inside)):
+                continue
+            head = f"{inside}{blocks[0][0]}."
+            matrices = [(e.name, e.role) for e in entries if e.name.startswith(head) and e.param.dim() >= 2]
+            found.append(((inside or self._prefix).rstrip("."), len(blocks), type(first).__name__, matrices))
+        return found

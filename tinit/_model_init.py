@@ -9,9 +9,11 @@ one spec per parameter (``_Specs``), materialising what is on the meta device
 from __future__ import annotations
 
 import hashlib
+import re
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import NamedTuple
 
 import torch
@@ -500,6 +502,8 @@ class _Specs:
         override = entry.override
         if "value" in override:  # the user's constant, whatever the scheme
             return schemes.InitSpec(constant=override["value"])
+        if entry.tied_roles and "role" not in override:
+            self._tied(entry)
         spec = self._drawn(entry)
         if entry.gate is not None and entry.gate[0] is not None and not self.sets_gates:
             return schemes.InitSpec(constant=entry.gate[0])  # the model's own value for its gate
@@ -507,6 +511,42 @@ class _Specs:
             # The scheme's gain g is the effective 1 + w: write w = g - 1 (0 for the usual g = 1).
             return schemes.InitSpec(constant=spec.constant - 1.0)
         return spec
+
+    def treats_outputs_apart(self) -> bool:
+        """Whether the scheme gives the residual output projections (``tinit.schemes.OUTPUT_ROLES``)
+        another rule than a plain matrix (depth scaling, a zero init), probed on a 64 x 64 weight of
+        the last of 4 blocks; False for a scheme the probe cannot run."""
+        probe = {"layer_idx": 3, "n_layers": 4, "shape": (64, 64), "d_model": 64, **self.shared}
+        try:
+            plain = self.args.scheme.spec(role="linear", **probe)
+            return any(self.args.scheme.spec(role=role, **probe) != plain for role in schemes.OUTPUT_ROLES)
+        except (TypeError, ValueError):
+            return False
+
+    def _tied(self, entry) -> None:
+        """A tensor with several names whose roles differ (tied input embeddings and LM head): when
+        the scheme's rules for them differ, give ``entry`` the role whose rule the scheme's reference
+        applies (``Scheme.tied_role``), or refuse the tensor naming its names and roles."""
+        roles = tuple(dict.fromkeys(r for r in (entry.role, *entry.tied_roles) if r is not None))
+        if len(roles) < 2:
+            return
+        scheme = self.args.scheme
+        chosen = scheme.tied_role(roles, **self.shared)
+        if chosen is not None:
+            entry.role = chosen
+            return
+        specs = [self._drawn(replace(entry, role=role)) for role in roles]
+        if all(spec == specs[0] for spec in specs):
+            return
+        named = ", ".join(
+            f"{n} ({r})" for n, r in zip((entry.name, *entry.tied), (entry.role, *entry.tied_roles), strict=True)
+        )
+        raise ValueError(
+            f"init_model_: {named} are one tensor, and scheme {self.args.scheme_name!r} initialises roles "
+            f"{' and '.join(roles)} differently ({'; '.join(map(_described, specs))}) with no rule for a tensor "
+            f"shared by them; say which rule it takes: overrides={{{re.escape(entry.name)!r}: {roles[-1]!r}}} (or "
+            f"{roles[0]!r})"
+        )
 
     def _drawn(self, entry) -> schemes.InitSpec:
         """The scheme's spec for ``entry``, shared with every parameter of the same inputs."""
@@ -553,6 +593,47 @@ class _Specs:
             )
         except (TypeError, ValueError) as exc:
             raise located(exc, f"init_model_: parameter {entry.name}") from exc
+
+
+def _warn_unplaced_blocks(entries: list, geometry: Geometry, specs: _Specs, scheme: str) -> None:
+    """Phase 6: warn when a scheme that treats residual output projections apart finds none in a
+    model's repeated blocks (``Geometry.unplaced_blocks``): every matrix there gets the plain rule,
+    and no depth scaling. The warning names the container, its first block's matrices and the
+    override that classifies them (a ``(?P<layer>...)`` group gives the block index)."""
+    unplaced = geometry.unplaced_blocks(entries, schemes.OUTPUT_ROLES)
+    if not unplaced or not specs.treats_outputs_apart():
+        return
+    for container, count, kind, matrices in unplaced:
+        listed = ", ".join(f"{name} ({role})" for name, role in matrices[:6]) or "none"
+        example = next((name for name, role in matrices if role in ("linear", None)), None) or (
+            matrices[-1][0] if matrices else f"{container}.0.proj.weight"
+        )
+        block = re.escape(container) + r"\.(?P<layer>\d+)\."
+        pattern = block + re.escape(example[len(container) + 1 :].partition(".")[2])
+        indexed = all(entry.layer is not None for entry in entries if entry.name.startswith(f"{container}."))
+        warnings.warn(
+            f"init_model_: scheme {scheme!r} gives residual output projections (roles "
+            f"{', '.join(schemes.OUTPUT_ROLES)}) their own rule, but no parameter of {container!r} ({count} "
+            f"blocks of {kind}) has one of those roles"
+            + ("" if indexed else " and its names carry no block index tinit reads (h.<i>, layer(s).<i>, block(s).<i>)")
+            + f": its matrices (first block: {listed}) get a plain matrix's rule, not the output projections' "
+            "(their depth scaling or zero init). Classify the "
+            f"output projections with init_model_'s overrides=, e.g. overrides={{{pattern!r}: 'attn_out'}} "
+            "(mlp_out for the MLP's), whose (?P<layer>...) group gives each its block index",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _described(spec: schemes.InitSpec) -> str:
+    """``spec`` in a few characters, for a message: "N(0, 0.02^2) +-3 std", "U(+-0.1)", "= 0"."""
+    if spec.constant is not None:
+        return f"= {spec.constant:g}"
+    if spec.parts is not None:
+        return "parts " + " / ".join(map(_described, spec.parts))
+    if spec.distribution == "uniform":
+        return f"U(+-{spec.std * spec.trunc:.4g})"
+    return f"N(0, {spec.std:.4g}^2)" + ("" if spec.trunc == float("inf") else f" +-{spec.trunc:.4g} std")
 
 
 def _summary(entry, spec: schemes.InitSpec) -> ParamInit:
@@ -634,8 +715,16 @@ def init_model_(
     Fans come from each parameter's logical shape, with HF ``Conv1D`` weights
     read as (in, out), a fused q/k/v projection split by its config's head
     counts and an expert stack's fans those of one expert
-    (``tinit.families``). A tensor shared by several names is written once,
-    under the first name ``named_parameters`` gives. Each parameter's stream
+    (``tinit.families``: transformers' ``is_transposed`` flag, torchtitan's
+    tags, the family's ``expert_stack``, else how the module's ``forward``
+    multiplies the stack). A tensor shared by several names is written once,
+    under the first name ``named_parameters`` gives; when its names' roles get
+    different rules from the scheme (tied embeddings and LM head), it takes
+    the role ``Scheme.tied_role`` names (the rule of the scheme's reference:
+    ``depth_init`` the head's, the OLMo recipes the embedding's), else it is
+    refused. A scheme that treats residual output projections apart warns
+    when the model's repeated blocks hold none it recognises, naming the
+    override that classifies them. Each parameter's stream
     id is ``stream_for(fully qualified name)`` and its key ``seed``, so its
     values do not depend on order, on the other parameters or on writing it
     alone (``only=``, or a submodule with ``prefix=``). Names are canonical
@@ -674,7 +763,9 @@ def init_model_(
         overrides: {regex: role} or {regex: {"role", "layer", "stack",
             "layout", "fan_in", "fan_out", "options", "qkv", "experts",
             "value"}}; the first pattern that ``re.search``-es a fully
-            qualified name wins over inference. "qkv": a fused q/k/v
+            qualified name (or one of a tied tensor's names) wins over
+            inference; a group named ``layer`` in the pattern gives the
+            block index, the name up to it the block container. "qkv": a fused q/k/v
             projection's layout, a ``tinit.families.FusedQKV`` or (heads,
             kv_heads, head_dim, layout); "experts": the expert count of a 2-D
             grouped layout; "value": a finite constant written whatever the
@@ -735,7 +826,8 @@ def init_model_(
             is no policy or role; a residual gate whose model value is unknown
             (named); ``n_layers`` keys naming no stack or tower; a model
             without residual gates for ``rezero``; a value the scheme needs is
-            missing; a lost HF tie.
+            missing; a lost HF tie; a tensor tied between roles the scheme
+            initialises differently with no rule for it (named, with its roles).
         TypeError: a parameter dtype tinit cannot fill, or an unknown option.
         All raised before anything is written.
     """
@@ -771,6 +863,7 @@ def init_model_(
     selected = _select(entries, args, meta)
     _check_gates(selected, entries, args)
     specs = _Specs(model, args, geometry, towers, d_model)
+    _warn_unplaced_blocks(entries, geometry, specs, args.scheme_name)
     planned = [(entry, specs.of(entry)) for entry in selected]
     summary = [_summary(entry, spec) for entry, spec in planned]
     # Phase 8: every item checked (loaded ones included) before anything is allocated or written.

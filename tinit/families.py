@@ -62,14 +62,24 @@ modules (``gate_up_proj`` (E, 2F, d) applied as ``F.linear`` per expert) and tor
 forms ``grouped_in_out`` (in, E * out) and
 ``stacked_in_out`` (E * in, out) for Megatron-Core's ``GroupedMLP`` ``weight1`` / ``weight2``
 (viewed as (E, d, -1) and (E, -1, d) and multiplied untransposed), and ``stacked_out_in``
-(E * out, in) for DBRX's ``w1`` / ``v1`` (``w2`` is ``stacked_in_out``).
+(E * out, in) for DBRX's ``w1`` / ``v1`` (``w2`` is ``stacked_in_out``). A 3-D stack's layout is
+decided, in order, by transformers' ``is_transposed`` flag on its module (every
+``@use_experts_implementation`` class), torchtitan's dimension tag, its family's ``expert_stack``,
+then by how its module's ``forward`` multiplies it (``F.linear(x, W[e])``: (E, out, in); ``x @ W``
+or ``torch.bmm(x, W)`` untransposed: (E, in, out)); a stack none of these decides is read as
+(E, out, in) with a warning naming it. transformers 5.24's undecorated stacks:
+``Llama4TextExperts`` (bmm, (E, in, out)), ``LongcatFlashExperts``, ``Step3p7Experts`` and
+JetMoE's ``JetMoeParallelExperts`` (``F.linear``, (E, out, in)).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import operator
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -628,6 +638,50 @@ def fused_qkv_of_config(config, width: int | None = None) -> FusedQKV | None:
 
 
 _TORCHTITAN_EXPERT = re.compile(r"_E[A-Z]{2}$")  # torchtitan's w1_EFD / w2_EDF: (experts, out, in)
+# After a stack handed to a matmul as its right operand: a transpose makes it (E, out, in).
+_TRANSPOSED = re.compile(r"\s*\.\s*(?:transpose\(|permute\(|mT\b|T\b|t\(\))")
+
+
+def _enclosing_call(source: str, pos: int) -> tuple[str | None, int | None]:
+    """(the name of the call whose argument list holds position ``pos`` of ``source``, the index
+    of the argument there), or (None, None) outside a call (or inside brackets)."""
+    depth, commas = 0, 0
+    for i in range(pos - 1, -1, -1):
+        char = source[i]
+        if char in ")]}":
+            depth += 1
+        elif char in "([{":
+            if depth == 0:
+                name = re.search(r"([\w.]+)\s*$", source[:i]) if char == "(" else None
+                return (name.group(1) if name else None), commas
+            depth -= 1
+        elif char == "," and depth == 0:
+            commas += 1
+    return None, None
+
+
+@functools.cache
+def _forward_layout(cls: type, leaf: str) -> str | None:
+    """The layout of 3-D parameter ``leaf`` as ``cls.forward`` multiplies it, read from its source:
+    "expert_out_in" when it is ``F.linear``'s weight (``F.linear(x, self.w[e])``) or a matmul's
+    right operand transposed (``x @ self.w.transpose(-2, -1)``), "expert_in_out" when a matmul's
+    right operand as it is (Llama-4's ``torch.bmm(x, self.gate_up_proj)``, ``x @ self.w[e]``);
+    None where the source is unavailable, does not use it so, or says both."""
+    try:
+        source = inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return None
+    found = set()
+    for use in re.finditer(rf"\bself\.{re.escape(leaf)}\b(\s*\[[^\]]*\])?", source):
+        before = source[: use.start()].rstrip()
+        name, argument = _enclosing_call(source, use.start())
+        if name is not None and name.split(".")[-1] == "linear" and argument == 1:
+            found.add("expert_out_in")
+        elif before.endswith("@") or (
+            name is not None and name.split(".")[-1] in ("bmm", "matmul", "mm") and argument == 1
+        ):
+            found.add("expert_out_in" if _TRANSPOSED.match(source, use.end()) else "expert_in_out")
+    return found.pop() if len(found) == 1 else None
 
 
 def expert_layout(module, leaf: str, ndim: int, model_type: str | None = None) -> tuple[str, int | None] | None:
@@ -641,7 +695,10 @@ def expert_layout(module, leaf: str, ndim: int, model_type: str | None = None) -
 
     Returns:
         (layout, expert count or None), or None for a parameter that is not an expert stack (a
-        2-D parameter of an ordinary module, a bias).
+        2-D parameter of an ordinary module, a bias). A 3-D stack's layout: the module's
+        ``is_transposed`` flag, a torchtitan dimension tag, the family's ``expert_stack``, how the
+        module's ``forward`` multiplies it (``_forward_layout``), else "expert_out_in" with a
+        UserWarning naming it.
     """
     if ndim == 3:
         transposed = getattr(module, "is_transposed", None)
@@ -650,7 +707,20 @@ def expert_layout(module, leaf: str, ndim: int, model_type: str | None = None) -
         if _TORCHTITAN_EXPERT.search(leaf):
             return "expert_out_in", None
         family = index().by_model_type.get(model_type) if isinstance(model_type, str) else None
-        return (family.expert_stack if family is not None and family.expert_stack else "expert_out_in"), None
+        if family is not None and family.expert_stack:
+            return family.expert_stack, None
+        read = _forward_layout(type(module), leaf) if module is not None else None
+        if read is None:
+            warnings.warn(
+                f"expert stack {type(module).__name__}.{leaf}: neither an is_transposed flag, a family's "
+                "expert_stack nor its forward says whether it is (experts, out, in) or (experts, in, out); "
+                "tinit reads it as (experts, out, in) (F.linear per expert); if the forward multiplies x @ W, "
+                "pass overrides={pattern: {'layout': 'expert_in_out'}} (or register a tinit.families.Family "
+                "with expert_stack)",
+                UserWarning,
+                stacklevel=2,
+            )
+        return read or "expert_out_in", None
     if ndim != 2:
         return None
     found = index().grouped_experts.get((type(module).__name__, leaf))

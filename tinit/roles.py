@@ -25,12 +25,13 @@ Roles (``ROLES``, the same tuple as ``tinit.schemes.ROLES``):
     mlp_out        MLP output projection: down, fc2, w2, wo, GPT-OSS ``mlp2`` (writes to the residual)
     router         an MoE router's weight and bias (HF ``mlp.gate`` of Mixtral, Qwen2/3-MoE,
                    OLMoE, DeepSeek-V3; ``mlp.router`` of GPT-OSS and Megatron-Core;
-                   torchtitan ``moe.router.gate``; OLMo-core ``feed_forward_moe.router``) and
+                   torchtitan ``moe.router.gate``; OLMo-core ``feed_forward_moe.router``; a Linear
+                   inside a router: HunYuan-MoE ``mlp.gate.wg``, ``router.<linear>``) and
                    the shared-expert gate (``shared_expert_gate``, Megatron ``gate_weight``)
     norm           LayerNorm / RMSNorm weights
     bias           any other bias vector (norm biases, expert biases included)
     head           the output (LM / classification) head (``lm_head``, OLMo-core ``lm_head.w_out``,
-                   timm ``head``)
+                   timm ``head``, BERT ``cls.predictions.decoder``, RoBERTa ``lm_head.decoder``)
     residual_gate  a learnable multiplier of a residual branch, at most 1-D (ReZero's
                    ``resweight``, ``res_gate``, ``attn_gate``, mllama's tanh gates, LayerScale's
                    ``ls1.gamma``/``layer_scale1.lambda1``); a matrix of such a name is not one
@@ -219,6 +220,19 @@ def _is_bias(leaf: str) -> bool:
     return leaf == "bias" or leaf.endswith("_bias")
 
 
+def _router(parts: list[str]) -> tuple[bool, bool]:
+    """(whether the parameter called ``parts`` is an MoE router module's own, whether it is that of a
+    Linear inside a router module)."""
+    owner, above, top = (["", "", ""] + [p.lower() for p in parts[-4:-1]])[-3:][::-1]
+    owner_is_router = owner in ("router", "shared_expert_gate") or (
+        owner == "gate" and (above in MOE_SCOPES or above == "router")
+    )
+    # A router holding its logits' Linear: HunYuan-MoE's mlp.gate.wg, JetMoE's router.layer,
+    # LongCat-Flash's router.classifier (HunYuanMoEV1Gate.forward: router_logits = self.wg(x)).
+    inside = len(parts) >= 4 and (above == "router" or (above == "gate" and top in MOE_SCOPES))
+    return owner_is_router, inside
+
+
 def infer_role(name: str) -> str | None:
     """The role of the parameter called ``name`` (see the module docstring).
 
@@ -233,18 +247,17 @@ def infer_role(name: str) -> str | None:
     """
     parts = name.split(".")
     leaf = parts[-1]
-    owner = parts[-2].lower() if len(parts) >= 2 else ""
-    router_owner = owner in ("router", "shared_expert_gate") or (
-        owner == "gate" and len(parts) >= 3 and (parts[-3].lower() in MOE_SCOPES or parts[-3].lower() == "router")
-    )
+    router_owner, in_router = _router(parts)
     if _is_bias(leaf):
         # An MoE router's bias is part of its logits (HF GptOss draws it like the weight).
-        return "router" if leaf == "bias" and router_owner else "bias"
+        return "router" if leaf == "bias" and (router_owner or in_router) else "bias"
     path, key = split_name(name)
     if leaf.endswith("norm_weight") or (path and _NORM.match(path[-1]) and key == path[-1]):
         return "norm"
     if _GATE.match(key) or LAYER_SCALE.match(key):
         return "residual_gate"
+    if in_router and key == path[-1]:
+        return "router"
     scopes = {p.lower() for p in path[:-1]} if key == (path[-1] if path else None) else {p.lower() for p in path}
     has_layer = infer_layer(name) is not None
     if key == "ff_out":  # OLMo: the block's MLP output, or the model's LM head outside the blocks
@@ -255,7 +268,7 @@ def infer_role(name: str) -> str | None:
         return "patch_embed"
     if scopes & PROJECTOR_SCOPES or key in PROJECTOR_SCOPES:
         return "linear"
-    if key in HEAD_NAMES or (key == "decoder" and "predictions" in scopes):
+    if key in HEAD_NAMES or (key == "decoder" and scopes & {"predictions", "lm_head"}):  # BERT, RoBERTa
         return "head"
     if key in EMBEDDING_NAMES:
         return "embedding"
@@ -268,7 +281,7 @@ def infer_role(name: str) -> str | None:
     added = families.index().leaf_roles  # names a registered tinit.families.Family adds
     if key in added:
         return added[key]
-    if owner == "experts" and key in ("weight1", "weight2"):  # Megatron's GroupedMLP: fc1, fc2 of all experts
+    if path[-1:] == ["experts"] and key in ("weight1", "weight2"):  # Megatron's GroupedMLP: fc1, fc2 of all experts
         return "mlp_in" if key == "weight1" else "mlp_out"
     if key == "v1" and "experts" in scopes:  # DBRX's stacked experts: act(x w1^T) * (x v1^T), then w2
         return "mlp_up"

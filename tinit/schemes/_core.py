@@ -404,7 +404,10 @@ class Scheme:
     index ``layer_idx`` changes the result; ``init_model_`` computes one spec
     per distinct input otherwise; ``depends_on_depth`` answers for given
     options) and implement ``rule(ctx, **options)``, which returns the target
-    distribution (std = the std the recipe asks for).
+    distribution (std = the std the recipe asks for). ``tied`` is the role
+    whose rule the recipe's reference gives one tensor shared by parameters of
+    several roles (tied input embeddings and output head), None where it says
+    none (``tied_role``).
     """
 
     name = ""
@@ -416,6 +419,26 @@ class Scheme:
     # option -> the model-config fields ``init_model_`` reads it from when the caller does not pass
     # it (the first field the config has), e.g. T5's head width d_kv from ``T5Config.d_kv``
     config_options: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+    # the role whose rule writes a tensor tied between roles the recipe initialises differently
+    # (``tied_role``); None: the reference gives none, and ``init_model_`` refuses such a tensor
+    tied: str | None = None
+
+    def tied_role(self, roles: tuple[str, ...], **options) -> str | None:
+        """The role whose rule writes one tensor shared by parameters of ``roles`` (two or more
+        distinct roles, e.g. ("embedding", "head") for tied word embeddings) when this recipe's
+        rules for them differ: the rule the recipe's reference applies to such a tensor
+        (torchtitan's tied Llama 3.2 flavours: the head's). ``tied`` when it is one of ``roles``,
+        else None: the reference says nothing, and ``init_model_`` refuses the tensor naming
+        its roles.
+
+        Args:
+            roles: the distinct roles of the tensor's names, the first name's first.
+            **options: the recipe's options (a recipe whose rule depends on its variant).
+
+        Returns:
+            One of ``roles``, or None.
+        """
+        return self.tied if self.tied in roles else None
 
     def reference_trunc(self, ctx: Context, spec: InitSpec) -> float:
         """The truncation (units of std, > 0, may be inf) the recipe's reference applies to the

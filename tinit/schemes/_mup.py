@@ -87,6 +87,7 @@ class MuP(Scheme):
     name = "mup"
     needs_role = True
     default_trunc = math.inf
+    tied = "embedding"  # mup's MuSharedReadout takes the nn.Embedding's weight, drawn as an input weight
 
     def rule(
         self,

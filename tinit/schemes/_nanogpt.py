@@ -40,6 +40,11 @@ class ModdedNanoGPT(Scheme):
     needs_role = True
     default_trunc = math.inf
 
+    def tied_role(self, roles: tuple[str, ...], variant: str = "2026-08", **options) -> str | None:
+        """2026-08: the head's (``GPT.__init__`` draws ``lm_head`` and copies it into the embedding);
+        2025-08 ties nothing (its zero head and N(0, 1) embedding are separate tensors): None."""
+        return "head" if variant == "2026-08" and "head" in roles else None
+
     def rule(self, ctx: Context, variant: str = "2026-08") -> InitSpec:
         if variant not in _VARIANTS:
             raise ValueError(f"scheme 'modded_nanogpt': variant must be one of {_VARIANTS}, got {variant!r}")

@@ -36,6 +36,10 @@ class Normal(Scheme):
     name = "normal"
     needs_role = False
     default_trunc = math.inf
+    # transformers' tie_weights points the head at the input embeddings' tensor (T5's
+    # _init_weights draws lm_head only when not tied); Megatron-Core's tied output layer reuses
+    # the word embeddings' weight. gpt2 and megatron inherit it.
+    tied = "embedding"
 
     def rule(self, ctx: Context, std: float = 0.02) -> InitSpec:
         std = positive(self.name, "std", std)
@@ -120,10 +124,9 @@ class DepthInit(Normal):
     details (``olmo_llama_depth``). An explicit ``trunc=`` applies to every
     matrix (variance-preserving by default where torchtitan's draw is
     untruncated in effect, i.e. all but the head). torchtitan's tied flavours
-    (Llama 3.2 1B/3B: ``enable_weight_tying``) skip the embedding and give the
-    shared tensor the head's init; ``init_model_`` writes a tied tensor once by
-    its first name's role (the embedding): pass an override making
-    ``tok_embeddings`` role head for those.
+    (Llama 3.2 1B/3B, Qwen3 0.6B-4B: ``enable_weight_tying``) skip the embedding
+    (``_EMBEDDING_SKIP_INIT``) and give the shared tensor the head's init
+    (``_output_linear_init``): so does ``init_model_`` (``tied = "head"``).
 
     Options:
         std: float > 0, default 0.02.
@@ -134,6 +137,7 @@ class DepthInit(Normal):
     name = "depth_init"
     needs_role = True
     depth_dependent = True
+    tied = "head"  # torchtitan's Decoder.init_states re-ties tok_embeddings to the initialised lm_head
     _DEPTH_ROLES = (*OUTPUT_ROLES, "mlp_up", "router", "attn_sink")  # sinks: torchtitan's GPT-OSS sinks_init
     _ABSOLUTE_BOUND = 2.0  # nn.init.trunc_normal_'s default a = -2, b = 2
 

@@ -32,6 +32,9 @@ class _OlmoCore(Scheme):
 
     needs_role = True
     default_trunc = 3.0
+    # OLMo-core's Transformer.init_weights: init_embeddings, then _tie_weights, and init_final_w_out
+    # only "if self.lm_head is not None and not self.tie_word_embeddings"
+    tied = "embedding"
 
     def rule(self, ctx: Context, **options) -> InitSpec:
         if ctx.base not in ("embedding", "head") and ctx.role != "attn_sink":
@@ -152,6 +155,7 @@ class OlmoNormalized(_OlmoCore):
     """
 
     name = "olmo_normalized"
+    tied = None  # OLMo-core's TransformerConfig refuses tie_word_embeddings for the normalized transformer
 
     def _std(self, ctx: Context, std: float = 0.02) -> float:
         std = positive(self.name, "std", std)
@@ -186,6 +190,7 @@ class OlmoFullMegatron(_OlmoCore):
     """
 
     name = "olmo_full_megatron"
+    tied = "embedding"  # OLMo.reset_parameters: wte drawn, ff_out only exists without weight_tying
 
     def reference_trunc(self, ctx: Context, spec: InitSpec) -> float:
         """Every weight +-3 std, embeddings included (``init_normal`` with a cutoff)."""

@@ -54,6 +54,10 @@ class ReZero(Scheme):
             return Scheme.spec(self, role=role, **kwargs)
         return _registry.get(base).spec(role=role, **kwargs)
 
+    def tied_role(self, roles: tuple[str, ...], *, base: str = "normal", **options) -> str | None:
+        """The base scheme's rule for a tied tensor."""
+        return None if base == self.name else _registry.get(base).tied_role(roles, **options)
+
     def depends_on_depth(self, *, base: str = "normal", **options) -> bool:
         """The base scheme's answer (``base="depth_init"`` or ``"mitchell"`` scale by block)."""
         return base != self.name and _registry.get(base).depends_on_depth(**options)
@@ -118,6 +122,9 @@ class Fixup(Scheme):
     name = "fixup"
     needs_role = True
     default_trunc = math.inf
+    # TransformerZeroDecoder: the zero embed_out exists only without share_input_output_embed; shared,
+    # the logits are F.linear(x, embed_tokens.weight), the Embedding's N(0, 1/d)
+    tied = "embedding"
 
     def rule(
         self,

@@ -79,6 +79,7 @@ class Mitchell(Scheme):
     needs_role = True
     depth_dependent = True
     default_trunc = 3.0
+    tied = "embedding"  # OLMo.reset_parameters: wte drawn, ff_out only exists without weight_tying
 
     def rule(self, ctx: Context) -> InitSpec:
         constant = role_constants(ctx.base)
@@ -118,6 +119,7 @@ class Modern(Scheme):
     name = "modern"
     needs_role = True
     default_trunc = 3.0
+    tied = "embedding"  # no reference: tinit's choice, the embedding's 0.02 as GPT-2's tied wte
 
     def rule(self, ctx: Context, base: str | float = "small", embedding_std: float = 0.02) -> InitSpec:
         constant = role_constants(ctx.base)

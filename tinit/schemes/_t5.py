@@ -45,6 +45,7 @@ class T5(Scheme):
     name = "t5"
     needs_role = True
     default_trunc = math.inf
+    tied = "embedding"  # T5PreTrainedModel._init_weights draws lm_head only "not tie_word_embeddings"
     # what HF T5's _init_weights reads from its config; init_model_ fills them from a model's config
     config_options = MappingProxyType({"d_kv": ("d_kv", "head_dim"), "factor": ("initializer_factor",)})
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ __all__ = [
     "init_record",
     "main",
     "measure",
+    "parse_overrides",
     "truncated_std",
 ]
 
@@ -381,6 +383,15 @@ def _add_recipe_arguments(init: argparse.ArgumentParser) -> None:
         "a role name treats it as that role (the models here are built on the meta device, so there is "
         "no own init to leave in place: init_model_'s unclassified='skip' does not apply)",
     )
+    init.add_argument(
+        "--override",
+        metavar="REGEX=ROLE",
+        action="append",
+        help="give the parameters whose name REGEX re.search-es the role ROLE (repeatable; init_model_'s "
+        "overrides=, the first matching REGEX wins; split at the last '='), e.g. --override 'lm_head=head' "
+        r"for a tied embedding and head, or --override 'stack\.(?P<layer>\d+)\.proj=attn_out' (the layer "
+        "group gives the block index)",
+    )
 
 
 def _add_run_arguments(init: argparse.ArgumentParser) -> None:
@@ -415,6 +426,34 @@ def _add_run_arguments(init: argparse.ArgumentParser) -> None:
     )
 
 
+def parse_overrides(values: list[str] | None) -> dict[str, str]:
+    """``--override REGEX=ROLE`` arguments as ``init_model_``'s ``overrides`` mapping.
+
+    Args:
+        values: the arguments, each "REGEX=ROLE" (split at the last "="); None for none.
+
+    Returns:
+        {regex: role}, in the order given.
+
+    Raises:
+        ValueError: an argument without "=", an empty or invalid REGEX, or a ROLE that is not
+            one of ``tinit.schemes.ROLES``; the message names the argument.
+    """
+    overrides = {}
+    for value in values or ():
+        pattern, sep, role = value.rpartition("=")
+        if not sep or not pattern:
+            raise ValueError(f"--override {value!r}: expected REGEX=ROLE")
+        if role not in schemes.ROLES:
+            raise ValueError(f"--override {value!r}: unknown role {role!r}; known: {', '.join(schemes.ROLES)}")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"--override {value!r}: {pattern!r} is not a valid regex: {exc}") from None
+        overrides[pattern] = role
+    return overrides
+
+
 def init_record(args, summary, built: Built, count: int) -> dict:
     """What ``--save`` writes to ``tinit_init.json``: how the weights were made, enough to make them again.
 
@@ -438,6 +477,9 @@ def init_record(args, summary, built: Built, count: int) -> dict:
     options = {"variance_preserving": bool(args.variance_preserving)}
     if args.trunc is not None:
         options["trunc"] = args.trunc
+    overrides = parse_overrides(getattr(args, "override", None))
+    if overrides:
+        options["overrides"] = overrides
     record = {
         "scheme": args.scheme,
         "seed": args.seed,
@@ -486,6 +528,7 @@ def _timed_init(model, args, n_layers: int, desc: str) -> tuple[list, float]:
             d_model=args.d_model,
             backend=args.backend,
             unclassified=args.unclassified,
+            overrides=parse_overrides(args.override) or None,
             **options,
         )
         _sync(args.device)
@@ -529,7 +572,8 @@ def _init(args, built: Built) -> int:
     try:
         summary, seconds = _timed_init(model, args, n_layers, f"tinit fill ({args.scheme})")
     except (KeyError, TypeError, ValueError) as err:
-        print(f"tinit init: error: {err}", file=sys.stderr)
+        hint = " (here: --override REGEX=ROLE)" if "overrides=" in str(err) else ""
+        print(f"tinit init: error: {err}{hint}", file=sys.stderr)
         return 2
     written = [params[e.name].data_ptr() for e in summary if e.numel]
     ok = len(written) == len(set(written)) and sum(e.numel for e in summary) == count
@@ -665,6 +709,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem is not None:
             raise ValueError(problem)
         fields = parse_set(args.set)
+        parse_overrides(args.override)
         if args.config is not None:
             built = build_hf(config=load_config(args.config), fields=fields, **sizes)
         elif args.hf is not None:
