@@ -229,6 +229,18 @@ class _Walk(NamedTuple):
     roles: dict  # name template (block numbers replaced) -> (role, stack): they depend on a name's words only
     inits: Mapping  # the model family's ``tinit.families.Family.inits``
     init_classes: frozenset  # the module classes ``inits`` names
+    modules: list  # the walk's (name, module) pairs
+    by_name: dict  # name -> module, filled on first need (``_parent``)
+
+
+def _parent(walk: _Walk, module_name: str) -> tuple:
+    """(the module holding the module ``module_name``, or None at the root; the name under it)."""
+    if not module_name:
+        return None, ""
+    if not walk.by_name:
+        walk.by_name.update(walk.modules)
+    parent_name, _, child = module_name.rpartition(".")
+    return walk.by_name.get(parent_name), child
 
 
 def _ssm_role_of(module, parent, child: str, leaf: str) -> str | None:
@@ -301,8 +313,7 @@ def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
     if modules is None:
         modules = canonical_modules(model)
     inits = families.inits_of(getattr(model, "config", None))
-    walk = _Walk(model, overrides, families.index(), {}, inits, frozenset(cls for cls, _ in inits))
-    by_name = dict(modules)
+    walk = _Walk(model, overrides, families.index(), {}, inits, frozenset(cls for cls, _ in inits), modules, {})
     aliases: dict[int, list[str]] = {}
     entries = []
     for module_name, module in modules:
@@ -310,8 +321,6 @@ def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
         if not params:
             continue
         base = f"{prefix}{module_name}." if module_name else prefix
-        parent_name, _, child = module_name.rpartition(".")
-        parent = by_name.get(parent_name) if module_name else None
         parsed = None
         for leaf, param in params.items():
             if param is None:
@@ -323,7 +332,7 @@ def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
             names = aliases[id(param)] = [base + leaf]
             if parsed is None:  # a module's name is parsed once for all its parameters
                 layer = infer_layer(base[:-1]) if base.endswith(".") else None
-                parsed = _BLOCK_NUMBER.sub(".0", base), layer, parent, child
+                parsed = _BLOCK_NUMBER.sub(".0", base), layer, module_name
             entries.append(_entry(walk, module, base, leaf, param, names, parsed))
     _ungated_up_projections(entries, walk.families)
     for entry in entries:  # the other names of a tied tensor, once the walk has seen them all
@@ -346,8 +355,9 @@ def _entry(walk: _Walk, module, base: str, leaf: str, param, names: list[str], p
     role, stack = found
     if role in ("residual_gate", "attn_sink") and param.dim() > 1:
         role = None
-    parent, child = parsed[2], parsed[3]
+    parent = child = None
     if role is None:
+        parent, child = _parent(walk, parsed[2])
         role = _ssm_role_of(module, parent, child, leaf) or _role_from_module(module, leaf)
     entry = Param(full, param, names, role, layer, stack, _layout(module), NO_OVERRIDE)
     override = (
@@ -367,6 +377,8 @@ def _entry(walk: _Walk, module, base: str, leaf: str, param, names: list[str], p
     if entry.role == "residual_gate":
         entry.gate = _gate(walk.families, walk.model, module, full, leaf)
     if walk.init_classes or entry.role == "ssm_dt":
+        if child is None:
+            parent, child = _parent(walk, parsed[2])
         try:
             entry.model_spec = _model_spec(walk, module, parent, child, leaf, entry.role, param)
         except (TypeError, ValueError) as exc:
