@@ -412,3 +412,41 @@ def test_a_bad_map_is_refused_before_anything_is_written(spec, message):
     with pytest.raises(ValueError, match=message):
         tinit.write_spec_(tensor, spec, seed=0)
     assert torch.equal(tensor, torch.full((4, 6), 7.0))
+
+
+def test_a_registered_family_gives_its_models_own_inits(monkeypatch):
+    """``Family.inits`` of a registered family apply to the models of its model type only: a value,
+    a spec, or None (the role's default); the state roles take them under every recipe."""
+    from tinit import families
+
+    monkeypatch.setattr(families, "FAMILIES", dict(families.FAMILIES))
+
+    class Scan(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.A_log = torch.nn.Parameter(torch.zeros(6))
+            self.dt_bias = torch.nn.Parameter(torch.zeros(6))
+            self.conv1d = torch.nn.Conv1d(6, 6, 4, groups=6)
+
+    class Toy(torch.nn.Module):
+        def __init__(self, model_type):
+            super().__init__()
+            self.config = transformers.PretrainedConfig()
+            self.config.model_type = model_type
+            self.mixer = Scan()
+
+    inits = {
+        ("Scan", "dt_bias"): lambda module, model, param: 0.5,
+        ("Scan", "conv1d.weight"): lambda module, model, param: InitSpec(constant=0.25),
+        ("Scan", "A_log"): lambda module, model, param: None,
+    }
+    families.register(families.Family("toy_scan", model_types=("toy_scan",), inits=inits))
+    for recipe in ("normal", "depth_init"):
+        model = Toy("toy_scan")
+        summary = {e.name: e for e in tinit.init_model_(model, recipe, seed=0)}
+        assert torch.equal(model.mixer.dt_bias, torch.full((6,), 0.5))
+        assert torch.equal(model.mixer.A_log, torch.log(torch.arange(1, 7, dtype=torch.float32)))
+        assert (summary["mixer.conv1d.weight"].constant == 0.25) == (recipe == "normal")  # normal follows it
+    other = Toy("another")
+    tinit.init_model_(other, "normal", seed=0)
+    assert other.mixer.dt_bias.min() < 0 < other.mixer.conv1d.weight.abs().max()  # the defaults

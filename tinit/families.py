@@ -248,7 +248,8 @@ class Family:
             how the family's own code initialises a parameter where tinit's rules do not say
             (a ``tinit.schemes.InitSpec``, a float constant, or None where it cannot tell), e.g.
             HF Mamba-2's ``("Mamba2Mixer", "conv1d.weight")``, kaiming-uniform. The model's
-            config must be of one of ``model_types`` (every model for a family without them).
+            config must be the family's (``family_of``: its ``model_types`` or ``config_test``;
+            every model for a family with neither).
             State-space state parameters (``tinit.schemes.STATE_ROLES``) take it under every
             recipe, other parameters under ``normal`` (``Scheme.spec``'s ``model_spec``).
 
@@ -582,8 +583,8 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (*_BUILT_IN, *_
 
 
 class Index(NamedTuple):
-    """The registered families' facts merged, each by its key (``index``); ``inits`` per model type
-    (None: the families without ``model_types``, whose inits apply to every model)."""
+    """The registered families' facts merged, each by its key (``index``); ``inits`` only those of
+    the families that name no configs (``inits_of`` adds the model's family's)."""
 
     by_model_type: Mapping[str, Family]
     config_tests: tuple[Family, ...]
@@ -594,7 +595,7 @@ class Index(NamedTuple):
     up_key: re.Pattern | None  # the up projections' names in a parameter name (``gate_of_up``'s keys)
     offset_gain_norms: frozenset[str]
     leaf_roles: Mapping[str, str]
-    inits: Mapping[str | None, Mapping[tuple[str, str], Callable]]
+    inits: Mapping[tuple[str, str], Callable]
 
 
 _cache: dict = {"families": None, "index": None}
@@ -622,29 +623,22 @@ def index() -> Index:
             re.compile(rf"(?:^|\.)({ups})(?=\.|$|_[A-Z]{{2,4}}$)") if ups else None,
             frozenset(name for f in current for name in f.offset_gain_norms),
             MappingProxyType(merged["roles"]),
-            _inits_by_model_type(current),
+            MappingProxyType(
+                {k: v for f in current if not f.model_types and f.config_test is None for k, v in f.inits.items()}
+            ),
         )
         _cache["families"] = current
     return _cache["index"]
 
 
-def _inits_by_model_type(current) -> Mapping:
-    found: dict = {}
-    for family in current:
-        for model_type in family.model_types or (None,):
-            found.setdefault(model_type, {}).update(family.inits)
-    return MappingProxyType({key: MappingProxyType(value) for key, value in found.items()})
-
-
 def inits_of(config) -> Mapping[tuple[str, str], Callable]:
-    """The ``Family.inits`` that apply to a model of ``config``: those of the families without
-    ``model_types`` and of its ``model_type``'s family (its ``text_config``'s when it has none)."""
-    found = index().inits
-    model_type = _model_type(config)
-    if model_type not in found and config is not None and not isinstance(config, dict):
-        model_type = _model_type(getattr(config, "text_config", None))
-    shared = found.get(None, _EMPTY)
-    own = found.get(model_type, _EMPTY) if model_type is not None else _EMPTY
+    """The ``Family.inits`` that apply to a model of ``config``: those of the families that name no
+    configs, and of the config's family (``family_of``; its ``text_config``'s when it has none)."""
+    shared = index().inits
+    family = family_of(config)
+    if family is None and config is not None and not isinstance(config, dict):
+        family = family_of(getattr(config, "text_config", None))
+    own = family.inits if family is not None else _EMPTY
     return {**shared, **own} if own else shared
 
 
