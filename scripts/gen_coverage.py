@@ -98,6 +98,23 @@ REFERENCE_CHECKS: dict[tuple[str, str], list[tuple[str, str]]] = {
         if family not in ("llama", "bert")
     },
     **{
+        (family, "normal"): [
+            (
+                "which parameters are constant (and which constant) = the model's own _init_weights",
+                "tests/test_architectures.py::test_constants_match_the_models_own_init",
+            ),
+            (
+                "A_log, D, dt_bias = the eager HF build's (exact, KS)",
+                "tests/test_ssm_hybrids.py::test_the_state_is_the_eager_builds",
+            ),
+            (
+                "matrices' pooled std = initializer_range, KS against the eager HF build",
+                "tests/test_ssm_hybrids.py::test_normal_draws_the_matrices_from_the_configs_initializer_range",
+            ),
+        ]
+        for family in ("mamba", "mamba2", "jamba", "bamba", "falcon_h1", "granitemoehybrid", "nemotron_h", "qwen3_next")
+    },
+    **{
         (family, "buffers"): [
             ("bit-exact vs an eager CPU build", "tests/test_meta_buffers.py::test_every_family_s_buffers_match_eager")
         ]

@@ -154,13 +154,15 @@ def render() -> str:
     for name, scheme in schemes.SCHEMES.items():
         lines.append(f"| `{name}` | " + " | ".join(_role_cell(scheme, role) for role in SHAPES) + " |")
     finer = ", ".join(f"{role} (as {base})" for role, base in schemes.BASE_ROLE.items())
-    base = ", ".join(role for role in schemes.ROLES if role not in schemes.BASE_ROLE)
+    base = ", ".join(r for r in schemes.ROLES if r not in schemes.BASE_ROLE and r not in schemes.STATE_ROLES)
+    states = ", ".join(schemes.STATE_ROLES)
     lines += [
         "",
         f"### Roles ({len(schemes.ROLES)})",
         "",
         f"Base roles (`tinit.schemes.ROLES`): {base}. Finer roles, each treated as its base role unless a",
-        f"recipe says otherwise (`tinit.schemes.BASE_ROLE`): {finer}.",
+        f"recipe says otherwise (`tinit.schemes.BASE_ROLE`): {finer}. State roles, the state of a state-space",
+        f"mixer, which every recipe gives the model's own values (`Scheme.spec`'s `model_spec`): {states}.",
     ]
     lines += ["", END]
     return "\n".join(lines)

@@ -98,6 +98,25 @@ KEY_ROLES = {
         r"multi_modal_projector\.linear_2\.weight": "linear",
         r"language_model\.layers\.0\.mlp\.up_proj\.weight": "mlp_up",
     },
+    # State-space mixers: the input projection is no fused q/k/v, the output projection the residual's.
+    "mamba2": {
+        r"layers\.0\.mixer\.in_proj\.weight": "ssm_in",
+        r"layers\.0\.mixer\.conv1d\.weight": "ssm_conv",
+        r"layers\.0\.mixer\.out_proj\.weight": "attn_out",
+        r"layers\.0\.mixer\.A_log": "ssm_a",
+        r"layers\.0\.mixer\.D": "ssm_d",
+        r"layers\.0\.mixer\.dt_bias": "ssm_dt",
+    },
+    "mamba": {r"layers\.0\.mixer\.x_proj\.weight": "ssm_in", r"layers\.0\.mixer\.dt_proj\.bias": "ssm_dt"},
+    "jamba": {r"layers\.0\.mamba\.dt_proj\.weight": "ssm_in", r"layers\.0\.mamba\.dt_proj\.bias": "ssm_dt"},
+    "bamba": {r"layers\.0\.mamba\.in_proj\.weight": "ssm_in", r"layers\.1\.self_attn\.q_proj\.weight": "attn_q"},
+    "nemotron_h": {r"layers\.1\.mixer\.q_proj\.weight": "attn_q", r"layers\.0\.mixer\.dt_bias": "ssm_dt"},
+    "qwen3_next": {
+        r"layers\.0\.linear_attn\.in_proj_qkvz\.weight": "ssm_in",
+        r"layers\.0\.linear_attn\.in_proj_ba\.weight": "ssm_in",
+        r"layers\.0\.linear_attn\.conv1d\.weight": "ssm_conv",
+        r"layers\.0\.linear_attn\.A_log": "ssm_a",
+    },
 }
 
 

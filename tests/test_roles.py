@@ -144,6 +144,26 @@ NAMES = [
     ("transformer.ff_out.weight", "head", None),
     ("gpt_neox.embed_in.weight", "embedding", None),
     ("embed_out.weight", "head", None),
+    # state-space and linear-attention mixers (HF Mamba, Mamba-2, Jamba, Bamba, Nemotron-H, Qwen3-Next)
+    ("backbone.layers.2.mixer.A_log", "ssm_a", 2),
+    ("backbone.layers.2.mixer.D", "ssm_d", 2),
+    ("backbone.layers.2.mixer.dt_bias", "ssm_dt", 2),
+    ("backbone.layers.2.mixer.in_proj.weight", "ssm_in", 2),
+    ("backbone.layers.2.mixer.conv1d.weight", "ssm_conv", 2),
+    ("backbone.layers.2.mixer.conv1d.bias", "bias", 2),
+    ("backbone.layers.2.mixer.norm.weight", "norm", 2),
+    ("backbone.layers.2.mixer.out_proj.weight", "attn_out", 2),
+    ("backbone.layers.2.mixer.x_proj.weight", "ssm_in", 2),
+    ("backbone.layers.2.mixer.dt_proj.weight", "ssm_in", 2),
+    ("backbone.layers.2.mixer.dt_proj.bias", "ssm_dt", 2),
+    ("model.layers.0.mamba.in_proj.weight", "ssm_in", 0),
+    ("model.layers.0.mamba.D", "ssm_d", 0),
+    ("model.layers.1.mixer.q_proj.weight", "attn_q", 1),  # Nemotron-H's attention block is a "mixer" too
+    ("model.layers.1.mixer.down_proj.weight", "mlp_out", 1),
+    ("model.layers.0.linear_attn.in_proj_qkvz.weight", "ssm_in", 0),
+    ("model.layers.0.linear_attn.in_proj_ba.weight", "ssm_in", 0),
+    ("model.layers.0.linear_attn.dt_bias", "ssm_dt", 0),
+    ("blocks.0.attn.in_proj.weight", "attn_qkv", 0),  # a fused in_proj inside an attention module
     # residual gates (ReZero and friends), LayerScale, tanh gates
     ("layers.3.resweight", "residual_gate", 3),
     ("blocks.3.attn_gate", "residual_gate", 3),
@@ -286,6 +306,8 @@ def test_architectures(name, role, layer):
         "layers.0.proj.weight",
         "q.weight",
         "mlp.o.weight",
+        "blocks.0.in_proj.weight",  # neither an attention's nor a mixer's: init_model_ reads its module
+        "blocks.0.D",
     ],
 )
 def test_unclassifiable_is_none(name):

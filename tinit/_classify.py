@@ -21,7 +21,7 @@ import torch
 
 from tinit import families, schemes
 from tinit.identity import canonical_modules
-from tinit.roles import LAYER_SCALE, infer_layer, infer_role, infer_stack, infer_tower, split_name
+from tinit.roles import LAYER_SCALE, infer_layer, infer_role, infer_stack, infer_tower, split_name, ssm_role
 
 _OVERRIDE_KEYS = frozenset(
     {"role", "layer", "stack", "layout", "fan_in", "fan_out", "options", "qkv", "experts", "value"}
@@ -116,6 +116,7 @@ class Param:
     tower: str | None = None  # the block container counted for L (depths)
     gate: tuple[float | None, str] | None = None  # a residual gate: (the model's value, its kind) (_gate)
     tied_roles: tuple[str | None, ...] = ()  # the role of each of ``tied``'s names, by the same rules
+    model_spec: schemes.InitSpec | None = None  # the model's own init where tinit knows it (_model_spec)
 
 
 def _layout(module: torch.nn.Module) -> str:
@@ -228,6 +229,66 @@ class _Walk(NamedTuple):
     overrides: list
     families: families.Index
     roles: dict  # name template (block numbers replaced) -> (role, stack): they depend on a name's words only
+    inits: Mapping  # the model family's ``tinit.families.Family.inits``
+    init_classes: frozenset  # the module classes ``inits`` names
+    modules: list  # the walk's (name, module) pairs
+    by_name: dict  # name -> module, filled on first need (``_parent``)
+
+
+def _parent(walk: _Walk, module_name: str) -> tuple:
+    """(the module holding the module ``module_name``, or None at the root; the name under it)."""
+    if not module_name:
+        return None, ""
+    if not walk.by_name:
+        walk.by_name.update(walk.modules)
+    parent_name, _, child = module_name.rpartition(".")
+    return walk.by_name.get(parent_name), child
+
+
+def _ssm_role_of(module, parent, child: str, leaf: str) -> str | None:
+    """The role of a parameter of a state-space mixer (a module holding ``A_log``) or of one of its
+    children (``in_proj``, ``conv1d``, ...) whatever the mixer is called (``tinit.roles.ssm_role``)."""
+    if "A_log" in module._parameters:
+        return ssm_role(leaf, leaf)
+    if parent is not None and "A_log" in parent._parameters:
+        return ssm_role(child, leaf)
+    return None
+
+
+def _time_steps(module, parent, model) -> tuple[float, float, float]:
+    """(time_step_min, time_step_max, time_step_floor): the mixer's own (Mamba2Mixer keeps them), its
+    config's, the model's config's, else mamba_ssm's (``tinit.schemes.TIME_STEP``)."""
+    holders = [h for h in (module, parent) if h is not None]
+    holders = [*holders, *(getattr(h, "config", None) for h in holders), getattr(model, "config", None)]
+    found = []
+    for key, default in zip(("time_step_min", "time_step_max", "time_step_floor"), schemes.TIME_STEP, strict=True):
+        values = (getattr(h, key, None) for h in holders if h is not None)
+        found.append(next((v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)), default))
+    return found[0], found[1], found[2]
+
+
+def _model_spec(walk: _Walk, module, parent, child: str, leaf: str, role: str | None, param):
+    """The init the model's own code gives a parameter, where tinit knows it: its family's
+    ``tinit.families.Family.inits`` (by the class of the module holding it, or of that module's
+    parent and the path under it), else for a time-step bias (ssm_dt) the inverse softplus of dt
+    log-uniform in the mixer's [time_step_min, time_step_max]; None otherwise (the other state roles'
+    defaults depend on the shape only: ``Scheme.spec``)."""
+    getter, owner = None, module
+    if walk.init_classes:
+        if type(module).__name__ in walk.init_classes:
+            getter = walk.inits.get((type(module).__name__, leaf))
+        if getter is None and parent is not None and type(parent).__name__ in walk.init_classes:
+            getter, owner = walk.inits.get((type(parent).__name__, f"{child}.{leaf}")), parent
+    value = getter(owner, walk.model, param) if getter is not None else None
+    if isinstance(value, schemes.InitSpec):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return schemes.InitSpec(constant=float(value))
+    if value is not None:
+        raise TypeError(f"the family init of {type(owner).__name__}'s {leaf} gave {value!r}: not an InitSpec or number")
+    if role == "ssm_dt":
+        return schemes.dt_bias_spec(*_time_steps(module, parent, walk.model))
+    return None
 
 
 def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
@@ -253,7 +314,8 @@ def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
     """
     if modules is None:
         modules = canonical_modules(model)
-    walk = _Walk(model, overrides, families.index(), {})
+    inits = families.inits_of(getattr(model, "config", None))
+    walk = _Walk(model, overrides, families.index(), {}, inits, frozenset(cls for cls, _ in inits), modules, {})
     aliases: dict[int, list[str]] = {}
     owners: dict[int, Param] = {}  # id(tensor) -> its entry, for the roles of its other names
     entries = []
@@ -273,7 +335,8 @@ def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
                 continue
             names = aliases[id(param)] = [base + leaf]
             if parsed is None:  # a module's name is parsed once for all its parameters
-                parsed = _BLOCK_NUMBER.sub(".0", base), infer_layer(base[:-1]) if base.endswith(".") else None
+                layer = infer_layer(base[:-1]) if base.endswith(".") else None
+                parsed = _BLOCK_NUMBER.sub(".0", base), layer, module_name
             entries.append(_entry(walk, module, base, leaf, param, names, parsed))
             owners[id(param)] = entries[-1]
     _ungated_up_projections(entries, walk.families)
@@ -297,8 +360,10 @@ def _entry(walk: _Walk, module, base: str, leaf: str, param, names: list[str], p
     role, stack = found
     if role in ("residual_gate", "attn_sink") and param.dim() > 1:
         role = None
+    parent = child = None
     if role is None:
-        role = _role_from_module(module, leaf)
+        parent, child = _parent(walk, parsed[2])
+        role = _ssm_role_of(module, parent, child, leaf) or _role_from_module(module, leaf)
     entry = Param(full, param, names, role, layer, stack, _layout(module), NO_OVERRIDE)
     _override(entry, walk.overrides, full)
     if entry.role == "norm" and leaf == "weight":
@@ -306,6 +371,13 @@ def _entry(walk: _Walk, module, base: str, leaf: str, param, names: list[str], p
         entry.offset_gain = kind.__name__ in walk.families.offset_gain_norms or _reads_offset_gain(kind)
     if entry.role == "residual_gate":
         entry.gate = _gate(walk.families, walk.model, module, full, leaf)
+    if walk.init_classes or entry.role == "ssm_dt":
+        if child is None:
+            parent, child = _parent(walk, parsed[2])
+        try:
+            entry.model_spec = _model_spec(walk, module, parent, child, leaf, entry.role, param)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"parameter {full}: {exc}") from None
     if leaf == "weight" and isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
         entry.padding_idx = module.padding_idx  # nn.Embedding keeps it in [0, num_embeddings)
     return entry

@@ -559,6 +559,8 @@ class _Specs:
         extra = {**self.shared, **override["options"]} if "options" in override else self.shared
         by_block = self.depth if extra is self.shared else self.args.scheme.depends_on_depth(**extra)
         key = (entry.role, entry.layer if by_block else None, entry.tower, entry.stack, layout, shape)
+        if entry.model_spec is not None:
+            key += (entry.model_spec,)
         if override or geometric:
             key += (
                 tuple(sorted(geometric.items())),
@@ -588,6 +590,7 @@ class _Specs:
                 fan_in=entry.override.get("fan_in"),
                 fan_out=entry.override.get("fan_out"),
                 stack=entry.stack,
+                model_spec=entry.model_spec,
                 **geometric,
                 **extra,
             )

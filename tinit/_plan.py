@@ -19,6 +19,7 @@ buffer of at most ``CHUNK_BYTES`` (4 MiB): no temporary of the view's size.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import operator
 import warnings
@@ -47,7 +48,22 @@ _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 _U64, _I63 = 2**64, 2**63
 _DISTRIBUTIONS = ("trunc_normal", "uniform")  # tinit.schemes.InitSpec.distribution
 # What an item writes, decided once per (spec, dtype).
-_RECORD, _ZERO, _CONSTANT, _PARTS = range(4)
+_RECORD, _ZERO, _CONSTANT, _PARTS, _MAPPED = range(5)
+_HOST = torch.device("cpu")  # where a mapped draw is made and mapped (``_write_mapped``)
+
+
+def _softplus_inverse_exp(x: torch.Tensor, floor: float) -> torch.Tensor:
+    dt = torch.exp(x).clamp(min=floor)
+    return dt + torch.log(-torch.expm1(-dt))  # softplus^-1(dt), as HF Mamba2Mixer.init_mamba2_weights writes it
+
+
+# The per-element maps of ``tinit.schemes.InitSpec.map`` (docs/stream.md, "Mapped draws"): name ->
+# (how many numbers follow the name, the function of a float64 tensor and those numbers). Each is
+# increasing, so its values at the draw's bounds bound all of them.
+MAPS = {
+    "log": (0, torch.log),
+    "softplus_inverse_exp": (1, _softplus_inverse_exp),
+}
 
 
 class Item(NamedTuple):
@@ -224,6 +240,35 @@ def leaf_record(spec: schemes.InitSpec, dtype: torch.dtype) -> TruncNormalParams
     )
 
 
+def _mapped(spec: schemes.InitSpec, dtype: torch.dtype) -> tuple:
+    """(the float64 transform record of ``spec``'s draw, its map's function, the map's numbers) for a
+    spec with a ``map``, checked for a tensor of ``dtype``.
+
+    Raises:
+        ValueError: a map on a constant or a fused spec, an unknown map or wrong numbers for it (a
+            negative floor), or a map whose values over the draw's support are not finite values of
+            ``dtype`` (log of a support reaching 0).
+    """
+    value = spec.map
+    if spec.parts is not None or spec.constant is not None:
+        raise ValueError(f"map {value!r} applies to a drawn spec, not to a constant or a fused spec of parts")
+    if not isinstance(value, tuple) or not value or value[0] not in MAPS:
+        raise ValueError(f"map must be a tuple (name, *numbers) with name in {sorted(MAPS)}, got {value!r}")
+    count, function = MAPS[value[0]]
+    numbers = value[1:]
+    if len(numbers) != count or not all(type(n) in (int, float) and math.isfinite(n) for n in numbers):
+        raise ValueError(f"map {value[0]!r} takes {count} finite number(s) after its name, got {value!r}")
+    if value[0] == "softplus_inverse_exp" and numbers[0] < 0:
+        raise ValueError(f"map 'softplus_inverse_exp' needs a floor >= 0, got {numbers[0]!r}")
+    record = leaf_record(dataclasses.replace(spec, map=None), torch.float64)
+    ends = function(torch.tensor(spec.bounds, dtype=torch.float64), *numbers)
+    if not (torch.isfinite(ends).all() and ends.abs().max() <= torch.finfo(dtype).max):
+        raise ValueError(
+            f"map {value!r} of the draw's support {spec.bounds} gives {ends.tolist()}: not finite values of {dtype}"
+        )
+    return record, function, numbers
+
+
 def _constant(value, dtype: torch.dtype) -> float:
     """A constant to write, checked: a finite value of ``dtype`` (bools refused).
 
@@ -248,6 +293,8 @@ def _spec_records(spec: schemes.InitSpec, dtype: torch.dtype, found: dict) -> di
         for part in spec.parts:
             if not isinstance(part, schemes.InitSpec):
                 raise TypeError(f"parts must hold tinit.schemes.InitSpec, got {type(part).__name__}")
+            if part.map is not None:
+                raise ValueError(f"map {part.map!r} applies to a whole spec, not to a part of a fused one")
             _spec_records(part, dtype, found)
     elif spec.constant is not None:
         _constant(spec.constant, dtype)
@@ -414,6 +461,24 @@ def _write(
             piece.copy_(target)
 
 
+def _write_mapped(
+    backend: dispatch.Backend,
+    local: torch.Tensor,
+    layout: ShardLayout | None,
+    mapped: tuple,
+    seed: int,
+    stream: int,
+    offset: int,
+) -> None:
+    """Write a mapped draw (``_mapped``'s record, function, numbers) into ``local``: the draw in
+    float64 at the stream indices ``_write`` gives ``local``'s elements, into a host buffer of its
+    shape, the map there, then one copy into ``local`` (rounding to its dtype, onto its device)."""
+    record, function, numbers = mapped
+    buffer = torch.empty(tuple(local.shape), dtype=torch.float64, device=_HOST)
+    _write(backend, buffer, layout, record, seed, stream, offset)
+    local.copy_(function(buffer, *numbers))
+
+
 def _zero_rows(local: torch.Tensor, layout: ShardLayout | None, rows: tuple[int, ...]) -> None:
     """Zero dim-0 rows ``rows`` of the logical tensor: of a shard, the part of each row it holds."""
     for index in rows:
@@ -469,6 +534,7 @@ class Plan:
         "entries",
         "fills",
         "generator",
+        "mapped",
         "rows",
         "seed",
         "sequential",
@@ -531,6 +597,7 @@ class Plan:
         plan.writes = plan.draws = False
         plan.where = where
         plan.entries, plan.fills, plan.rows, plan.singles, plan.deferred = [], [], [], [], []
+        plan.mapped = []
         plan.zeros, plan.tables, plan._kinds, plan._backends, plan._layouts = {}, {}, {}, {}, {}
         index, item = -1, None
         mode = enabled_local_mode()  # torch's LocalTensorMode: tinit's own tensors are plain ones
@@ -636,12 +703,14 @@ class Plan:
     def _enter(self, tensor, local, layout, kind, what, records, stream: int, offset: int, rows) -> None:
         """File a checked item that writes: pick its backend, sort its pieces."""
         self.writes = True
-        random = kind == _RECORD or (kind == _PARTS and _draws(what))
+        random = kind in (_RECORD, _MAPPED) or (kind == _PARTS and _draws(what))
         self.draws = self.draws or random
         if local.numel() == 0:
             return  # an empty shard of this rank: it draws as the others do
-        dtype = local.dtype
-        if random:
+        if kind == _MAPPED:
+            self._host_backend()
+        elif random:
+            dtype = local.dtype
             found = self._backends.get((local.device, dtype))
             if found is None:  # also raises when no backend fills the tensor
                 found = self._backends[local.device, dtype] = dispatch.select(local, self.backend)
@@ -652,6 +721,17 @@ class Plan:
             self._file(local, layout, kind, what, records, stream, offset)
         if rows:
             self.rows.append((local, layout, rows))
+
+    def _host_backend(self) -> dispatch.Backend:
+        """The backend of mapped draws (float64 on the host): the plan's own where it runs there,
+        else "auto" (every backend writes the same values)."""
+        found = self._backends.get((_HOST, torch.float64))
+        if found is None:
+            named = dispatch.BACKENDS.get(self.backend)
+            name = self.backend if named is not None and (not named.devices or "cpu" in named.devices) else "auto"
+            found = dispatch.select(torch.empty(0, dtype=torch.float64), name)
+            self._backends[_HOST, torch.float64] = found
+        return found
 
     def _kind(self, what, dtype: torch.dtype) -> tuple:
         """(kind, what to write, records) of a spec or constant, computed once per (spec, dtype).
@@ -667,7 +747,9 @@ class Plan:
                 return known[0]
             if what.parts is None and what.segments is not None:
                 _split_checked(what, ())  # raises: segments need parts
-            if what.parts is not None:
+            if what.map is not None:
+                found = _MAPPED, _mapped(what, dtype), None
+            elif what.parts is not None:
                 found = _PARTS, what, _spec_records(what, dtype, {})
             elif what.constant is None:
                 found = _RECORD, leaf_record(what, dtype), None
@@ -692,6 +774,8 @@ class Plan:
             self.fills.append((local, what))
         elif kind == _RECORD:
             self._file_record(local, layout, what, stream, offset)
+        elif kind == _MAPPED:
+            self.mapped.append((local, layout, what, stream, offset))
         else:
             for view, sub, leaf, leaf_offset in leaves(local, layout, what, offset):
                 if not view.numel():
@@ -763,6 +847,8 @@ class Plan:
                 backend.fill_grouped_runs(tensors, seed, streams, layouts, records)
             for backend, view, layout, record, stream, offset in self.singles:
                 _write(backend, view, layout, record, seed, stream, offset)
+            for local, layout, mapped, stream, offset in self.mapped:
+                _write_mapped(self._backends[_HOST, torch.float64], local, layout, mapped, seed, stream, offset)
             for local, layout, rows in self.rows:
                 _zero_rows(local, layout, rows)
 
@@ -774,6 +860,8 @@ class Plan:
                 local.fill_(what)
             elif kind == _RECORD:
                 _write(self._backends[local.device, local.dtype], local, layout, what, seed, stream, offset)
+            elif kind == _MAPPED:
+                _write_mapped(self._backends[_HOST, torch.float64], local, layout, what, seed, stream, offset)
             else:
                 for view, sub, leaf, leaf_offset in leaves(local, layout, what, offset):
                     if not view.numel():

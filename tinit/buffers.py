@@ -29,6 +29,9 @@ Recipes (``RECIPES``, the first that claims a buffer wins):
                     (its local layers banded), ImageGPT and their kind
     hf_zeros        ``final_logits_bias`` (BART and its relatives) and
                     ``e_score_correction_bias`` (DeepSeek-V3-style routers): zeros
+    hf_falcon_h1_mup
+                    Falcon-H1's per-channel ``mup_vector`` of each Mamba mixer, from the
+                    model's config
     torchtitan      the buffers of torchtitan modules that compute their own
                     (``_init_self_buffers``: the RoPE cache, MoE token counters)
     batch_norm      running statistics of torch's BatchNorm/InstanceNorm
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import math
 import sys
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -70,6 +74,15 @@ class BufferRecipe:
     """
 
     name = "recipe"
+
+    def prepare(self, model: torch.nn.Module) -> None:
+        """Called by ``plan`` with the whole model before any ``claims``, for a recipe whose values
+        depend on more than the module (Falcon-H1's mixers on their model's config); does nothing
+        by default.
+
+        Args:
+            model: the module tree ``plan`` walks (its buffers still on the meta device).
+        """
 
     def claims(self, module: torch.nn.Module) -> tuple[str, ...]:
         """Which of ``module``'s own buffers this recipe recomputes.
@@ -353,6 +366,41 @@ class HFZeroBuffers(BufferRecipe):
         return {name: torch.zeros(module._buffers[name].shape) for name in self.claims(module)}
 
 
+class HFFalconH1MupVector(BufferRecipe):
+    """Falcon-H1's ``mup_vector`` (1, 1, 2 * d_ssm + 2 * groups * d_state + heads): the per-channel
+    multipliers of each Mamba mixer's ``in_proj`` output.
+
+    Mirrors ``FalconH1Model.__init__`` and ``FalconH1PreTrainedModel._init_weights``
+    (``compute_mup_vector(config)`` into every ``layer.mamba.mup_vector``): the function of the
+    model's own ``transformers`` module, called with the config of the ``FalconH1Model`` holding the
+    mixer (``prepare`` finds it; the mixer keeps no config of its own).
+    """
+
+    name = "hf_falcon_h1_mup"
+
+    def __init__(self):
+        self._configs = weakref.WeakKeyDictionary()  # mixer -> the config of its FalconH1Model
+
+    def prepare(self, model):
+        for module in model.modules():
+            if type(module).__name__ == "FalconH1Model" and _from_transformers(module):
+                for layer in getattr(module, "layers", ()):
+                    mixer = getattr(layer, "mamba", None)
+                    if isinstance(mixer, torch.nn.Module):
+                        self._configs[mixer] = module.config
+
+    def claims(self, module):
+        ok = module._buffers.get("mup_vector") is not None and module in self._configs
+        return ("mup_vector",) if ok and callable(self._function(module)) else ()
+
+    @staticmethod
+    def _function(module):
+        return getattr(sys.modules.get(type(module).__module__), "compute_mup_vector", None)
+
+    def values(self, module):
+        return {"mup_vector": self._function(module)(self._configs[module])}
+
+
 class TorchtitanBuffers(BufferRecipe):
     """Buffers of torchtitan modules, by the module's own ``_init_self_buffers``.
 
@@ -400,6 +448,7 @@ RECIPES: list[BufferRecipe] = [
     HFSinusoidalPositions(),
     HFCausalMask(),
     HFZeroBuffers(),
+    HFFalconH1MupVector(),
     TorchtitanBuffers(),
     BatchNormStats(),
 ]
@@ -477,6 +526,8 @@ def plan(model: torch.nn.Module, *, unclaimed: str = "error") -> BufferPlan:
     if unclaimed not in ("error", "nan"):
         raise ValueError(f"tinit.buffers.plan: unclaimed must be 'error' or 'nan', got {unclaimed!r}")
     result, missing = BufferPlan(), []
+    for recipe in RECIPES:
+        recipe.prepare(model)
     for module_name, module in model.named_modules():
         buffers = {leaf: b for leaf, b in module._buffers.items() if b is not None}
         if not buffers:

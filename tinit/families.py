@@ -16,6 +16,8 @@ field                  keyed by                        read by
 ``offset_gain_norms``  norm class                      norms whose gain is 1 + weight (weight 0)
 ``leaf_roles``         parameter name                  roles of names ``tinit.roles`` does not know
 ``buffers``            module type (``claims``)        the family's ``tinit.buffers.BufferRecipe``\\ s
+``inits``              (module class, parameter path)  the model's own init of a parameter (in a
+                                                       model of the family's ``model_types``)
 =====================  ==============================  ===============================================
 
 Rules that hold for every family stay where they apply: the name rules of ``tinit.roles``, a
@@ -252,6 +254,14 @@ class Family:
             its role: ``register`` refuses a contradiction).
         buffers: its ``tinit.buffers.BufferRecipe`` instances (``register`` puts them first in
             ``tinit.buffers.RECIPES``).
+        inits: {(module class name, parameter path under that module): value(module, model, param)}:
+            how the family's own code initialises a parameter where tinit's rules do not say
+            (a ``tinit.schemes.InitSpec``, a float constant, or None where it cannot tell), e.g.
+            HF Mamba-2's ``("Mamba2Mixer", "conv1d.weight")``, kaiming-uniform. The model's
+            config must be the family's (``family_of``: its ``model_types`` or ``config_test``;
+            every model for a family with neither).
+            State-space state parameters (``tinit.schemes.STATE_ROLES``) take it under every
+            recipe, other parameters under ``normal`` (``Scheme.spec``'s ``model_spec``).
 
     Raises:
         TypeError, ValueError: a field of the wrong type or an unknown layout, order or role.
@@ -270,6 +280,7 @@ class Family:
     offset_gain_norms: frozenset[str] = frozenset()
     leaf_roles: Mapping[str, str] = field(default_factory=dict)
     buffers: tuple[buffers.BufferRecipe, ...] = ()
+    inits: Mapping[tuple[str, str], Callable] = field(default_factory=dict)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -281,7 +292,7 @@ class Family:
         object.__setattr__(self, "model_types", tuple(self.model_types))
         object.__setattr__(self, "interleaved_gate_up", tuple(self.interleaved_gate_up))
         object.__setattr__(self, "offset_gain_norms", frozenset(self.offset_gain_norms))
-        for what in ("grouped_experts", "gates", "gate_of_up", "leaf_roles"):
+        for what in ("grouped_experts", "gates", "gate_of_up", "leaf_roles", "inits"):
             object.__setattr__(self, what, _frozen(getattr(self, what), what))
         if self.config_test is not None and not callable(self.config_test):
             raise TypeError(f"Family {self.name!r}: config_test must be callable or None")
@@ -293,8 +304,9 @@ class Family:
             raise ValueError(f"Family {self.name!r}: gate_up must be one of {_GATE_UP_ORDERS} or None")
         if any(layout not in _GROUPED for layout, _ in self.grouped_experts.values()):
             raise ValueError(f"Family {self.name!r}: grouped_experts layouts must be in {_GROUPED}")
-        if not all(callable(value) for value in self.gates.values()):
-            raise TypeError(f"Family {self.name!r}: gates must map (class, parameter) to a callable")
+        for what in ("gates", "inits"):
+            if not all(callable(value) for value in getattr(self, what).values()):
+                raise TypeError(f"Family {self.name!r}: {what} must map (class, parameter) to a callable")
         object.__setattr__(self, "buffers", tuple(self.buffers))
         if not all(isinstance(recipe, buffers.BufferRecipe) for recipe in self.buffers):
             raise TypeError(f"Family {self.name!r}: buffers must be tinit.buffers.BufferRecipe instances")
@@ -473,11 +485,116 @@ _BUILT_IN = (
         },
     ),
 )
-FAMILIES: dict[str, Family] = {family.name: family for family in _BUILT_IN}
+
+
+# State-space and gated-delta-net hybrids: what each model's own code gives the parameters tinit's
+# rules do not decide (the roles' defaults, tinit.schemes' log_arange_spec and dt_bias_spec, hold for
+# the rest). transformers 5.24, each family's PreTrainedModel._init_weights (and MambaMixer's
+# init_mamba_weights, Mamba2Mixer's init_mamba2_weights).
+def _schemes():
+    """``tinit.schemes``, imported at first use (it imports this module's ``FusedQKV``)."""
+    from tinit import schemes
+
+    return schemes
+
+
+def _kaiming(rescaled: bool, only_rescaled: bool = False) -> Callable:
+    """``init.kaiming_uniform_(w, a=sqrt(5))``, divided by sqrt(num_hidden_layers) when ``rescaled``
+    and the config's ``rescale_prenorm_residual`` (None without it when ``only_rescaled``: the
+    parameter is the generic N(0, initializer_range) then, as Nemotron-H's ``out_proj``)."""
+
+    def value(module, model, param):
+        scale = 1.0
+        if rescaled and _config_value(model, "rescale_prenorm_residual"):
+            layers = _config_value(model, "num_hidden_layers")
+            if not isinstance(layers, int) or layers < 1:
+                return None
+            scale = layers**-0.5
+        elif only_rescaled:
+            return None
+        return _schemes().kaiming_uniform_spec(tuple(param.shape), scale=scale)
+
+    return value
+
+
+def _mamba_dt_proj(module, model, param):
+    """MambaMixer.init_mamba_weights: dt_proj.weight = dt_init_std (``time_step_init_scheme``
+    "constant") or U(+-dt_init_std) ("random"), dt_init_std = time_step_rank^-1/2 * time_step_scale."""
+    config = getattr(module, "config", None)
+    rank, scale = getattr(config, "time_step_rank", None), getattr(config, "time_step_scale", None)
+    if not isinstance(rank, int) or rank < 1 or not isinstance(scale, (int, float)) or not scale > 0:
+        return None
+    std = rank**-0.5 * scale
+    kind = getattr(config, "time_step_init_scheme", None)
+    if kind == "constant":
+        return std
+    return _schemes().uniform_spec(-std, std) if kind == "random" else None
+
+
+def _one(module, model, param):
+    return 1.0
+
+
+def _zero(module, model, param):
+    return 0.0
+
+
+def _qwen3_next_a_log(module, model, param):
+    """Qwen3NextPreTrainedModel._init_weights: A_log = log(U(0.01, 16))."""
+    return _schemes().uniform_spec(0.01, 16.0, map=("log",))
+
+
+_SSM_BUILT_IN = (
+    Family(
+        "mamba",
+        model_types=("mamba",),
+        inits={
+            ("MambaMixer", "conv1d.weight"): _kaiming(False),
+            ("MambaMixer", "out_proj.weight"): _kaiming(True),
+            ("MambaMixer", "dt_proj.weight"): _mamba_dt_proj,
+        },
+    ),
+    Family(
+        "mamba2",
+        model_types=("mamba2",),
+        inits={
+            ("Mamba2Mixer", "conv1d.weight"): _kaiming(False),
+            ("Mamba2Mixer", "out_proj.weight"): _kaiming(True),
+        },
+    ),
+    Family("jamba", model_types=("jamba",), inits={("JambaMambaMixer", "dt_proj.bias"): _zero}),  # nn.Linear's
+    Family("bamba", model_types=("bamba",), inits={("BambaMixer", "dt_bias"): _one}),
+    Family(
+        "falcon_h1",
+        model_types=("falcon_h1",),
+        inits={("FalconH1Mixer", "dt_bias"): _one},
+        buffers=_recipes(buffers.HFFalconH1MupVector),
+    ),
+    Family(
+        "granitemoehybrid",
+        model_types=("granitemoehybrid",),
+        inits={("GraniteMoeHybridMambaLayer", "dt_bias"): _one},
+    ),
+    Family(
+        "nemotron_h",
+        model_types=("nemotron_h",),
+        inits={("NemotronHMamba2Mixer", "out_proj.weight"): _kaiming(True, only_rescaled=True)},
+    ),
+    Family(
+        "qwen3_next",
+        model_types=("qwen3_next",),
+        inits={
+            ("Qwen3NextGatedDeltaNet", "dt_bias"): _one,
+            ("Qwen3NextGatedDeltaNet", "A_log"): _qwen3_next_a_log,
+        },
+    ),
+)
+FAMILIES: dict[str, Family] = {family.name: family for family in (*_BUILT_IN, *_SSM_BUILT_IN)}
 
 
 class Index(NamedTuple):
-    """The registered families' facts merged, each by its key (``index``)."""
+    """The registered families' facts merged, each by its key (``index``); ``inits`` only those of
+    the families that name no configs (``inits_of`` adds the model's family's)."""
 
     by_model_type: Mapping[str, Family]
     config_tests: tuple[Family, ...]
@@ -488,6 +605,7 @@ class Index(NamedTuple):
     up_key: re.Pattern | None  # the up projections' names in a parameter name (``gate_of_up``'s keys)
     offset_gain_norms: frozenset[str]
     leaf_roles: Mapping[str, str]
+    inits: Mapping[tuple[str, str], Callable]
 
 
 _cache: dict = {"families": None, "index": None}
@@ -515,9 +633,23 @@ def index() -> Index:
             re.compile(rf"(?:^|\.)({ups})(?=\.|$|_[A-Z]{{2,4}}$)") if ups else None,
             frozenset(name for f in current for name in f.offset_gain_norms),
             MappingProxyType(merged["roles"]),
+            MappingProxyType(
+                {k: v for f in current if not f.model_types and f.config_test is None for k, v in f.inits.items()}
+            ),
         )
         _cache["families"] = current
     return _cache["index"]
+
+
+def inits_of(config) -> Mapping[tuple[str, str], Callable]:
+    """The ``Family.inits`` that apply to a model of ``config``: those of the families that name no
+    configs, and of the config's family (``family_of``; its ``text_config``'s when it has none)."""
+    shared = index().inits
+    family = family_of(config)
+    if family is None and config is not None and not isinstance(config, dict):
+        family = family_of(getattr(config, "text_config", None))
+    own = family.inits if family is not None else _EMPTY
+    return {**shared, **own} if own else shared
 
 
 def family_of(config) -> Family | None:

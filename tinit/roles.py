@@ -42,6 +42,17 @@ Roles (``ROLES``, the same tuple as ``tinit.schemes.ROLES``):
     linear         a matrix no name rule places (a multimodal projector, OPT's
                    ``project_in``/``project_out``; ``init_model_`` also gives it to any
                    ``nn.Linear``/``nn.Conv*``/HF ``Conv1D`` weight the rules leave unclassified)
+    ssm_in         a state-space or linear-attention mixer's input projections: Mamba's
+                   ``in_proj``, ``x_proj``, ``dt_proj`` weight, a gated delta net's
+                   ``in_proj_qkvz``/``in_proj_ba`` (not a fused q/k/v: only
+                   ``nn.MultiheadAttention``'s ``in_proj_weight`` and an ``in_proj`` inside an
+                   attention module are attn_qkv)
+    ssm_conv       the mixer's causal depthwise convolution (``conv1d``)
+    ssm_a, ssm_d, ssm_dt
+                   the mixer's state: ``A_log``, the skip ``D``, the time-step bias ``dt_bias``
+                   (Mamba's ``dt_proj.bias``); every recipe writes the model's own values
+    (a mixer's ``out_proj`` writes to the residual stream: attn_out.) A mixer is a module named
+    ``mixer``, ``mamba``, ``ssm`` or ``linear_attn``, or (``init_model_``) one holding ``A_log``.
 
 Names follow Hugging Face (GPT-2, Llama, Mistral, Qwen2/3 and their MoE, Mixtral, OLMoE,
 DeepSeek-V3, GPT-OSS, T5, BERT/RoBERTa, BART/OPT, ViT, CLIP/SigLIP, LLaVA, Dinov2, mllama),
@@ -149,7 +160,6 @@ LEAF_ROLES = {
             "w_qkv",
             "query_key_value",
             "linear_qkv",
-            "in_proj",
             "to_qkv",
             "att_proj",
         ),
@@ -197,6 +207,37 @@ SCOPED_ROLES = {
     "k": ("attn_k", None),
     "v": ("attn_v", None),
 }
+
+
+# State-space and linear-attention mixers (HF Mamba, Mamba-2, Jamba, Bamba, Falcon-H1, GraniteMoeHybrid,
+# Nemotron-H, Qwen3-Next's gated delta net): the mixer's own parameters and its children's leaf names.
+SSM_SCOPES = frozenset({"mixer", "mamba", "ssm", "linear_attn"})
+SSM_STATE = {"A_log": "ssm_a", "D": "ssm_d", "dt_bias": "ssm_dt"}
+SSM_LEAVES = {"in_proj": "ssm_in", "x_proj": "ssm_in", "dt_proj": "ssm_in", "conv1d": "ssm_conv"}
+
+
+def ssm_role(key: str, leaf: str) -> str | None:
+    """The role of a mixer's parameter (a child's ``key`` such as "in_proj", or the mixer's own
+    ``leaf`` such as "A_log"), or None: its state, its input projections (``in_proj_*`` included)
+    and its convolution; ``dt_proj.bias`` is the time-step bias."""
+    if key == leaf and leaf in SSM_STATE:
+        return SSM_STATE[leaf]
+    if key == "dt_proj" and leaf == "bias":
+        return "ssm_dt"
+    if leaf in ("weight", "bias") and leaf != key:
+        role = SSM_LEAVES.get(key) or ("ssm_in" if key.startswith("in_proj_") else None)
+        return role if leaf == "weight" or role is None else "bias"
+    return None
+
+
+def _mixer_role(parts: list[str], leaf: str, owner: str) -> str | None:
+    """The role of a state-space mixer's parameter from its name (``ssm_role``): ``A_log`` and
+    ``dt_bias`` anywhere, ``D`` and the children of a module named as a mixer (``SSM_SCOPES``);
+    None for anything else, a child's bias included (a bias)."""
+    if leaf in ("A_log", "dt_bias") or (len(parts) >= 3 and parts[-3].lower() in SSM_SCOPES):
+        found = ssm_role(parts[-2] if leaf in ("weight", "bias") else leaf, leaf)
+        return None if found == "bias" else found
+    return "ssm_d" if leaf == "D" and owner in SSM_SCOPES else None
 
 
 def split_name(name: str) -> tuple[list[str], str]:
@@ -248,6 +289,9 @@ def infer_role(name: str) -> str | None:
     parts = name.split(".")
     leaf = parts[-1]
     router_owner, in_router = _router(parts)
+    owner = parts[-2].lower() if len(parts) >= 2 else ""
+    if (found := _mixer_role(parts, leaf, owner)) is not None:
+        return found
     if _is_bias(leaf):
         # An MoE router's bias is part of its logits (HF GptOss draws it like the weight).
         return "router" if leaf == "bias" and (router_owner or in_router) else "bias"
@@ -278,6 +322,8 @@ def infer_role(name: str) -> str | None:
         return "router"
     if key in LEAF_ROLES:
         return LEAF_ROLES[key]
+    if key == "in_proj":  # nn.MultiheadAttention's in_proj_weight, or an attention's fused in_proj
+        return "attn_qkv" if leaf == "in_proj_weight" or scopes & ATTENTION_SCOPES else None
     added = families.index().leaf_roles  # names a registered tinit.families.Family adds
     if key in added:
         return added[key]

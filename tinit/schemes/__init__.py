@@ -60,15 +60,18 @@ Roles (``tinit.roles.ROLES``): embedding, attn_q, attn_k, attn_v, attn_qkv
 (fused), attn_out, mlp_in (gate/up/fc1), mlp_out (down/fc2), norm (norm
 weight), bias, head (output/LM head), residual_gate (a learnable scalar or
 vector multiplying a residual branch). Unless a scheme says otherwise, norm
-weights are 1, biases 0 and residual gates 1.
+weights are 1, biases 0 and residual gates 1. A state-space mixer's input
+projections and convolution (ssm_in, ssm_conv) are matrices of their base role
+mlp_in; its state parameters (``STATE_ROLES``: A_log, D, dt_bias) take the
+model's own values under every recipe (``Scheme.spec``'s ``model_spec``).
 """
 
 from __future__ import annotations
 
 from tinit.schemes._completep import CompleteP, DepthMuP
 
-# EXPERT_LAYOUTS, GROUPED_LAYOUTS, HIDDEN_ROLES and OUTPUT_ROLES are public names but not API (not in
-# __all__): the model walk and the tests read them.
+# EXPERT_LAYOUTS, GROUPED_LAYOUTS, HIDDEN_ROLES, OUTPUT_ROLES and STATE_ROLES are public names but not
+# API (not in __all__): the model walk and the tests read them.
 from tinit.schemes._core import (
     BASE_ROLE,
     EXPERT_LAYOUTS as EXPERT_LAYOUTS,
@@ -77,6 +80,7 @@ from tinit.schemes._core import (
     LAYOUTS,
     OUTPUT_ROLES as OUTPUT_ROLES,
     ROLES,
+    STATE_ROLES as STATE_ROLES,
     Context,
     InitSpec,
     Scheme,
@@ -92,6 +96,16 @@ from tinit.schemes._normal import GPT2, DepthInit, Megatron, Normal
 from tinit.schemes._olmo import OlmoFanIn, OlmoFullMegatron, OlmoLlama, OlmoLlamaDepth, OlmoNormalized
 from tinit.schemes._residual import Fixup, ReZero
 from tinit.schemes._small import Mitchell, Modern, SmallInit, WangInit
+
+# The state-space mixers' own values (STATE_ROLES' defaults, HF Mamba's kaiming-uniform matrices), which
+# tinit.families' records and the model walk build on: public names, not API.
+from tinit.schemes._ssm import (
+    TIME_STEP as TIME_STEP,
+    dt_bias_spec as dt_bias_spec,
+    kaiming_uniform_spec as kaiming_uniform_spec,
+    log_arange_spec as log_arange_spec,
+    uniform_spec as uniform_spec,
+)
 from tinit.schemes._t5 import T5
 from tinit.schemes._umup import UnitMuP
 

@@ -33,6 +33,12 @@ ROLES = (
     "patch_embed",
     "linear",
     "mlp_gate_up",
+    # state-space and linear-attention mixers (Mamba, Mamba-2, gated delta nets)
+    "ssm_in",
+    "ssm_conv",
+    "ssm_a",
+    "ssm_d",
+    "ssm_dt",
 )
 # The role a recipe's table is written in for each finer role of modern blocks
 # (``Context.base``): a scheme that does not single a finer role out treats it as
@@ -47,7 +53,13 @@ BASE_ROLE = {
     "patch_embed": "embedding",
     "linear": "mlp_in",
     "mlp_gate_up": "mlp_in",
+    "ssm_in": "mlp_in",
+    "ssm_conv": "mlp_in",
 }
+# A state-space mixer's state parameters: A_log, D, dt_bias. Every recipe writes the model's own
+# values (``Scheme.spec``'s ``model_spec``) and scales none of them: they set the recurrence's
+# time constants, not a matrix's variance.
+STATE_ROLES = ("ssm_a", "ssm_d", "ssm_dt")
 OUTPUT_ROLES = ("attn_out", "mlp_out")  # write straight into the residual stream
 HIDDEN_ROLES = ("attn_q", "attn_k", "attn_v", "attn_qkv", "attn_out", "mlp_in", "mlp_out")  # base roles
 # How a weight's dims map to (fan_out, fan_in); ``fans`` gives the rule of each.
@@ -81,6 +93,16 @@ class InitSpec:
             consecutive slices, one per part. Segment j takes stream indices
             from ``offset`` + the numel of segments 0..j-1, row-major within
             the segment (docs/stream.md, "Fused tensors").
+        map: None, or (name, *args): a per-element function applied to the
+            values drawn (a spec without parts, not a constant) before they
+            are stored. The draw is made in float64 at the parameter's
+            stream indices, the function computed in float64 on the host and
+            the result rounded to the tensor's dtype (docs/stream.md, "Mapped
+            draws"). "log": log x (the draw's support must be > 0);
+            "softplus_inverse_exp", floor: with t = max(exp x, floor),
+            t + log(-expm1(-t)), the inverse softplus of t (HF
+            ``Mamba2Mixer.init_mamba2_weights``' dt_bias). ``bounds`` and
+            ``realised_std`` describe the draw before the map.
     """
 
     std: float = 0.0
@@ -91,6 +113,7 @@ class InitSpec:
     parts: tuple[InitSpec, ...] | None = None
     split_dim: int = 0
     segments: tuple[tuple[int, int], ...] | None = None
+    map: tuple | None = None
 
     @property
     def bounds(self) -> tuple[float, float] | None:
@@ -247,7 +270,9 @@ class Context:
     ``experts`` the expert count of a 2-D grouped stack. ``part`` is set while
     ``Scheme.spec`` evaluates one part (0 = q, 1 = k, 2 = v) of a fused
     projection: ``fans`` then gives that part's fans and ``qkv_parts`` picks
-    that part's spec.
+    that part's spec. ``model_spec`` is the spec the model's own code gives
+    the parameter where tinit knows it (``Scheme.spec``'s ``model_spec``), for
+    a recipe whose rule is to follow it (``normal``).
     """
 
     scheme: str
@@ -265,6 +290,7 @@ class Context:
     qkv: FusedQKV | None = None
     experts: int | None = None
     part: int | None = None
+    model_spec: InitSpec | None = None
 
     @property
     def base(self) -> str | None:
@@ -470,6 +496,7 @@ class Scheme:
         gate_up: str = "halves",
         trunc: float | None = None,
         variance_preserving: bool | None = None,
+        model_spec: InitSpec | None = None,
         **options,
     ) -> InitSpec:
         """The ``InitSpec`` of one parameter.
@@ -508,7 +535,18 @@ class Scheme:
                 ``trunc`` truncates a recipe whose reference is untruncated,
                 so that truncating keeps the reference's std; True/False
                 are honoured as given.
-            **options: the scheme's own options (see its docstring).
+            model_spec: the spec the model's own code gives this parameter,
+                where known (``init_model_`` passes a ``tinit.families.Family``'s
+                ``inits`` and the state-space defaults). A state role
+                (``STATE_ROLES``: ssm_a, ssm_d, ssm_dt) gets it under every
+                recipe, unscaled and untruncated, and without it the defaults of
+                HF's Mamba-2 (``Mamba2Mixer.init_mamba2_weights``): ssm_a
+                log(1..n) along the last dim, ssm_d 1, ssm_dt the inverse
+                softplus of dt log-uniform in [0.001, 0.1] floored at 1e-4 (a
+                mapped uniform, ``InitSpec.map``); other roles see it as
+                ``Context.model_spec``, which ``normal`` follows.
+            **options: the scheme's own options (see its docstring); a state
+                role reads none.
 
         Returns:
             An ``InitSpec``.
@@ -518,8 +556,9 @@ class Scheme:
             ValueError: a needed value (role, n_layers, d_model, layer_idx) is
                 missing, an option is out of range, or ``qkv`` does not span
                 the output dim.
-            TypeError: an option this scheme does not take, or a
-                ``variance_preserving`` that is not a bool or None.
+            TypeError: an option this scheme does not take, a
+                ``variance_preserving`` that is not a bool or None, a
+                ``model_spec`` that is not an ``InitSpec`` or None.
         """
         if role is not None and role not in ROLES:
             raise UnknownNameError(f"unknown role {role!r}; known: {list(ROLES)}")
@@ -532,25 +571,20 @@ class Scheme:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if stack not in (None, "encoder", "decoder"):
             raise ValueError(f"stack must be None, 'encoder' or 'decoder', got {stack!r}")
-        if trunc is not None:
-            given, trunc = trunc, _float_or_none(trunc)
-            if trunc is None or not trunc > 0:
-                raise ValueError(
-                    f"scheme {self.name!r}: trunc (bounds in units of std) must be a number > 0 "
-                    f"(math.inf for none), got {given!r}"
-                )
-        if variance_preserving is not None and not isinstance(variance_preserving, bool):
-            raise TypeError(
-                f"scheme {self.name!r}: variance_preserving must be True, False or None, "
-                f"got {type(variance_preserving).__name__} {variance_preserving!r}"
-            )
+        trunc = _checked_truncation(self.name, trunc, variance_preserving)
         if gate_up not in _GATE_UP_ORDERS:
             raise ValueError(f"gate_up must be one of {_GATE_UP_ORDERS}, got {gate_up!r}")
         if qkv is not None and not isinstance(qkv, FusedQKV):
             raise TypeError(f"qkv must be a tinit.families.FusedQKV or None, got {type(qkv).__name__}")
         if experts is not None:
             experts = _fan("experts", experts)
+        if model_spec is not None and not isinstance(model_spec, InitSpec):
+            raise TypeError(f"model_spec must be a tinit.schemes.InitSpec or None, got {type(model_spec).__name__}")
         shape = tuple(_count("shape", size, 0) for size in shape)
+        if role in STATE_ROLES:  # the model's own values whatever the recipe (no option changes them)
+            from tinit.schemes._ssm import state_spec  # _ssm builds on this module's InitSpec
+
+            return model_spec if model_spec is not None else state_spec(role, shape)
         ctx = Context(
             self.name,
             role,
@@ -566,6 +600,7 @@ class Scheme:
             _count("decoder_layers", decoder_layers, 1),
             qkv,
             experts,
+            model_spec=model_spec,
         )
         try:
             if role == "mlp_gate_up":
@@ -693,6 +728,23 @@ def group_settings(lr: float, multiplier: float, weight_decay: float, eps: float
 _GATE_UP_ORDERS = ("halves", "interleaved")
 # (layout, dims) -> the output dim a fused gate+up projection's parts split
 _GATE_UP_SPLIT_DIM = {("out_in", 2): 0, ("in_out", 2): 1, ("expert_out_in", 3): 1, ("expert_in_out", 3): 2}
+
+
+def _checked_truncation(scheme: str, trunc, variance_preserving) -> float | None:
+    """``trunc`` as a float > 0 (or None), with ``variance_preserving`` checked; ValueError, TypeError."""
+    if trunc is not None:
+        given, trunc = trunc, _float_or_none(trunc)
+        if trunc is None or not trunc > 0:
+            raise ValueError(
+                f"scheme {scheme!r}: trunc (bounds in units of std) must be a number > 0 "
+                f"(math.inf for none), got {given!r}"
+            )
+    if variance_preserving is not None and not isinstance(variance_preserving, bool):
+        raise TypeError(
+            f"scheme {scheme!r}: variance_preserving must be True, False or None, "
+            f"got {type(variance_preserving).__name__} {variance_preserving!r}"
+        )
+    return trunc
 
 
 def _finish(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 from tinit.schemes._core import (
     OUTPUT_ROLES,
@@ -18,19 +19,24 @@ from tinit.schemes._core import (
 class Normal(Scheme):
     """``normal``: every matrix and embedding from N(0, std^2), untruncated.
 
-    std = 0.02 by default: GPT-2's and BERT's ``initializer_range`` (Radford
-    et al., 2019; Devlin et al., 2019), drawn as Hugging Face's
-    ``PreTrainedModel._init_weights`` draws it (``init.normal_(mean=0.0,
-    std=initializer_range)``: no truncation). ``trunc=`` truncates, rescaled
-    so the realised std stays ``std`` unless ``variance_preserving=False``.
-    Norm weights 1, biases 0, residual gates 1; attention sinks (GPT-OSS)
-    N(0, std^2), as HF ``GptOssPreTrainedModel._init_weights`` draws them.
-    Needs no role for the formula (every matrix alike), but ``init_model_``
-    refuses a parameter nothing classifies unless told what to do with it
-    (``unclassified=``).
+    std = the model config's ``initializer_range`` (else ``init_std``, as
+    OPT's and BART's configs name it), 0.02 without a config: GPT-2's and
+    BERT's default (Radford et al., 2019; Devlin et al., 2019), drawn as
+    Hugging Face's ``PreTrainedModel._init_weights`` draws it
+    (``init.normal_(mean=0.0, std=initializer_range)``: no truncation).
+    ``trunc=`` truncates, rescaled so the realised std stays ``std`` unless
+    ``variance_preserving=False``. Norm weights 1, biases 0, residual gates 1;
+    attention sinks (GPT-OSS) N(0, std^2), as HF
+    ``GptOssPreTrainedModel._init_weights`` draws them. Where the model's own
+    code draws a matrix otherwise and a ``tinit.families.Family`` says so
+    (``Context.model_spec``: HF Mamba's and Mamba-2's kaiming-uniform
+    ``conv1d`` and ``out_proj``, Nemotron-H's ``out_proj``, Mamba's
+    ``dt_proj``), that draw. Needs no role for the formula (every matrix
+    alike), but ``init_model_`` refuses a parameter nothing classifies
+    unless told what to do with it (``unclassified=``).
 
     Options:
-        std: float > 0, default 0.02.
+        std: float > 0, default 0.02 (``init_model_`` reads it from the config).
     """
 
     name = "normal"
@@ -40,9 +46,12 @@ class Normal(Scheme):
     # _init_weights draws lm_head only when not tied); Megatron-Core's tied output layer reuses
     # the word embeddings' weight. gpt2 and megatron inherit it.
     tied = "embedding"
+    config_options = MappingProxyType({"std": ("initializer_range", "init_std")})
 
     def rule(self, ctx: Context, std: float = 0.02) -> InitSpec:
         std = positive(self.name, "std", std)
+        if ctx.model_spec is not None:  # the model's own draw of this matrix (a Family's inits)
+            return ctx.model_spec
         if ctx.role in ("attn_sink", "router"):  # sinks and a router's bias too: HF GptOss draws them
             return normal_spec(std)
         return role_constants(ctx.base) or normal_spec(std)
@@ -60,10 +69,11 @@ class GPT2(Normal):
     ``GPT2PreTrainedModel._init_weights`` and nanoGPT take N = 2L, as here.
     Both draw from an untruncated normal (``init.normal_``, ``torch.nn.init.normal_``),
     as tinit does by default (transformers 5.24, ``modeling_gpt2.py``: ``c_proj``
-    weights get std ``initializer_range / sqrt(2 * n_layer)``).
+    weights get std ``initializer_range / sqrt(2 * n_layer)``). std is the
+    config's ``initializer_range`` (or ``init_std``), as for ``normal``.
 
     Options:
-        std: float > 0, default 0.02.
+        std: float > 0, default 0.02 (``init_model_`` reads it from the config).
         multiplier: residual branches per block, default 2.
     """
 
@@ -92,11 +102,12 @@ class Megatron(GPT2):
     ``torch.nn.init.normal_``). The same numbers as ``gpt2``, untruncated.
 
     Options:
-        std: float > 0, default 0.02.
+        std: float > 0, default 0.02 (Megatron's own default, not read from an HF config).
         multiplier: default 2.0 (Megatron's ``scaled_init_method_normal``).
     """
 
     name = "megatron"
+    config_options = MappingProxyType({})
 
 
 class DepthInit(Normal):
@@ -135,6 +146,7 @@ class DepthInit(Normal):
     """
 
     name = "depth_init"
+    config_options = MappingProxyType({})  # torchtitan's 0.02, not an HF config's initializer_range
     needs_role = True
     depth_dependent = True
     tied = "head"  # torchtitan's Decoder.init_states re-ties tok_embeddings to the initialised lm_head

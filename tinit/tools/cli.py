@@ -188,7 +188,9 @@ def _fused_slices(param: torch.Tensor, spec: schemes.InitSpec):
 
 
 def _torch_spec_(param: torch.Tensor, spec: schemes.InitSpec) -> None:
-    if spec.constant is not None:
+    if spec.map is not None:  # a mapped draw (a state-space dt_bias): torch.nn.init has none, tinit writes it
+        tinit.write_spec_(param, spec, seed=0)
+    elif spec.constant is not None:
         torch.nn.init.constant_(param, spec.constant)
     elif spec.parts is not None:
         for view, part in _fused_slices(param, spec):
@@ -262,6 +264,10 @@ def _role_rows(summary, tinit_moments: dict, torch_moments: dict | None) -> list
                 "-",
             ]
             other = f"{torch_moments[key].mean:g}" if torch_moments is not None else None
+        elif spec.map is not None:  # a mapped draw: its std is not the draw's (InitSpec.map)
+            row = [label, str(m.tensors), f"{m.n:,}", f"map {spec.map[0]}", "-", "-", f"{m.std:.6f}", "-"]
+            row.append(f"{m.mean:+.2e}")
+            other = f"{torch_moments[key].std:.6f}" if torch_moments is not None else None
         else:
             intended = spec.realised_std
             if spec.parts is not None:
@@ -276,7 +282,7 @@ def _role_rows(summary, tinit_moments: dict, torch_moments: dict | None) -> list
                 trunc,
                 f"{intended:.6f}",
                 f"{m.std:.6f}",
-                f"{100 * (m.std / intended - 1):+.2f}%",
+                f"{100 * (m.std / intended - 1):+.2f}%" if intended > 0 else "-",  # parts all constants: A_log
                 f"{m.mean:+.2e}",
             ]
             other = f"{torch_moments[key].std:.6f}" if torch_moments is not None else None

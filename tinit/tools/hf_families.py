@@ -78,6 +78,14 @@ SUB_CONFIGS = {"text_config": {}, "vision_config": {"image_size": 32, "patch_siz
 _METADATA = ("model_type", "transformers_version", "architectures", "_name_or_path", "torch_dtype", "auto_map")
 
 _CAUSAL = "AutoModelForCausalLM"
+_MAMBA2_MIXER = {
+    "hidden_size": 256,
+    "mamba_n_heads": 8,
+    "mamba_d_head": 64,
+    "mamba_n_groups": 1,
+    "mamba_d_state": 16,
+    "mamba_chunk_size": 32,
+}
 FAMILIES = {
     f.name: f
     for f in (
@@ -128,6 +136,38 @@ FAMILIES = {
         HFFamily("roberta", "roberta", "AutoModelForMaskedLM"),
         HFFamily("vit", "vit", "AutoModelForImageClassification", fields={"image_size": 32, "patch_size": 8}),
         HFFamily("llava", "llava", "AutoModelForImageTextToText"),
+        # State-space and gated-delta-net hybrids: Mamba-2 mixers of 8 heads of 64 (expand 2 x 256),
+        # attention in every other block. Their configs check sizes against each other as they are
+        # built, so the fields repeat the reduced width and depth.
+        HFFamily("mamba", "mamba", fields={"state_size": 16}),
+        HFFamily("mamba2", "mamba2", fields={"hidden_size": 256, "num_heads": 8, "head_dim": 64, "n_groups": 2}),
+        HFFamily(
+            "jamba",
+            "jamba",
+            fields={"attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1}
+            | {"mamba_d_state": 16},
+        ),
+        HFFamily("bamba", "bamba", fields={**_MAMBA2_MIXER, "attn_layer_indices": [1, 3]}),
+        HFFamily("falcon_h1", "falcon_h1", fields={**_MAMBA2_MIXER, "mamba_d_ssm": 512}),
+        HFFamily(
+            "granitemoehybrid",
+            "granitemoehybrid",
+            fields={**_MAMBA2_MIXER, "shared_intermediate_size": 256, "num_hidden_layers": 4}
+            | {"layer_types": ["mamba", "attention"] * 2},
+        ),
+        HFFamily(
+            "nemotron_h",
+            "nemotron_h",
+            fields={"mamba_num_heads": 8, "mamba_head_dim": 64, "n_groups": 1, "ssm_state_size": 16}
+            | {"chunk_size": 32, "hybrid_override_pattern": "M*M-"},
+        ),
+        HFFamily(
+            "qwen3_next",
+            "qwen3_next",
+            fields={"linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 32}
+            | {"linear_value_head_dim": 32, "num_hidden_layers": 4}
+            | {"layer_types": ["linear_attention", "full_attention"] * 2},
+        ),
     )
 }
 
