@@ -56,6 +56,7 @@ SIZES: tuple[tuple[str, int], ...] = (
     (r"qk_nope_head_dim|v_head_dim|index_head_dim|swa_head_dim|global_head_dim", HEAD_DIM),
     (r"qk_head_dim", 48),
     (r"index_topk", 8),
+    (r"rotary_dim", HEAD_DIM // 2),
     (r".*head_dim|d_kv|kv_channels|dim_head|attention_head_dim|d_head|head_size", HEAD_DIM),
     (r".*_heads|n_head|num_heads|n_heads|heads", HEADS),
     (r"num_experts_per_tok(en)?|moe_topk|top_k|moe_k|num_selected_experts|experts_per_token", TOP_K),
@@ -77,6 +78,12 @@ SIZES: tuple[tuple[str, int], ...] = (
     (r"num_layers|num_hidden_layers", LAYERS),
 )
 _SIZES = tuple((re.compile(pattern), target) for pattern, target in SIZES)
+# (field, field): kept equal when the defaults have them equal (multi-head attention's key/value
+# heads; MLA's key/value heads, and its head_dim that is the rotary part).
+EQUAL: tuple[tuple[str, str], ...] = (
+    ("num_key_value_heads", "num_attention_heads"),
+    ("head_dim", "qk_rope_head_dim"),
+)
 # The fields that hold a config's depth, first one present wins (the per-layer lists follow it).
 DEPTH_FIELDS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "decoder_layers", "depth")
 # Fields never shrunk by name: ids, strides, kernels and rates whose names look like sizes.
@@ -93,12 +100,20 @@ HAND_WRITTEN: dict[str, dict] = {
     # num_heads * head_dim must be expand * hidden_size (2 * 128): the issue's reproducer.
     "Mamba2ForCausalLM": {"num_heads": 8, "head_dim": 32},
     # Two hybrid (shared-attention) blocks: the shared block is tied across them.
-    "ZambaForCausalLM": {"num_hidden_layers": 4, "layers_block_type": ["mamba", "mamba", "hybrid", "hybrid"]},
+    # Its attention reads the hidden states and the embeddings side by side: twice the width.
+    "ZambaForCausalLM": {
+        "num_hidden_layers": 4,
+        "layers_block_type": ["mamba", "mamba", "hybrid", "hybrid"],
+        "attention_hidden_size": 2 * WIDTH,
+    },
     # The defaults leave these None, and the model divides by them.
     "HunYuanDenseV1ForCausalLM": {"head_dim": HEAD_DIM},
     "HunYuanMoEV1ForCausalLM": {"head_dim": HEAD_DIM},
     "MinistralForCausalLM": {"head_dim": HEAD_DIM},
     "NemotronForCausalLM": {"num_key_value_heads": KV_HEADS},
+    "DeepseekV2ForCausalLM": {"num_experts_per_tok": TOP_K},
+    # block_types repeats every 3 layers: 3 layers hold both kinds.
+    "RecurrentGemmaForCausalLM": {"num_hidden_layers": 3},
     "Dots1ForCausalLM": {"n_routed_experts": EXPERTS, "num_experts_per_tok": TOP_K, "n_shared_experts": 1},
     "Lfm2MoeForCausalLM": {"layer_types": ["conv", "full_attention"]},
     # Its validation wants as many key/value heads as heads; the sliding layers' MLA sizes are keywords.
@@ -130,7 +145,7 @@ HAND_WRITTEN: dict[str, dict] = {
     # The model reads per-layer-type rope parameters the defaults do not give.
     "CohereCompassForCausalLM": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e4}}},
     # The model reads attn_config.rope_theta, which DbrxAttentionConfig does not define.
-    "DbrxForCausalLM": {"attn_config": {"rope_theta": 5e5}},
+    "DbrxForCausalLM": {"attn_config": {"rope_theta": 5e5, "clip_qkv": 8.0}},
     # The QSA indexer's fields have no defaults.
     "Qwen4ExpForCausalLM": {
         "indexer_n_heads": HEADS,
@@ -310,6 +325,9 @@ def shrink(config) -> dict:
             fields[key] = target
     for key, value in _relayer(values).items():  # a per-layer dict's entries shrunk as above
         fields[key] = hf_families.merge(value, _shrunk(key, value) or {}) if isinstance(value, Mapping) else value
+    for key, other in EQUAL:
+        if key in fields and type(values.get(key)) is int and values.get(key) == values.get(other):
+            fields[key] = fields.get(other, values[other])
     _keep_ids_in_vocab(values, fields)
     return fields
 
@@ -392,6 +410,7 @@ def build(name: str, config=None, *, device: str | torch.device = "meta") -> tor
 
 __all__ = [
     "DEPTH_FIELDS",
+    "EQUAL",
     "HAND_WRITTEN",
     "SIZES",
     "build",
