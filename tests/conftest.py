@@ -30,6 +30,12 @@ def pytest_addoption(parser):
     parser.addoption(
         "--run-slow", action="store_true", default=False, help="also run tests marked slow (tensors of several GiB)"
     )
+    parser.addoption(
+        "--run-coverage-full",
+        action="store_true",
+        default=False,
+        help="also run tests marked coverage_full (every causal-LM class of transformers, a few minutes)",
+    )
 
 
 def pytest_configure(config):
@@ -44,12 +50,19 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--run-slow"):
-        return
-    skip = pytest.mark.skip(reason="needs --run-slow (allocates several GiB)")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    skips = {
+        "slow": (config.getoption("--run-slow"), "needs --run-slow (allocates several GiB)"),
+        "coverage_full": (
+            config.getoption("--run-coverage-full"),
+            "needs --run-coverage-full (measures every causal-LM class, a few minutes)",
+        ),
+    }
+    for marker, (enabled, reason) in skips.items():
+        if enabled:
+            continue
+        for item in items:
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @dataclass(frozen=True)
