@@ -143,8 +143,11 @@ def _strided_positions(size: int, chunks: int, rank: int, placement) -> torch.Te
                 ranges.append((first + start, first + end))
     if not ranges:
         return torch.zeros(0, dtype=torch.int64, device="cpu")
-    parts = [torch.arange(lo, hi, dtype=torch.int64, device="cpu") for lo, hi in ranges]
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
+    lengths = {hi - lo for lo, hi in ranges}
+    if len(lengths) == 1:  # the even case: one broadcast add, not one arange per piece
+        starts = torch.tensor([lo for lo, _ in ranges], dtype=torch.int64, device="cpu")
+        return (starts.unsqueeze(1) + torch.arange(lengths.pop(), dtype=torch.int64, device="cpu")).reshape(-1)
+    return torch.cat([torch.arange(lo, hi, dtype=torch.int64, device="cpu") for lo, hi in ranges])
 
 
 def is_dtensor(tensor) -> bool:
@@ -389,7 +392,15 @@ class ShardLayout:
             else:  # torch.chunk's cut, as Shard.local_shard_size_and_offset (plain ints: no tensor per call)
                 step = -(-local[dim] // mesh.size(mesh_dim))
                 start = min(coordinate[mesh_dim] * step, local[dim])
-                index = torch.arange(start, start + min(step, local[dim] - start), dtype=torch.int64, device="cpu")
+                stop = start + min(step, local[dim] - start)
+                local[dim] = stop - start
+                # a range of what the earlier mesh dims left: a slice of their positions
+                indices[dim] = (
+                    torch.arange(start, stop, dtype=torch.int64, device="cpu")
+                    if dim not in indices
+                    else indices[dim][start:stop]
+                )
+                continue
             local[dim] = int(index.numel())
             indices[dim] = index if dim not in indices else indices[dim][index]
         layout = cls(
