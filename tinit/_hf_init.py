@@ -27,6 +27,8 @@ tensor of a module being initialised, as in transformers' own ``from_pretrained`
 from __future__ import annotations
 
 import contextlib
+import inspect
+import math
 import sys
 import warnings
 
@@ -176,17 +178,147 @@ def _hidden_ties(tops: list):
             module._parameters[leaf] = shared
 
 
-def _check_written(model: torch.nn.Module, names: list[str]) -> None:
-    """UninitialisedBufferError naming the NaN-filled buffers the model's init left (partly) NaN."""
+def _check_written(model: torch.nn.Module, names: list[str], integral: bool = False) -> None:
+    """UninitialisedBufferError naming the NaN-filled buffers the model's init left (partly) NaN
+    (``integral``: the integral buffers of ``names``, none rebuilt)."""
     if not names:
         return
-    left = [name for name in names if bool(torch.isnan(model.get_buffer(name)).any())]
+    left = names if integral else [name for name in names if bool(torch.isnan(model.get_buffer(name)).any())]
     if left:
         raise UninitialisedBufferError(
             f"init_model_: scheme 'hf': the model's _init_weights did not compute {len(left)} buffer(s) that tinit "
             f"cannot recompute either: {', '.join(left[:8])}; register a tinit.buffers.BufferRecipe for the module "
             "type (tinit.buffers.register)",
             left,
+        )
+
+
+def _conv1d_type():
+    """transformers' ``Conv1D`` (GPT-style transposed linear), or None when transformers is not imported."""
+    return getattr(sys.modules.get("transformers.pytorch_utils"), "Conv1D", None)
+
+
+def _replay_constructors(model: torch.nn.Module, names: list[str]) -> None:
+    """Inside the patch: the values a constructor draws that the model's ``_init_weights`` does not
+    write again, for the module types whose constructor is known. transformers' ``Conv1D.__init__``
+    (``pytorch_utils``): ``weight`` ``normal_(std=0.02)``, ``bias`` zeros; OpenAI GPT's
+    ``_init_weights`` leaves both to it. Only tensors still NaN (never written) are filled."""
+    conv1d = _conv1d_type()
+    if conv1d is None:
+        return
+    for name in names:
+        owner, _, leaf = name.rpartition(".")
+        module = model.get_submodule(owner)
+        tensor = model.get_parameter(name)
+        if type(module) is not conv1d or not bool(torch.isnan(tensor).all()):
+            continue
+        if leaf == "weight":
+            torch.nn.init.normal_(tensor, std=0.02)
+        elif leaf == "bias":
+            torch.nn.init.zeros_(tensor)
+
+
+def _owner_config(model: torch.nn.Module, owner: str, module: torch.nn.Module):
+    """The config ``module`` was built from: its own ``config``, else its nearest Hugging Face model's."""
+    if getattr(module, "config", None) is not None:
+        return module.config
+    kind, found, path = _pretrained_model_type(), None, ""
+    for part in [""] + owner.split("."):
+        path = part if not path else f"{path}.{part}" if part else path
+        sub = model.get_submodule(path)
+        if kind is not None and isinstance(sub, kind):
+            found = sub.config
+    return found
+
+
+def _constructor_args(model: torch.nn.Module, owner: str, module: torch.nn.Module, dtype=None) -> dict | None:
+    """The arguments to build ``module`` again: ``config`` (``_owner_config``), and each other
+    argument of its ``__init__`` the module holds under the same name (Conv1D's ``nf``/``nx``), else
+    its default (``dtype``: the dtype of the tensors to rebuild, when given). None when one can be read
+    neither way."""
+    try:
+        signature = inspect.signature(type(module).__init__)
+    except (TypeError, ValueError):
+        return None
+    args = {}
+    for i, (arg, spec) in enumerate(signature.parameters.items()):
+        if i == 0 or spec.kind in (spec.VAR_POSITIONAL, spec.VAR_KEYWORD):
+            continue
+        if arg == "config":
+            args[arg] = _owner_config(model, owner, module)
+            if args[arg] is None:
+                return None
+        elif arg in module.__dict__ and not isinstance(module.__dict__[arg], torch.Tensor):
+            args[arg] = module.__dict__[arg]
+        elif arg == "dtype" and dtype is not None:  # XIELU(dtype=config.dtype): the dtype its tensors have
+            args[arg] = dtype
+        elif spec.default is inspect.Parameter.empty:
+            return None
+    return args
+
+
+def _from_constructors(model: torch.nn.Module, names: list[str]) -> list[str]:
+    """Give each tensor the model's code left NaN (never written: a constructor's value, such as
+    Data2Vec's or Reformer's ``lm_head.bias = nn.Parameter(torch.zeros(n))``, or a buffer the model's
+    ``__init__`` computes) the value its owning module's own constructor gives, where that value is
+    deterministic: the module built again on the CPU from its arguments (``_constructor_args``) under
+    two torch seeds (``torch.random.fork_rng``: the caller's RNG untouched), the tensor taken when both
+    builds agree. Whole Hugging Face models are not rebuilt. Only the NaN entries are written.
+
+    Returns:
+        The names not resolved (no arguments, a build that fails, a random or mismatching value).
+    """
+    by_owner: dict[str, list[str]] = {}
+    for name in names:
+        by_owner.setdefault(name.rpartition(".")[0], []).append(name)
+    kind, left = _pretrained_model_type(), []
+    for owner, group in by_owner.items():
+        module = model.get_submodule(owner)
+        leaf0 = group[0].rpartition(".")[2]
+        first = module._parameters.get(leaf0, module._buffers.get(leaf0))
+        dtype = first.dtype if first.is_floating_point() else None
+        whole = kind is not None and isinstance(module, kind)  # a whole model is not rebuilt
+        args = None if whole else _constructor_args(model, owner, module, dtype)
+        builds = []
+        if args is not None:
+            try:
+                for seed in (1, 2):
+                    with torch.random.fork_rng(devices=[]), torch.device("cpu"), warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        torch.manual_seed(seed)
+                        builds.append(type(module)(**args))
+            except Exception:  # noqa: BLE001 - a module that cannot be rebuilt is refused below
+                builds = []
+        for name in group:
+            leaf = name.rpartition(".")[2]
+            target = module._parameters.get(leaf)
+            if target is None:
+                target = module._buffers.get(leaf)
+            values = [b._parameters.get(leaf, b._buffers.get(leaf)) for b in builds]
+            if (
+                len(values) != 2
+                or any(v is None or v.shape != target.shape or v.dtype != target.dtype for v in values)
+                or not torch.equal(values[0], values[1])
+            ):
+                left.append(name)
+                continue
+            with torch.no_grad():
+                if target.is_floating_point():
+                    target.copy_(torch.where(torch.isnan(target), values[0].to(target.device), target))
+                else:  # an integral buffer cannot show what was written: all of it is the constructor's
+                    target.copy_(values[0])
+    return left
+
+
+def _check_params_written(model: torch.nn.Module, names: list[str]) -> None:
+    """ValueError naming the materialised parameters still (partly) NaN: neither the model's init nor
+    its constructors' values (``_from_constructors``) wrote them; never returned as uninitialised memory."""
+    if names:
+        raise ValueError(
+            f"init_model_: scheme 'hf': the model's _init_weights does not write {len(names)} parameter(s) of this "
+            f"meta-built model, and their constructor's value cannot be recomputed (random, or the module cannot be "
+            f"rebuilt): {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}; initialise them with a tinit "
+            "recipe (init_model_(model, 'normal', only=...)) or build the model off the meta device"
         )
 
 
@@ -225,7 +357,17 @@ def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dic
         )
     target = None if device is None else target_device(device)
     unmark, mark = _marks(tops, reinit_loaded)
+    # Meta parameters start NaN, so one the model's code never writes shows (then takes its
+    # constructor's value, or is refused) instead of being returned as uninitialised memory.
+    fresh = [n for n, p in model.named_parameters() if p.is_meta and p.is_floating_point()]
     nan_buffers = materialise_meta_(model, target) if meta is not None else []
+    integral = [n for n in nan_buffers if not model.get_buffer(n).is_floating_point()]
+    nan_buffers = [n for n in nan_buffers if n not in set(integral)]
+    if integral:  # not NaN-checkable (DeepseekV4's tid2eid): the constructor's value, before the model's init
+        _check_written(model, _from_constructors(model, integral), integral=True)
+    with torch.no_grad():
+        for name in fresh:
+            model.get_parameter(name).fill_(math.nan)
     for holder in unmark:
         holder.__dict__.pop(_MARK, None)
     marked = [tensor for tensor in mark if not getattr(tensor, _MARK, False)]
@@ -244,8 +386,13 @@ def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dic
             with _hidden_ties(tops), patch_torch_init(seed=seed, model=model):
                 for top in tops:
                     top.initialize_weights()
+                _replay_constructors(model, fresh)
     finally:
         for tensor in marked:
             tensor.__dict__.pop(_MARK, None)
-    _check_written(model, nan_buffers)
+    left = [n for n in fresh if bool(torch.isnan(model.get_parameter(n)).any())]
+    left_buffers = [n for n in nan_buffers if bool(torch.isnan(model.get_buffer(n)).any())]
+    unresolved = set(_from_constructors(model, left + left_buffers))
+    _check_params_written(model, [n for n in left if n in unresolved])
+    _check_written(model, [n for n in left_buffers if n in unresolved])
     return []

@@ -496,6 +496,9 @@ class BufferPlan:
     recipes: list[tuple[str, torch.nn.Module, BufferRecipe, tuple[str, ...]]] = field(default_factory=list)
     kept: list[tuple[str, torch.nn.Module, str, torch.Tensor]] = field(default_factory=list)
     unclaimed: list[tuple[str, torch.nn.Module, str]] = field(default_factory=list)
+    # plan(..., unclaimed="nan"): a recipe that fails leaves its buffers NaN (added to ``unclaimed``)
+    # for the model's own code to write, instead of raising
+    nan_on_failure: bool = False
 
 
 def _qualified(module_name: str, leaf: str) -> str:
@@ -525,7 +528,7 @@ def plan(model: torch.nn.Module, *, unclaimed: str = "error") -> BufferPlan:
         raise TypeError(f"tinit.buffers.plan: unclaimed must be a str, got {type(unclaimed).__name__}")
     if unclaimed not in ("error", "nan"):
         raise ValueError(f"tinit.buffers.plan: unclaimed must be 'error' or 'nan', got {unclaimed!r}")
-    result, missing = BufferPlan(), []
+    result, missing = BufferPlan(nan_on_failure=unclaimed == "nan"), []
     for recipe in RECIPES:
         recipe.prepare(model)
     for module_name, module in model.named_modules():
@@ -544,7 +547,7 @@ def plan(model: torch.nn.Module, *, unclaimed: str = "error") -> BufferPlan:
                 result.recipes.append((module_name, module, recipe, claimed))
                 on_meta -= set(claimed)
         for leaf in sorted(on_meta, key=list(buffers).index):
-            if unclaimed == "nan" and buffers[leaf].is_floating_point():
+            if unclaimed == "nan":  # the caller checks what the model's code wrote (an integral one: rebuilt)
                 result.unclaimed.append((_qualified(module_name, leaf), module, leaf))
                 continue
             kind = "non-persistent" if leaf in module._non_persistent_buffers_set else "persistent"
@@ -583,13 +586,20 @@ def recompute_(buffer_plan: BufferPlan, device: str | torch.device) -> list[str]
                 module._buffers[leaf].copy_(old)
             written.append(name)
         for _, module, leaf in buffer_plan.unclaimed:  # the model's own code writes these next
-            module._buffers[leaf].fill_(math.nan)
+            if module._buffers[leaf].is_floating_point():
+                module._buffers[leaf].fill_(math.nan)
         with torch.device(device):
             for module_name, module, recipe, claimed in buffer_plan.recipes:
                 names = [_qualified(module_name, leaf) for leaf in claimed]
                 try:
                     found = recipe.values(module)
                 except Exception as err:
+                    floating = all(module._buffers[leaf].is_floating_point() for leaf in claimed)
+                    if buffer_plan.nan_on_failure and floating:
+                        for leaf, qualified in zip(claimed, names, strict=True):
+                            module._buffers[leaf].fill_(math.nan)
+                            buffer_plan.unclaimed.append((qualified, module, leaf))
+                        continue
                     raise UninitialisedBufferError(
                         f"buffer recipe {recipe.name!r} failed for {', '.join(names)} ({type(module).__name__}): {err}",
                         names,
