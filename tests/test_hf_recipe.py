@@ -383,3 +383,66 @@ def test_a_meta_tensor_under_a_marked_module_is_initialised():
     for name, value in _state(model).items():
         want = full[name] if name == "lm_head.weight" else before[name]
         torch.testing.assert_close(value, want, rtol=0, atol=0, msg=name)
+
+
+# Classes whose tensors the model's _init_weights never writes: their eager values come from a constructor
+# (Data2Vec's and Reformer's ``lm_head.bias = nn.Parameter(torch.zeros(n))``, OpenAI GPT's ``Conv1D``
+# drawing ``normal_(std=0.02)``, Apertus' XIELU ``alpha_p``/``alpha_n``/``beta``/``eps``, DeepseekV4's
+# integral ``tid2eid``), or buffers the ``hf_rotary`` recipe cannot compute (Gemma-4's and Dots3's
+# per-layer-type rotary embeddings, built by their own class).
+_FROM_CONSTRUCTORS = (
+    "Data2VecTextForCausalLM",
+    "ReformerModelWithLMHead",
+    "OpenAIGPTLMHeadModel",
+    "ApertusForCausalLM",
+    "DeepseekV4ForCausalLM",
+    "Gemma4ForCausalLM",
+    "Dots3NoteForCausalLM",
+)
+
+
+@pytest.mark.parametrize("name", _FROM_CONSTRUCTORS)
+def test_tensors_the_models_init_never_writes_take_the_constructors_value(name):
+    """Oracle: the class built eagerly by transformers on the CPU (torch seeds 0 and 1): deterministic
+    values and every buffer exact, random ones HF's distribution; nothing left NaN or as memory."""
+    from tinit.tools import hf_classes
+
+    config = hf_classes.config_of(name)
+    model = hf_classes.build(name, config)
+    rng = torch.get_rng_state()
+    assert tinit.init_model_(model, "hf", seed=0, device="cpu") == []
+    assert torch.equal(torch.get_rng_state(), rng), "a draw went to torch's RNG"
+    eager = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        eager.append(_state(hf_classes.build(name, config, device="cpu")))
+    ours = _state(model)
+    assert all(bool(torch.isfinite(v).all()) for v in ours.values() if v.is_floating_point())
+    assert _compare(ours, *eager) == []
+
+
+def test_a_random_constructor_value_the_models_init_never_writes_is_refused():
+    """A parameter drawn in its module's constructor (not a known one) and left by ``_init_weights``: no
+    deterministic value to rebuild, so a ValueError names it instead of returning memory."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self, n=4):
+            super().__init__()
+            self.n = n
+            self.gain = torch.nn.Parameter(torch.randn(n))
+
+    class Model(transformers.PreTrainedModel):
+        config_class = transformers.PretrainedConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.scaled = Scaled()
+            self.post_init()
+
+        def _init_weights(self, module):
+            pass
+
+    with torch.device("meta"):
+        model = Model(transformers.PretrainedConfig())
+    with pytest.raises(ValueError, match=r"scaled\.gain"):
+        tinit.init_model_(model, "hf", seed=0, device="cpu")
