@@ -19,7 +19,9 @@ hidden behind a placeholder marked initialised while the model's code runs (``_h
 tied tensor takes its source's init, as ``tie_weights`` after HF's own init leaves it); the model's
 ``initialize_weights``; every NaN buffer checked (MiniMax's ``slope_rate`` and decay buffers,
 Falcon-H1's ``mup_vector``, Gemma-3n's ``per_layer_projection_scale`` and AltUp scales: computed by
-the model's ``_init_weights``, no ``tinit.buffers`` recipe). An in-place write the model's code makes
+the model's ``_init_weights``, no ``tinit.buffers`` recipe). Meta parameters start NaN too: one
+the model's code never writes takes its constructor's value (``_replay_constructors``,
+``_from_constructors``) or is refused, never returned as uninitialised memory. An in-place write the model's code makes
 without transformers' guard (Mamba-2's ``rescale_prenorm_residual`` division) reaches a loaded
 tensor of a module being initialised, as in transformers' own ``from_pretrained``.
 """
@@ -337,9 +339,10 @@ def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dic
 
     Raises:
         TypeError, ValueError, tinit.params.DtypeError: refused arguments or model, before anything is
-            written. tinit.buffers.UninitialisedBufferError: a meta buffer of a dtype other than
-            floating point that no recipe recomputes (before anything is allocated or unmarked), or
-            one the model's init left unwritten (after). RuntimeError: a tie could not be restored.
+            written; a parameter neither the model's init nor its constructor's value
+            (``_from_constructors``) writes (ValueError, after). tinit.buffers.UninitialisedBufferError:
+            a meta buffer no recipe, no model code and no constructor computes (after allocating).
+            RuntimeError: a tie could not be restored.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"init_model_: model must be a torch.nn.Module, got {type(model).__name__}")

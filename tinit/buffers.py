@@ -513,7 +513,10 @@ def plan(model: torch.nn.Module, *, unclaimed: str = "error") -> BufferPlan:
         unclaimed: what to do with a meta buffer no recipe claims: "error"
             refuses it; "nan" plans a floating-point one to be filled with NaN
             (``BufferPlan.unclaimed``: the model's own code computes it next,
-            as ``init_model_(model, "hf")`` runs it) and still refuses any other.
+            as ``init_model_(model, "hf")`` runs it), plans any other to be
+            allocated and left for the caller (listed there too), and makes a
+            recipe that fails leave its floating-point buffers NaN (added to
+            ``unclaimed``) instead of raising.
 
     Returns:
         A ``BufferPlan`` for ``recompute_``.
