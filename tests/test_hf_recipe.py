@@ -446,3 +446,40 @@ def test_a_random_constructor_value_the_models_init_never_writes_is_refused():
         model = Model(transformers.PretrainedConfig())
     with pytest.raises(ValueError, match=r"scaled\.gain"):
         tinit.init_model_(model, "hf", seed=0, device="cpu")
+
+
+@pytest.mark.parametrize("name", ["DiffLlamaForCausalLM", "XLNetLMHeadModel"])
+def test_parameters_a_meta_build_makes_off_meta_get_the_models_init(name):
+    """DiffLlama's ``torch.normal`` lambdas and XLNet's ``torch.FloatTensor`` weights are made on the CPU
+    even under ``torch.device("meta")``; on an otherwise meta model they are the constructor's, not loaded
+    values, and take the model's own ``_init_weights`` (oracle: the eager HF build, seeds 0 and 1)."""
+    from tinit.tools import hf_classes
+
+    config = hf_classes.config_of(name)
+    model = hf_classes.build(name, config)
+    off = [n for n, p in model.named_parameters() if not p.is_meta]
+    assert off, "the constructor no longer makes any parameter off meta"
+    assert tinit.init_model_(model, "hf", seed=0, device="cpu") == []
+    eager = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        eager.append(_state(hf_classes.build(name, config, device="cpu")))
+    assert _compare(_state(model), *eager) == []
+    again = hf_classes.build(name, config)
+    tinit.init_model_(again, "hf", seed=0, device="cpu")
+    assert all(torch.equal(model.get_parameter(n), again.get_parameter(n)) for n in off), "not on tinit's stream"
+
+
+def test_off_meta_parameters_beside_a_loaded_one_are_left_as_loaded():
+    """The rule's other side: a meta XLNet with one more tensor off meta (a partly loaded checkpoint)
+    keeps every off-meta tensor as it is, the constructor's ones included (they may be loaded too)."""
+    from tinit.tools import hf_classes
+
+    config = hf_classes.config_of("XLNetLMHeadModel")
+    model = hf_classes.build("XLNetLMHeadModel", config)
+    loaded = model.transformer.layer[0].ff.layer_1
+    loaded.weight = torch.nn.Parameter(torch.full(loaded.weight.shape, 0.5))
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if not p.is_meta}
+    tinit.init_model_(model, "hf", seed=0, device="cpu")
+    after = dict(model.named_parameters())
+    assert all(torch.equal(v.nan_to_num(), after[n].detach().nan_to_num()) for n, v in before.items())

@@ -134,12 +134,42 @@ def _named_tensors(model: torch.nn.Module):
     yield from model.named_buffers()
 
 
-def _marks(tops: list, reinit_loaded: bool) -> tuple[list, list]:
+def _constructor_made(tops: list) -> list:
+    """The off-meta parameters of a meta-built Hugging Face model that its own constructor made off the
+    meta device (DiffLlama's ``torch.normal`` lambdas, XLNet's ``torch.FloatTensor`` weights): no
+    loaded values, to be initialised like the meta ones.
+
+    The rule, per top model holding meta tensors: its class built again under ``torch.device("meta")``
+    from its ``config`` names the parameters its constructor makes off meta; when every off-meta
+    parameter of the model is one of those and none is marked ``_is_hf_initialized``, they are taken
+    as the constructor's, not a user's. Any other off-meta parameter (a partly loaded checkpoint), a
+    mark, or a class that cannot be rebuilt so: all are taken as loaded and left alone.
+    """
+    found = []
+    for top in tops:
+        params = dict(top.named_parameters())
+        off = {n for n, p in params.items() if not p.is_meta}
+        if not off or len(off) == len(params) or any(getattr(params[n], _MARK, False) for n in off):
+            continue
+        try:
+            with torch.device("meta"), warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
+                warnings.simplefilter("ignore")
+                again = type(top)(top.config)
+        except Exception:  # noqa: BLE001, S112 - a model that cannot be rebuilt keeps every off-meta tensor
+            continue
+        made = {n for n, p in again.named_parameters() if not p.is_meta}
+        if off <= made:
+            found.extend(params[n] for n in sorted(off))
+    return found
+
+
+def _marks(tops: list, reinit_loaded: bool, made: set[int]) -> tuple[list, list]:
     """The ``_is_hf_initialized`` marks the model's init must see, read on the model before it is
     materialised: with ``reinit_loaded`` none (every module and tensor to unmark); else a module
     holding a meta tensor loses its mark (the tensor has no values), and when the model is partly on
     meta every tensor holding values is marked, as transformers' loader marks a loaded one, so the
-    guarded init functions leave it alone.
+    guarded init functions leave it alone, except the constructor's own (``made``: their ids, from
+    ``_constructor_made``), which count as meta.
 
     Returns:
         (the modules and tensors to unmark, the off-meta tensors to mark), to apply once materialised.
@@ -147,8 +177,8 @@ def _marks(tops: list, reinit_loaded: bool) -> tuple[list, list]:
     held = [(module, tensor) for top in tops for module, _, tensor in _tensors(top)]
     if reinit_loaded:
         return [m for top in tops for m in top.modules()] + [tensor for _, tensor in held], []
-    meta = [(module, tensor) for module, tensor in held if tensor.is_meta]
-    loaded = [tensor for _, tensor in held if not tensor.is_meta] if meta else []
+    meta = [(module, tensor) for module, tensor in held if tensor.is_meta or id(tensor) in made]
+    loaded = [tensor for _, tensor in held if not tensor.is_meta and id(tensor) not in made] if meta else []
     return [module for module, _ in meta], loaded
 
 
@@ -359,10 +389,11 @@ def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dic
             "or materialise with tinit.materialise_(model, device)"
         )
     target = None if device is None else target_device(device)
-    unmark, mark = _marks(tops, reinit_loaded)
+    made = {id(t) for t in _constructor_made(tops)} if meta is not None else set()
+    unmark, mark = _marks(tops, reinit_loaded, made)
     # Meta parameters start NaN, so one the model's code never writes shows (then takes its
     # constructor's value, or is refused) instead of being returned as uninitialised memory.
-    fresh = [n for n, p in model.named_parameters() if p.is_meta and p.is_floating_point()]
+    fresh = [n for n, p in model.named_parameters() if (p.is_meta or id(p) in made) and p.is_floating_point()]
     nan_buffers = materialise_meta_(model, target) if meta is not None else []
     integral = [n for n in nan_buffers if not model.get_buffer(n).is_floating_point()]
     nan_buffers = [n for n in nan_buffers if n not in set(integral)]
