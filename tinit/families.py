@@ -544,6 +544,61 @@ def _qwen3_next_a_log(module, model, param):
     return _schemes().uniform_spec(0.01, 16.0, map=("log",))
 
 
+def _log_uniform(low: float, high: float) -> Callable:
+    """``A_log = log(U(low, high))`` per value head, as each gated-delta-net family's
+    ``_init_weights`` draws it (``torch.empty(num_v_heads).uniform_(low, high).log_()``)."""
+
+    def value(module, model, param):
+        return _schemes().uniform_spec(low, high, map=("log",))
+
+    return value
+
+
+def _gated_delta_nets(low_by_class: Mapping[str, float]) -> dict:
+    """The ``inits`` of gated-delta-net mixers: ``dt_bias`` 1, ``A_log`` log U(low, 16)."""
+    inits = {}
+    for cls, low in low_by_class.items():
+        inits[(cls, "dt_bias")] = _one
+        inits[(cls, "A_log")] = _log_uniform(low, 16.0)
+    return inits
+
+
+def _refuse(why: str) -> Callable:
+    """A family init that refuses the parameter (a value tinit's plan cannot write), saying why."""
+
+    def value(module, model, param):
+        raise ValueError(f"{why}; initialise it with the model's own code (recipe 'hf') or an override")
+
+    return value
+
+
+_SINUSOIDS = "deterministic sinusoidal positions ({}.create_weight): not a distribution tinit draws"
+
+
+def _xlstm_gate(kind: str) -> Callable:
+    """xLSTMPreTrainedModel._init_weights, ``weight_mode`` "single": every nn.Linear whose name holds
+    "gate" gets weight 0; the input gate's bias -10, the forget gate's ``torch.linspace(3, 6, n)``
+    (float32, as torch computes it: each value its own constant part), the others' bias 0. The
+    "fused" mode's biases are left to the recipe (HF's own fused-bias code does not broadcast)."""
+
+    def value(module, model, param):
+        if kind == "weight":
+            return 0.0
+        if _config_value(model, "weight_mode") != "single":
+            return None
+        if kind == "igate":
+            return -10.0
+        if kind == "fgate":
+            import torch
+
+            values = torch.linspace(3.0, 6.0, param.shape[-1], dtype=torch.float32).tolist()
+            core = _schemes()
+            return core.InitSpec(parts=tuple(core.InitSpec(constant=v) for v in values), split_dim=0)
+        return 0.0
+
+    return value
+
+
 _SSM_BUILT_IN = (
     Family(
         "mamba",
@@ -589,7 +644,68 @@ _SSM_BUILT_IN = (
         },
     ),
 )
-FAMILIES: dict[str, Family] = {family.name: family for family in (*_BUILT_IN, *_SSM_BUILT_IN)}
+# Other families whose own _init_weights writes a value tinit's role rules do not (transformers 5.24).
+_OWN_INITS_BUILT_IN = (
+    Family(
+        "qwen3_5",  # Qwen3_5PreTrainedModel._init_weights and its MoE / Qwen4-Exp / Lara-Mini copies
+        model_types=("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen4_exp", "qwen4_exp_text"),
+        inits=_gated_delta_nets(
+            {"Qwen3_5GatedDeltaNet": 0.01, "Qwen3_5MoeGatedDeltaNet": 0.01, "Qwen4ExpTextGatedDeltaNet": 0.01}
+        ),
+    ),
+    Family("lara_mini", model_types=("lara_mini",), inits=_gated_delta_nets({"LaraMiniGatedDeltaNet": 1.0})),
+    # GraniteSWAPreTrainedModel._init_weights: init.zeros_(module.sinks) (GPT-OSS draws its sinks)
+    Family("granite_swa", model_types=("granite_swa",), inits={("GraniteSWAAttention", "sinks"): _zero}),
+    Family("granitemoe_swa", model_types=("granitemoe_swa",), inits={("GraniteMoeSWAAttention", "sinks"): _zero}),
+    # AfmoePreTrainedModel._init_weights: init.zeros_(module.gate.weight) of AfmoeTokenChoiceRouter
+    Family("afmoe", model_types=("afmoe",), inits={("AfmoeTokenChoiceRouter", "gate.weight"): _zero}),
+    # NemotronPreTrainedModel._init_weights: init.ones_(weight) of NemotronLayerNorm1P, although its
+    # forward scales by weight + 1 (so the initial gain is 2, as HF writes it)
+    Family("nemotron", model_types=("nemotron",), inits={("NemotronLayerNorm1P", "weight"): _one}),
+    Family(
+        "marian",
+        model_types=("marian",),
+        inits={
+            ("MarianSinusoidalPositionalEmbedding", "weight"): _refuse(
+                _SINUSOIDS.format("MarianSinusoidalPositionalEmbedding")
+            )
+        },
+    ),
+    Family(
+        "pegasus",
+        model_types=("pegasus",),
+        inits={
+            ("PegasusSinusoidalPositionalEmbedding", "weight"): _refuse(
+                _SINUSOIDS.format("PegasusSinusoidalPositionalEmbedding")
+            )
+        },
+    ),
+    Family(
+        "roformer",
+        model_types=("roformer",),
+        inits={
+            ("RoFormerSinusoidalPositionalEmbedding", "weight"): _refuse(
+                _SINUSOIDS.format("RoFormerSinusoidalPositionalEmbedding")
+            )
+        },
+    ),
+    Family(
+        "xlstm",
+        model_types=("xlstm",),
+        inits={
+            ("xLSTMLayer", "ogate_preact.weight"): _xlstm_gate("weight"),
+            ("xLSTMLayer", "ogate_preact.bias"): _xlstm_gate("other"),
+            ("xLSTMLayer", "igate_preact.weight"): _xlstm_gate("weight"),
+            ("xLSTMLayer", "igate_preact.bias"): _xlstm_gate("igate"),
+            ("xLSTMLayer", "fgate_preact.weight"): _xlstm_gate("weight"),
+            ("xLSTMLayer", "fgate_preact.bias"): _xlstm_gate("fgate"),
+            ("xLSTMLayer", "ifgate_preact.weight"): _xlstm_gate("weight"),
+            ("xLSTMFeedForward", "proj_up_gate.weight"): _xlstm_gate("weight"),
+            ("xLSTMFeedForward", "proj_up_gate_z.weight"): _xlstm_gate("weight"),
+        },
+    ),
+)
+FAMILIES: dict[str, Family] = {family.name: family for family in (*_BUILT_IN, *_SSM_BUILT_IN, *_OWN_INITS_BUILT_IN)}
 
 
 class Index(NamedTuple):
