@@ -532,8 +532,9 @@ def apply_unclassified(entries: list, policy: str, where: str) -> list:
     """``entries`` under the ``unclassified`` policy: the parameters without a role refused
     (ValueError naming them), left out ("skip"; refused for parameters on the meta device,
     whose memory would stay uninitialised once materialised), or given the role ``policy``. A
-    parameter an override gives a ``value`` is classified by it."""
-    unknown = [e for e in entries if e.role is None and "value" not in e.override]
+    parameter an override gives a ``value`` is classified by it, one whose family gives its own init
+    (``Param.model_spec``: XIELU's ``alpha_p``) by that."""
+    unknown = [e for e in entries if e.role is None and "value" not in e.override and e.model_spec is None]
     if not unknown:
         return entries
     names = ", ".join(e.name for e in unknown[:8]) + (f", ... ({len(unknown)} in all)" if len(unknown) > 8 else "")
