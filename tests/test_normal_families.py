@@ -38,12 +38,16 @@ def _meta(name: str, recipe: str = "normal", seed: int = 0):
 
 
 @functools.cache
-def _eager(name: str) -> dict[str, torch.Tensor]:
+def _eager_model(name: str):
     torch.manual_seed(1)
     with warnings.catch_warnings(), torch.device("cpu"):
         warnings.simplefilter("ignore")
-        model = hf_classes.build(name, _config(name), device="cpu")
-    return {k: p.detach().clone() for k, p in model.named_parameters()}
+        return hf_classes.build(name, _config(name), device="cpu")
+
+
+@functools.cache
+def _eager(name: str) -> dict[str, torch.Tensor]:
+    return {k: p.detach().clone() for k, p in _eager_model(name).named_parameters()}
 
 
 # (class, regex of the parameter names HF writes deterministically and tinit used to get wrong)
@@ -58,6 +62,9 @@ EXACT = [
     ("NemotronForCausalLM", r"layernorm\.(weight|bias)$|^model\.norm\.(weight|bias)$"),
     ("GitForCausalLM", r"visual_projection\.visual_projection\.1\.(weight|bias)$"),
     ("xLSTMForCausalLM", r"[iof]gate_preact\.(weight|bias)$|proj_up_gate\.weight$"),
+    ("Gemma3nForCausalLM", r"altup\.correct_output_scale$"),
+    ("ApertusForCausalLM", r"act_fn\.alpha_[pn]$"),
+    ("Apertus1p5TextForCausalLM", r"act_fn\.alpha_[pn]$"),
 ]
 
 
@@ -133,3 +140,23 @@ def test_sinusoidal_positions_are_refused_naming_them(name, module):
         with pytest.raises(ValueError, match=rf"embed_positions\.weight.*{module}\.create_weight"):
             tinit.init_model_(model, "normal", seed=0, device="cpu")
     assert all(p.is_meta for p in model.parameters())  # refused before anything was written
+
+
+# (class, regex of buffer names tinit could not recompute on meta before): HF's own values, bit for bit
+BUFFERS = [
+    ("Gemma4ForCausalLM", r"layer_scalar$|rotary_emb\..*inv_freq$"),
+    ("Gemma4UnifiedForCausalLM", r"layer_scalar$|rotary_emb\..*inv_freq$"),
+    ("Gemma3nForCausalLM", r"per_layer_projection_scale$|per_layer_input_scale$|router_input_scale$"),
+    ("ApertusForCausalLM", r"act_fn\.(beta|eps)$"),
+]
+
+
+@pytest.mark.parametrize(("name", "pattern"), BUFFERS, ids=[name for name, _ in BUFFERS])
+def test_buffers_are_hf_s(name, pattern):
+    reference = dict(_eager_model(name).named_buffers())
+    chosen = [k for k in reference if re.search(pattern, k)]
+    assert chosen, f"no buffer of {name} matches {pattern}"
+    mine = dict(_meta(name).named_buffers())
+    for key in chosen:
+        assert mine[key].dtype == reference[key].dtype, key
+        assert torch.equal(mine[key], reference[key]), key
