@@ -63,8 +63,6 @@ EXACT = [
     ("GitForCausalLM", r"visual_projection\.visual_projection\.1\.(weight|bias)$"),
     ("xLSTMForCausalLM", r"[iof]gate_preact\.(weight|bias)$|proj_up_gate\.weight$"),
     ("Gemma3nForCausalLM", r"altup\.correct_output_scale$"),
-    ("ApertusForCausalLM", r"act_fn\.alpha_[pn]$"),
-    ("Apertus1p5TextForCausalLM", r"act_fn\.alpha_[pn]$"),
 ]
 
 
@@ -147,7 +145,6 @@ BUFFERS = [
     ("Gemma4ForCausalLM", r"layer_scalar$|rotary_emb\..*inv_freq$"),
     ("Gemma4UnifiedForCausalLM", r"layer_scalar$|rotary_emb\..*inv_freq$"),
     ("Gemma3nForCausalLM", r"per_layer_projection_scale$|per_layer_input_scale$|router_input_scale$"),
-    ("ApertusForCausalLM", r"act_fn\.(beta|eps)$"),
 ]
 
 
@@ -160,3 +157,38 @@ def test_buffers_are_hf_s(name, pattern):
     for key in chosen:
         assert mine[key].dtype == reference[key].dtype, key
         assert torch.equal(mine[key], reference[key]), key
+
+
+class _XieluBuffers(tinit.buffers.BufferRecipe):
+    """A user's recipe for XIELU's ``beta``/``eps`` (tinit leaves them unclaimed: under ``hf`` the
+    model's ``_init_weights`` writes neither them nor ``alpha_p``/``alpha_n``)."""
+
+    name = "test_xielu"
+
+    def claims(self, module):
+        return ("beta", "eps") if type(module).__name__ == "XIELUActivation" else ()
+
+    def values(self, module):
+        return {
+            "beta": torch.tensor(module._beta_scalar, dtype=module.beta.dtype),
+            "eps": torch.tensor(module._eps_scalar, dtype=module.eps.dtype),
+        }
+
+
+@pytest.mark.parametrize("name", ["ApertusForCausalLM", "Apertus1p5TextForCausalLM"])
+def test_xielu_alphas_are_hf_s(name):
+    """XIELUActivation.__init__'s log(expm1(0.8)) and log(expm1(0.8 - beta)), bit for bit."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(tinit.buffers.UninitialisedBufferError, match=r"act_fn\.beta"):
+            tinit.init_model_(hf_classes.build(name, _config(name)), "normal", seed=0, device="cpu")
+    recipe = tinit.buffers.register(_XieluBuffers())
+    try:
+        mine = dict(_meta(name).named_parameters())
+    finally:
+        tinit.buffers.RECIPES.remove(recipe)
+    reference = _eager(name)
+    chosen = [k for k in reference if re.search(r"act_fn\.alpha_[pn]$", k)]
+    assert chosen
+    for key in chosen:
+        assert torch.equal(mine[key].detach(), reference[key]), key

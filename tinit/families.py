@@ -656,14 +656,6 @@ def _config_field(key: str, power: float) -> Callable:
     return value
 
 
-def _attribute(key: str) -> Callable:
-    def value(module):
-        found = getattr(module, key, None)
-        return float(found) if isinstance(found, (int, float)) and not isinstance(found, bool) else None
-
-    return value
-
-
 class _HFPerLayerRotary(buffers.BufferRecipe):
     """Rotary embeddings with one init function per layer type and a per-layer-type config
     (``Gemma4TextRotaryEmbedding``, ``Gemma4UnifiedTextRotaryEmbedding``): ``{t}_inv_freq`` and
@@ -733,14 +725,6 @@ _GEMMA3N_SCALES = buffers.register(
                 "per_layer_input_scale": lambda module: 1 / math.sqrt(2.0),
             },
         },
-    ),
-    first=False,
-)
-# XIELUActivation.__init__: beta = torch.tensor(beta, dtype), eps = torch.tensor(eps, dtype); the
-# module keeps both as floats (_beta_scalar, _eps_scalar).
-_XIELU_BUFFERS = buffers.register(
-    _HFConstantBuffers(
-        "hf_xielu", {"XIELUActivation": {"beta": _attribute("_beta_scalar"), "eps": _attribute("_eps_scalar")}}
     ),
     first=False,
 )
@@ -859,7 +843,6 @@ _OWN_INITS_BUILT_IN = (
         "apertus",
         model_types=("apertus", "apertus1p5", "apertus1p5_text"),
         inits={("XIELUActivation", "alpha_p"): _xielu("alpha_p"), ("XIELUActivation", "alpha_n"): _xielu("alpha_n")},
-        buffers=(_XIELU_BUFFERS,),
     ),
     Family(
         "xlstm",
