@@ -360,6 +360,8 @@ def _entry(walk: _Walk, module, base: str, leaf: str, param, names: list[str], p
     role, stack = found
     if role in ("residual_gate", "attn_sink") and param.dim() > 1:
         role = None
+    if leaf == "weight" and role != "norm" and isinstance(module, _NORM_TYPES):
+        role = "norm"  # torch's own norm layer whatever its name (Git's nn.Sequential(Linear, LayerNorm))
     parent = child = None
     if role is None:
         parent, child = _parent(walk, parsed[2])
@@ -378,6 +380,11 @@ def _entry(walk: _Walk, module, base: str, leaf: str, param, names: list[str], p
             entry.model_spec = _model_spec(walk, module, parent, child, leaf, entry.role, param)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"parameter {full}: {exc}") from None
+        spec = entry.model_spec
+        if entry.offset_gain and spec is not None and spec.constant is not None and spec.parts is None:
+            # A family init gives the stored weight w; a recipe's norm constant is the gain 1 + w
+            # (init_model_ writes gain - 1): NemotronLayerNorm1P's w = 1 is gain 2.
+            entry.model_spec = schemes.InitSpec(constant=spec.constant + 1.0)
     if leaf == "weight" and isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
         entry.padding_idx = module.padding_idx  # nn.Embedding keeps it in [0, num_embeddings)
     return entry
@@ -525,8 +532,9 @@ def apply_unclassified(entries: list, policy: str, where: str) -> list:
     """``entries`` under the ``unclassified`` policy: the parameters without a role refused
     (ValueError naming them), left out ("skip"; refused for parameters on the meta device,
     whose memory would stay uninitialised once materialised), or given the role ``policy``. A
-    parameter an override gives a ``value`` is classified by it."""
-    unknown = [e for e in entries if e.role is None and "value" not in e.override]
+    parameter an override gives a ``value`` is classified by it, one whose family gives its own init
+    (``Param.model_spec``: XIELU's ``alpha_p``) by that."""
+    unknown = [e for e in entries if e.role is None and "value" not in e.override and e.model_spec is None]
     if not unknown:
         return entries
     names = ", ".join(e.name for e in unknown[:8]) + (f", ... ({len(unknown)} in all)" if len(unknown) > 8 else "")

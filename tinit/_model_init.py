@@ -502,6 +502,8 @@ class _Specs:
         override = entry.override
         if "value" in override:  # the user's constant, whatever the scheme
             return schemes.InitSpec(constant=override["value"])
+        if entry.role is None and entry.model_spec is not None:  # no role rule: the family's own init
+            return entry.model_spec
         if entry.tied_roles and "role" not in override:
             self._tied(entry)
         spec = self._drawn(entry)

@@ -544,6 +544,192 @@ def _qwen3_next_a_log(module, model, param):
     return _schemes().uniform_spec(0.01, 16.0, map=("log",))
 
 
+def _log_uniform(low: float, high: float) -> Callable:
+    """``A_log = log(U(low, high))`` per value head, as each gated-delta-net family's
+    ``_init_weights`` draws it (``torch.empty(num_v_heads).uniform_(low, high).log_()``)."""
+
+    def value(module, model, param):
+        return _schemes().uniform_spec(low, high, map=("log",))
+
+    return value
+
+
+def _gated_delta_nets(low_by_class: Mapping[str, float]) -> dict:
+    """The ``inits`` of gated-delta-net mixers: ``dt_bias`` 1, ``A_log`` log U(low, 16)."""
+    inits = {}
+    for cls, low in low_by_class.items():
+        inits[(cls, "dt_bias")] = _one
+        inits[(cls, "A_log")] = _log_uniform(low, 16.0)
+    return inits
+
+
+def _refuse(why: str) -> Callable:
+    """A family init that refuses the parameter (a value tinit's plan cannot write), saying why."""
+
+    def value(module, model, param):
+        raise ValueError(f"{why}; initialise it with the model's own code (recipe 'hf') or an override")
+
+    return value
+
+
+_SINUSOIDS = "deterministic sinusoidal positions ({}.create_weight): not a distribution tinit draws"
+
+
+def _xlstm_gate(kind: str) -> Callable:
+    """xLSTMPreTrainedModel._init_weights, ``weight_mode`` "single": every nn.Linear whose name holds
+    "gate" gets weight 0; the input gate's bias -10, the forget gate's ``torch.linspace(3, 6, n)``
+    (float32, as torch computes it: each value its own constant part), the others' bias 0. The
+    "fused" mode's biases are left to the recipe (HF's own fused-bias code does not broadcast)."""
+
+    def value(module, model, param):
+        if kind == "weight":
+            return 0.0
+        if _config_value(model, "weight_mode") != "single":
+            return None
+        if kind == "igate":
+            return -10.0
+        if kind == "fgate":
+            import torch
+
+            values = torch.linspace(3.0, 6.0, param.shape[-1], dtype=torch.float32).tolist()
+            core = _schemes()
+            return core.InitSpec(parts=tuple(core.InitSpec(constant=v) for v in values), split_dim=0)
+        return 0.0
+
+    return value
+
+
+def _xielu(which: str) -> Callable:
+    """``XIELUActivation.__init__`` (transformers ``activations.py``; its ``_init_weights`` leaves it):
+    alpha_p = log(expm1(alpha_p_init)), alpha_n = log(expm1(alpha_n_init - beta)), computed in the
+    parameter's dtype as the module does, with Apertus's defaults alpha_p_init = alpha_n_init = 0.8
+    and the module's own beta (``_beta_scalar``, 0.5)."""
+
+    def value(module, model, param):
+        import torch
+
+        beta = getattr(module, "_beta_scalar", None)
+        if not isinstance(beta, float):
+            return None
+        start = 0.8 if which == "alpha_p" else 0.8 - beta
+        return float(torch.log(torch.expm1(torch.tensor(start, dtype=param.dtype))))
+
+    return value
+
+
+class _HFConstantBuffers(buffers.BufferRecipe):
+    """Buffers of transformers modules that hold one constant each, the module's own value.
+
+    ``constants``: {module class name: {buffer leaf: value(module) -> float}}; each claimed
+    buffer is filled with the value rounded once to its dtype (``torch.full``), as the module's
+    ``nn.Buffer(torch.tensor(value, dtype=...))`` and ``init.constant_`` do.
+    """
+
+    def __init__(self, name: str, constants: Mapping[str, Mapping[str, Callable]]):
+        self.name = name
+        self.constants = constants
+
+    def claims(self, module):
+        kind = type(module)
+        own = self.constants.get(kind.__name__) if kind.__module__.startswith("transformers.") else None
+        if not own:
+            return ()
+        found = tuple(leaf for leaf in own if module._buffers.get(leaf) is not None)
+        return found if all(own[leaf](module) is not None for leaf in found) else ()
+
+    def values(self, module):
+        import torch
+
+        own = self.constants[type(module).__name__]
+        found = {leaf: module._buffers[leaf] for leaf in own if module._buffers.get(leaf) is not None}
+        return {leaf: torch.full(b.shape, own[leaf](module), dtype=b.dtype) for leaf, b in found.items()}
+
+
+def _config_field(key: str, power: float) -> Callable:
+    """``module.config.<key> ** power`` (None when the module has no such positive number)."""
+
+    def value(module):
+        found = getattr(getattr(module, "config", None), key, None)
+        ok = isinstance(found, (int, float)) and not isinstance(found, bool) and found > 0
+        return float(found) ** power if ok else None
+
+    return value
+
+
+class _HFPerLayerRotary(buffers.BufferRecipe):
+    """Rotary embeddings with one init function per layer type and a per-layer-type config
+    (``Gemma4TextRotaryEmbedding``, ``Gemma4UnifiedTextRotaryEmbedding``): ``{t}_inv_freq`` and
+    ``{t}_original_inv_freq`` = ``module.rope_init_fns[t](config.per_layer_config[t], layer_type=t)[0]``,
+    as ``Gemma4PreTrainedModel._init_weights`` computes them (the global config's ``head_dim`` is
+    ambiguous there). Put first in ``tinit.buffers.RECIPES``: it claims only such modules."""
+
+    name = "hf_per_layer_rotary"
+
+    @staticmethod
+    def _plan(module):
+        functions = getattr(module, "rope_init_fns", None)
+        per_layer = getattr(getattr(module, "config", None), "per_layer_config", None)
+        if (
+            not isinstance(functions, dict)
+            or per_layer is None
+            or not type(module).__module__.startswith("transformers.")
+        ):
+            return None
+        return functions, per_layer
+
+    def claims(self, module):
+        found = self._plan(module)
+        if found is None:
+            return ()
+        names = []
+        for layer_type, function in found[0].items():
+            pair = (f"{layer_type}_inv_freq", f"{layer_type}_original_inv_freq")
+            if not callable(function) or any(module._buffers.get(name) is None for name in pair):
+                return ()
+            names.extend(pair)
+        return tuple(names)
+
+    def values(self, module):
+        functions, per_layer = self._plan(module)
+        out = {}
+        for layer_type, function in functions.items():
+            inv_freq = function(per_layer[layer_type], layer_type=layer_type)[0]
+            out[f"{layer_type}_inv_freq"] = inv_freq
+            out[f"{layer_type}_original_inv_freq"] = inv_freq.clone()
+        return out
+
+
+_PER_LAYER_ROTARY = buffers.register(_HFPerLayerRotary(), first=True)
+# Appended to tinit.buffers.RECIPES (first=False): they claim only buffers no other recipe recomputes.
+# Gemma-4's per-layer ``layer_scalar``: Gemma4TextDecoderLayer.__init__'s nn.Buffer(torch.ones(1)),
+# set again by Gemma4PreTrainedModel._init_weights (init.ones_; Gemma4Unified's the same).
+_LAYER_SCALAR = buffers.register(
+    _HFConstantBuffers(
+        "hf_gemma4_layer_scalar",
+        {
+            cls: {"layer_scalar": lambda module: 1.0}
+            for cls in ("Gemma4TextDecoderLayer", "Gemma4UnifiedTextDecoderLayer")
+        },
+    ),
+    first=False,
+)
+# Gemma3nPreTrainedModel._init_weights: router_input_scale = hidden_size^-1 (Gemma3nTextAltUp),
+# per_layer_projection_scale = hidden_size^-0.5 and per_layer_input_scale = 1 / sqrt(2) (Gemma3nTextModel).
+_GEMMA3N_SCALES = buffers.register(
+    _HFConstantBuffers(
+        "hf_gemma3n_scales",
+        {
+            "Gemma3nTextAltUp": {"router_input_scale": _config_field("hidden_size", -1.0)},
+            "Gemma3nTextModel": {
+                "per_layer_projection_scale": _config_field("hidden_size", -0.5),
+                "per_layer_input_scale": lambda module: 1 / math.sqrt(2.0),
+            },
+        },
+    ),
+    first=False,
+)
+
+
 _SSM_BUILT_IN = (
     Family(
         "mamba",
@@ -589,7 +775,92 @@ _SSM_BUILT_IN = (
         },
     ),
 )
-FAMILIES: dict[str, Family] = {family.name: family for family in (*_BUILT_IN, *_SSM_BUILT_IN)}
+# Other families whose own _init_weights writes a value tinit's role rules do not (transformers 5.24).
+_OWN_INITS_BUILT_IN = (
+    Family(
+        "qwen3_5",  # Qwen3_5PreTrainedModel._init_weights and its MoE / Qwen4-Exp / Lara-Mini copies
+        model_types=("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen4_exp", "qwen4_exp_text"),
+        inits=_gated_delta_nets(
+            {"Qwen3_5GatedDeltaNet": 0.01, "Qwen3_5MoeGatedDeltaNet": 0.01, "Qwen4ExpTextGatedDeltaNet": 0.01}
+        ),
+    ),
+    Family("lara_mini", model_types=("lara_mini",), inits=_gated_delta_nets({"LaraMiniGatedDeltaNet": 1.0})),
+    # GraniteSWAPreTrainedModel._init_weights: init.zeros_(module.sinks) (GPT-OSS draws its sinks)
+    Family("granite_swa", model_types=("granite_swa",), inits={("GraniteSWAAttention", "sinks"): _zero}),
+    Family("granitemoe_swa", model_types=("granitemoe_swa",), inits={("GraniteMoeSWAAttention", "sinks"): _zero}),
+    # AfmoePreTrainedModel._init_weights: init.zeros_(module.gate.weight) of AfmoeTokenChoiceRouter
+    Family("afmoe", model_types=("afmoe",), inits={("AfmoeTokenChoiceRouter", "gate.weight"): _zero}),
+    # NemotronPreTrainedModel._init_weights: init.ones_(weight) of NemotronLayerNorm1P, although its
+    # forward scales by weight + 1 (so the initial gain is 2, as HF writes it)
+    Family("nemotron", model_types=("nemotron",), inits={("NemotronLayerNorm1P", "weight"): _one}),
+    Family(
+        "marian",
+        model_types=("marian",),
+        inits={
+            ("MarianSinusoidalPositionalEmbedding", "weight"): _refuse(
+                _SINUSOIDS.format("MarianSinusoidalPositionalEmbedding")
+            )
+        },
+    ),
+    Family(
+        "pegasus",
+        model_types=("pegasus",),
+        inits={
+            ("PegasusSinusoidalPositionalEmbedding", "weight"): _refuse(
+                _SINUSOIDS.format("PegasusSinusoidalPositionalEmbedding")
+            )
+        },
+    ),
+    Family(
+        "roformer",
+        model_types=("roformer",),
+        inits={
+            ("RoFormerSinusoidalPositionalEmbedding", "weight"): _refuse(
+                _SINUSOIDS.format("RoFormerSinusoidalPositionalEmbedding")
+            )
+        },
+    ),
+    Family(
+        "gemma4",
+        model_types=(
+            "gemma4",
+            "gemma4_text",
+            "gemma4_assistant",
+            "gemma4_unified",
+            "gemma4_unified_text",
+            "gemma4_unified_assistant",
+        ),
+        buffers=(_PER_LAYER_ROTARY, _LAYER_SCALAR),
+    ),
+    # Gemma3nPreTrainedModel._init_weights: init.zeros_(module.correct_output_scale) of Gemma3nTextAltUp
+    Family(
+        "gemma3n",
+        model_types=("gemma3n", "gemma3n_text"),
+        inits={("Gemma3nTextAltUp", "correct_output_scale"): _zero},
+        buffers=(_GEMMA3N_SCALES,),
+    ),
+    Family(
+        "apertus",
+        model_types=("apertus", "apertus1p5", "apertus1p5_text"),
+        inits={("XIELUActivation", "alpha_p"): _xielu("alpha_p"), ("XIELUActivation", "alpha_n"): _xielu("alpha_n")},
+    ),
+    Family(
+        "xlstm",
+        model_types=("xlstm",),
+        inits={
+            ("xLSTMLayer", "ogate_preact.weight"): _xlstm_gate("weight"),
+            ("xLSTMLayer", "ogate_preact.bias"): _xlstm_gate("other"),
+            ("xLSTMLayer", "igate_preact.weight"): _xlstm_gate("weight"),
+            ("xLSTMLayer", "igate_preact.bias"): _xlstm_gate("igate"),
+            ("xLSTMLayer", "fgate_preact.weight"): _xlstm_gate("weight"),
+            ("xLSTMLayer", "fgate_preact.bias"): _xlstm_gate("fgate"),
+            ("xLSTMLayer", "ifgate_preact.weight"): _xlstm_gate("weight"),
+            ("xLSTMFeedForward", "proj_up_gate.weight"): _xlstm_gate("weight"),
+            ("xLSTMFeedForward", "proj_up_gate_z.weight"): _xlstm_gate("weight"),
+        },
+    ),
+)
+FAMILIES: dict[str, Family] = {family.name: family for family in (*_BUILT_IN, *_SSM_BUILT_IN, *_OWN_INITS_BUILT_IN)}
 
 
 class Index(NamedTuple):

@@ -31,7 +31,9 @@ class Normal(Scheme):
     code draws a matrix otherwise and a ``tinit.families.Family`` says so
     (``Context.model_spec``: HF Mamba's and Mamba-2's kaiming-uniform
     ``conv1d`` and ``out_proj``, Nemotron-H's ``out_proj``, Mamba's
-    ``dt_proj``), that draw. Needs no role for the formula (every matrix
+    ``dt_proj``), that draw; and its constants where they are not the role's
+    (GraniteSWA's zero ``sinks``, Afmoe's zero router, NemotronLayerNorm1P's
+    weight 1, xLSTM's gate pre-activations). Needs no role for the formula (every matrix
     alike), but ``init_model_`` refuses a parameter nothing classifies
     unless told what to do with it (``unclassified=``).
 
