@@ -192,3 +192,24 @@ def test_xielu_alphas_are_hf_s(name):
     assert chosen
     for key in chosen:
         assert torch.equal(mine[key].detach(), reference[key]), key
+
+
+@pytest.mark.parametrize(
+    ("name", "first"),
+    [("DiffLlamaForCausalLM", r"self_attn\.lambda_q1"), ("XLNetLMHeadModel", r"transformer\.mask_emb")],
+)
+def test_parameters_a_meta_build_makes_off_meta_are_not_taken_as_loaded(name, first):
+    """DiffLlama's ``torch.normal`` lambdas and XLNet's ``torch.FloatTensor`` weights are made off the meta
+    device by the constructor of a meta build: ``normal`` selects them like the meta ones (it has no
+    rule for them, so it refuses them by name, before writing), instead of leaving them as loaded."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = hf_classes.build(name, _config(name))
+        off = {n: p.detach().clone() for n, p in model.named_parameters() if not p.is_meta}
+        assert off  # the constructor made them off meta
+        with pytest.raises(ValueError, match=rf"match no role rule.*{first}"):
+            tinit.init_model_(model, "normal", seed=0, device="cpu")
+    params = dict(model.named_parameters())
+    for n, before in off.items():
+        # bit patterns: XLNet's torch.FloatTensor memory may hold NaNs
+        assert torch.equal(params[n].detach().view(torch.int32), before.view(torch.int32)), n

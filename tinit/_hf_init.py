@@ -51,7 +51,7 @@ def _pretrained_model_type():
     return getattr(sys.modules.get(_HF_MODULE), "PreTrainedModel", None)
 
 
-def _tops(model: torch.nn.Module) -> list:
+def hf_tops(model: torch.nn.Module) -> list:
     """The topmost ``PreTrainedModel`` modules of ``model`` (itself, or those below a wrapper or a
     container), each once, in ``children()`` order."""
     kind = _pretrained_model_type()
@@ -134,7 +134,7 @@ def _named_tensors(model: torch.nn.Module):
     yield from model.named_buffers()
 
 
-def _constructor_made(tops: list) -> list:
+def constructor_made(tops: list) -> list:
     """The off-meta parameters of a meta-built Hugging Face model that its own constructor made off the
     meta device (DiffLlama's ``torch.normal`` lambdas, XLNet's ``torch.FloatTensor`` weights): no
     loaded values, to be initialised like the meta ones.
@@ -380,7 +380,7 @@ def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dic
     if not isinstance(reinit_loaded, bool):
         raise TypeError(f"init_model_: reinit_loaded must be True or False, got {type(reinit_loaded).__name__}")
     _refused(others)
-    tops = _tops(model)
+    tops = hf_tops(model)
     _checked_model(model, tops)
     meta = next((n for n, t in _named_tensors(model) if t.is_meta), None)
     if meta is not None and device is None:
@@ -389,7 +389,7 @@ def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dic
             "or materialise with tinit.materialise_(model, device)"
         )
     target = None if device is None else target_device(device)
-    made = {id(t) for t in _constructor_made(tops)} if meta is not None else set()
+    made = {id(t) for t in constructor_made(tops)} if meta is not None else set()
     unmark, mark = _marks(tops, reinit_loaded, made)
     # Meta parameters start NaN, so one the model's code never writes shows (then takes its
     # constructor's value, or is refused) instead of being returned as uninitialised memory.

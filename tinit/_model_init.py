@@ -441,7 +441,7 @@ def _placement(model, entries: list, args: _Args) -> tuple[str | None, torch.dev
     return meta, device
 
 
-def _select(entries: list, args: _Args, meta: str | None) -> list:
+def _select(model, entries: list, args: _Args, meta: str | None) -> list:
     """Phase 4: the parameters to write. ``only=`` decides when given; otherwise every parameter of
     a model with none on meta, or with ``reinit_loaded``, and only the meta ones of a partly
     loaded model (a loaded weight is never overwritten unless asked for). Then the
@@ -457,7 +457,13 @@ def _select(entries: list, args: _Args, meta: str | None) -> list:
                 stacklevel=3,
             )
     elif meta is not None and not args.reinit_loaded:
-        selected = [e for e in entries if e.param.is_meta]
+        # parameters a meta build's own constructor made off meta (DiffLlama's torch.normal lambdas)
+        # hold no loaded values: written like the meta ones, by the rule of tinit._hf_init's
+        # constructor_made (anything else off meta stays as loaded)
+        from tinit._hf_init import constructor_made, hf_tops
+
+        made = {id(p) for p in constructor_made(hf_tops(model))}
+        selected = [e for e in entries if e.param.is_meta or id(e.param) in made]
     else:
         selected = entries
     return apply_unclassified(selected, args.policy, "init_model_")
@@ -865,7 +871,7 @@ def init_model_(
     # checked, and its specs chosen, before it is allocated.
     towers = depths(entries, args.n_layers)  # L per tower; gives every entry its tower
     d_model = args.d_model if args.d_model is not None else infer_d_model(model, entries)
-    selected = _select(entries, args, meta)
+    selected = _select(model, entries, args, meta)
     _check_gates(selected, entries, args)
     specs = _Specs(model, args, geometry, towers, d_model)
     _warn_unplaced_blocks(entries, geometry, specs, args.scheme_name)
