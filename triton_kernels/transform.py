@@ -33,7 +33,8 @@ _MODES = tuple(int(mode) for mode in Mode)
 # The fp32 fields of TruncNormalParams<float> the kernels take, by name and in
 # the record's order (mode is the MODE constexpr; sign only gives flip; split
 # is a uint32).
-FLOAT_FIELDS = tuple(name for name in TruncNormalParams._fields if name not in ("mode", "sign", "split"))
+# (a NamedTuple's annotations are its fields, in order)
+FLOAT_FIELDS = tuple(name for name in TruncNormalParams.__annotations__ if name not in ("mode", "sign", "split"))
 # tinit::TruncNormalParams<float> less mode and sign, in its order: flip and split as int32 bits,
 # then FLOAT_FIELDS as fp32.
 KernelParams = namedtuple("KernelParams", ("flip", "split", *FLOAT_FIELDS))
