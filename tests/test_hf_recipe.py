@@ -483,3 +483,77 @@ def test_off_meta_parameters_beside_a_loaded_one_are_left_as_loaded():
     tinit.init_model_(model, "hf", seed=0, device="cpu")
     after = dict(model.named_parameters())
     assert all(torch.equal(v.nan_to_num(), after[n].detach().nan_to_num()) for n, v in before.items())
+
+
+def _writer_model(write):
+    """A meta-built PreTrainedModel with one Linear(8, 6, bias=False) whose ``_init_weights`` is ``write``."""
+
+    class Model(transformers.PreTrainedModel):
+        config_class = transformers.PretrainedConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.proj = torch.nn.Linear(8, 6, bias=False)
+            self.post_init()
+
+        def _init_weights(self, module):
+            if isinstance(module, torch.nn.Linear):
+                write(module.weight)
+
+    with torch.device("meta"):
+        return Model(transformers.PretrainedConfig())
+
+
+def _fill_numpy(weight):
+    weight.detach().numpy()[...] = 0.25
+
+
+def _fill_data_swap(weight):
+    weight.data = torch.full((6, 8), 0.25)
+
+
+def _fill_transposed(weight):
+    weight.data.t().fill_(0.25)
+
+
+def _fill_in_two_halves(weight):
+    weight.data[:3].fill_(0.25)
+    weight.data[3:].fill_(0.25)
+
+
+@pytest.mark.parametrize("write", [_fill_numpy, _fill_data_swap, _fill_transposed, _fill_in_two_halves])
+def test_a_write_by_any_path_counts_as_written(write):
+    """The dispatcher-level write tracking (no NaN pre-fill of every parameter) sees a whole write by a
+    transposed ``.data`` view and by two partial writes; a write it cannot see (through ``.numpy()``, a
+    ``.data`` swap) by the parameter's sentinels or storage. Oracle: the value the model's code wrote."""
+    model = _writer_model(write)
+    tinit.init_model_(model, "hf", seed=0, device="cpu")
+    assert torch.equal(model.proj.weight.detach(), torch.full((6, 8), 0.25))
+
+
+def test_a_partial_write_is_refused_where_it_leaves_elements_unwritten():
+    """``_init_weights`` writing one row only: the other rows would be uninitialised memory, so the
+    parameter is refused by name (its constructor's value is random: no deterministic fallback)."""
+    model = _writer_model(lambda w: w.data[2].zero_())
+    with pytest.raises(ValueError, match=r"proj\.weight"):
+        tinit.init_model_(model, "hf", seed=0, device="cpu")
+
+
+def test_a_partial_write_after_a_whole_one_is_kept():
+    """The padding-row pattern: a whole draw then one row zeroed. Oracle: the same model whose init makes
+    only the draw (the values are a function of the seed and the name): equal outside the zeroed row."""
+
+    def draw(w):
+        torch.nn.init.normal_(w, std=0.5)
+
+    def draw_then_zero(w):
+        draw(w)
+        w.data[2].zero_()
+
+    model, plain = _writer_model(draw_then_zero), _writer_model(draw)
+    tinit.init_model_(model, "hf", seed=3, device="cpu")
+    tinit.init_model_(plain, "hf", seed=3, device="cpu")
+    weight, expected = model.proj.weight.detach(), plain.proj.weight.detach().clone()
+    expected[2] = 0
+    assert torch.equal(weight, expected)
+    assert 0.3 < float(torch.cat([weight[:2], weight[3:]]).std()) < 0.7

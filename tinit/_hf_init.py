@@ -29,17 +29,17 @@ tensor of a module being initialised, as in transformers' own ``from_pretrained`
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import sys
 import warnings
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tinit._model_init import materialise_meta_, target_device
 from tinit._patch import patch_torch_init
 from tinit._plan import check_seed
-from tinit.buffers import UninitialisedBufferError
+from tinit.buffers import UninitialisedBufferError, constructor_args, rebuilt
 from tinit.params import SUPPORTED_DTYPES, DtypeError
 
 _MARK = "_is_hf_initialized"  # transformers' flag: a module or tensor its init must leave alone
@@ -210,6 +210,103 @@ def _hidden_ties(tops: list):
             module._parameters[leaf] = shared
 
 
+class _Writes(TorchDispatchMode):
+    """Which of the fresh parameters the model's init writes, seen at the dispatcher.
+
+    A NaN pre-fill and an ``isnan`` pass over every parameter would show the same, at two full
+    passes over the model's memory (on a 1 B-parameter Llama, more than the init itself). Instead
+    every aten op with a written argument (``Tensor(a!)`` in its schema: ``normal_``, ``fill_``,
+    ``copy_``, tinit's own ``tinit::trunc_normal_``, ``out=`` variants), on the parameter or on any
+    view or ``.data`` alias of its storage, is looked at before it runs:
+
+    - a write over the parameter's whole storage range (a dense view covering it) marks it written;
+    - a write over part of it (``weight.data[padding_idx].zero_()``) before any whole write first
+      fills the parameter with NaN, so what the partial write leaves shows afterwards
+      (``to_check``), as a full NaN pre-fill would have shown it.
+
+    Writes the dispatcher does not see (``param.data = t``, a write through ``.numpy()``) are caught
+    by the storage's address changing or by two NaN sentinels, the first and last element, being
+    overwritten. ``unwritten`` then names the parameters to give their constructor's value or refuse,
+    filled with NaN whole so ``_from_constructors`` writes every element.
+    """
+
+    def __init__(self, params: dict):
+        super().__init__()
+        self._params = params
+        self._where = {}  # storage address -> [(name, first element, element count)]
+        self._address = {}
+        for name, param in params.items():
+            address = param.untyped_storage().data_ptr()
+            self._address[name] = address
+            span = (param.storage_offset(), param.numel())
+            self._where.setdefault(address, []).append((name, *span))
+            with torch.no_grad():
+                flat = param.detach().view(-1)
+                if flat.numel():
+                    flat[0] = math.nan
+                    flat[-1] = math.nan
+        self._whole: set[str] = set()
+        self._partial: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for i, spec in enumerate(func._schema.arguments):
+            if spec.alias_info is None or not spec.alias_info.is_write:
+                continue
+            value = kwargs.get(spec.name) if spec.kwarg_only or i >= len(args) else args[i]
+            for tensor in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(tensor, torch.Tensor):
+                    self._seen(tensor)
+        return func(*args, **kwargs)
+
+    def _seen(self, tensor: torch.Tensor) -> None:
+        if tensor.is_meta:  # a hidden tie's placeholder (``_hidden_ties``): no storage
+            return
+        held = self._where.get(tensor.untyped_storage().data_ptr())
+        if not held:
+            return
+        start, count = tensor.storage_offset(), tensor.numel()
+        end = (
+            start + 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+            if count
+            else start
+        )
+        # torch refuses in-place writes into internally overlapping views, so a written view is dense
+        # exactly when its elements span as many storage slots as it has elements
+        dense = end - start == count
+        for name, first, n in held:
+            if name in self._whole or end <= first or start >= first + n:  # written already, or not touched
+                continue
+            if dense and start <= first and start + count >= first + n:
+                self._whole.add(name)
+            elif name not in self._partial:
+                self._partial.add(name)
+                self._params[name].detach().fill_(math.nan)  # inside the mode's own dispatch: not seen
+
+    def _untracked(self, name: str) -> bool:
+        param = self._params[name]
+        if param.untyped_storage().data_ptr() != self._address[name] or not param.numel():
+            return True
+        flat = param.detach().view(-1)
+        return not (bool(torch.isnan(flat[0])) or bool(torch.isnan(flat[-1])))
+
+    def unwritten(self) -> list[str]:
+        """The parameters no write reached, each filled with NaN (call once the model's init ran)."""
+        if not hasattr(self, "_unwritten"):
+            self._unwritten = [
+                n for n in self._params if n not in self._whole and n not in self._partial and not self._untracked(n)
+            ]
+            with torch.no_grad():
+                for name in self._unwritten:
+                    self._params[name].detach().fill_(math.nan)
+        return self._unwritten
+
+    def to_check(self) -> list[str]:
+        """The parameters that may hold NaN left by the model's code: written in part, or not at all."""
+        partial = [n for n in self._params if n in self._partial and n not in self._whole]
+        return partial + [n for n in self.unwritten() if n not in self._partial]
+
+
 def _check_written(model: torch.nn.Module, names: list[str], integral: bool = False) -> None:
     """UninitialisedBufferError naming the NaN-filled buffers the model's init left (partly) NaN
     (``integral``: the integral buffers of ``names``, none rebuilt)."""
@@ -234,7 +331,8 @@ def _replay_constructors(model: torch.nn.Module, names: list[str]) -> None:
     """Inside the patch: the values a constructor draws that the model's ``_init_weights`` does not
     write again, for the module types whose constructor is known. transformers' ``Conv1D.__init__``
     (``pytorch_utils``): ``weight`` ``normal_(std=0.02)``, ``bias`` zeros; OpenAI GPT's
-    ``_init_weights`` leaves both to it. Only tensors still NaN (never written) are filled."""
+    ``_init_weights`` leaves both to it. ``names``: the parameters the model's code never wrote
+    (``_Writes.unwritten``)."""
     conv1d = _conv1d_type()
     if conv1d is None:
         return
@@ -242,7 +340,7 @@ def _replay_constructors(model: torch.nn.Module, names: list[str]) -> None:
         owner, _, leaf = name.rpartition(".")
         module = model.get_submodule(owner)
         tensor = model.get_parameter(name)
-        if type(module) is not conv1d or not bool(torch.isnan(tensor).all()):
+        if type(module) is not conv1d:
             continue
         if leaf == "weight":
             torch.nn.init.normal_(tensor, std=0.02)
@@ -250,51 +348,12 @@ def _replay_constructors(model: torch.nn.Module, names: list[str]) -> None:
             torch.nn.init.zeros_(tensor)
 
 
-def _owner_config(model: torch.nn.Module, owner: str, module: torch.nn.Module):
-    """The config ``module`` was built from: its own ``config``, else its nearest Hugging Face model's."""
-    if getattr(module, "config", None) is not None:
-        return module.config
-    kind, found, path = _pretrained_model_type(), None, ""
-    for part in [""] + owner.split("."):
-        path = part if not path else f"{path}.{part}" if part else path
-        sub = model.get_submodule(path)
-        if kind is not None and isinstance(sub, kind):
-            found = sub.config
-    return found
-
-
-def _constructor_args(model: torch.nn.Module, owner: str, module: torch.nn.Module, dtype=None) -> dict | None:
-    """The arguments to build ``module`` again: ``config`` (``_owner_config``), and each other
-    argument of its ``__init__`` the module holds under the same name (Conv1D's ``nf``/``nx``), else
-    its default (``dtype``: the dtype of the tensors to rebuild, when given). None when one can be read
-    neither way."""
-    try:
-        signature = inspect.signature(type(module).__init__)
-    except (TypeError, ValueError):
-        return None
-    args = {}
-    for i, (arg, spec) in enumerate(signature.parameters.items()):
-        if i == 0 or spec.kind in (spec.VAR_POSITIONAL, spec.VAR_KEYWORD):
-            continue
-        if arg == "config":
-            args[arg] = _owner_config(model, owner, module)
-            if args[arg] is None:
-                return None
-        elif arg in module.__dict__ and not isinstance(module.__dict__[arg], torch.Tensor):
-            args[arg] = module.__dict__[arg]
-        elif arg == "dtype" and dtype is not None:  # XIELU(dtype=config.dtype): the dtype its tensors have
-            args[arg] = dtype
-        elif spec.default is inspect.Parameter.empty:
-            return None
-    return args
-
-
 def _from_constructors(model: torch.nn.Module, names: list[str]) -> list[str]:
     """Give each tensor the model's code left NaN (never written: a constructor's value, such as
     Data2Vec's or Reformer's ``lm_head.bias = nn.Parameter(torch.zeros(n))``, or a buffer the model's
     ``__init__`` computes) the value its owning module's own constructor gives, where that value is
-    deterministic: the module built again on the CPU from its arguments (``_constructor_args``) under
-    two torch seeds (``torch.random.fork_rng``: the caller's RNG untouched), the tensor taken when both
+    deterministic: the module built again on the CPU from its arguments (``tinit.buffers.constructor_args``)
+    under two torch seeds (``tinit.buffers.rebuilt``), the tensor taken when both
     builds agree. Whole Hugging Face models are not rebuilt. Only the NaN entries are written.
 
     Returns:
@@ -310,17 +369,8 @@ def _from_constructors(model: torch.nn.Module, names: list[str]) -> list[str]:
         first = module._parameters.get(leaf0, module._buffers.get(leaf0))
         dtype = first.dtype if first.is_floating_point() else None
         whole = kind is not None and isinstance(module, kind)  # a whole model is not rebuilt
-        args = None if whole else _constructor_args(model, owner, module, dtype)
-        builds = []
-        if args is not None:
-            try:
-                for seed in (1, 2):
-                    with torch.random.fork_rng(devices=[]), torch.device("cpu"), warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        torch.manual_seed(seed)
-                        builds.append(type(module)(**args))
-            except Exception:  # noqa: BLE001 - a module that cannot be rebuilt is refused below
-                builds = []
+        args = None if whole else constructor_args(model, owner, module, dtype)
+        builds = (None if args is None else rebuilt(module, args)) or []
         for name in group:
             leaf = name.rpartition(".")[2]
             target = module._parameters.get(leaf)
@@ -399,9 +449,7 @@ def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dic
     nan_buffers = [n for n in nan_buffers if n not in set(integral)]
     if integral:  # not NaN-checkable (DeepseekV4's tid2eid): the constructor's value, before the model's init
         _check_written(model, _from_constructors(model, integral), integral=True)
-    with torch.no_grad():
-        for name in fresh:
-            model.get_parameter(name).fill_(math.nan)
+    writes = _Writes({name: model.get_parameter(name) for name in fresh})
     for holder in unmark:
         holder.__dict__.pop(_MARK, None)
     marked = [tensor for tensor in mark if not getattr(tensor, _MARK, False)]
@@ -418,13 +466,14 @@ def init_hf_(model: torch.nn.Module, *, seed, device, reinit_loaded, others: dic
             )
         else:
             with _hidden_ties(tops), patch_torch_init(seed=seed, model=model):
-                for top in tops:
-                    top.initialize_weights()
-                _replay_constructors(model, fresh)
+                with writes:
+                    for top in tops:
+                        top.initialize_weights()
+                _replay_constructors(model, writes.unwritten())
     finally:
         for tensor in marked:
             tensor.__dict__.pop(_MARK, None)
-    left = [n for n in fresh if bool(torch.isnan(model.get_parameter(n)).any())]
+    left = [n for n in writes.to_check() if bool(torch.isnan(model.get_parameter(n)).any())]
     left_buffers = [n for n in nan_buffers if bool(torch.isnan(model.get_buffer(n)).any())]
     unresolved = set(_from_constructors(model, left + left_buffers))
     _check_params_written(model, [n for n in left if n in unresolved])
