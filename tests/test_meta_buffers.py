@@ -371,3 +371,52 @@ def test_torchtitan_buffers_match_eager_bit_for_bit(family):
     for name, value in want.items():
         assert got[name].dtype == value.dtype, name
         torch.testing.assert_close(got[name], value, rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")
+
+
+# Buffers no named recipe claims, computed by their module's (or an ancestor's) own constructor.
+_BY_CONSTRUCTOR = {
+    "MiniMaxForCausalLM": "slope_rate",
+    "OpenAIGPTLMHeadModel": "attn.bias",
+    "XGLMForCausalLM": "embed_positions.weights",
+    "ApertusForCausalLM": "act_fn.beta",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BY_CONSTRUCTOR))
+def test_buffers_computed_by_the_constructor_match_eager(name):
+    """``hf_constructor``: MiniMax's lightning-attention decays (built from the attention's own
+    arguments), GPT's causal masks and XIELU's constants (built from an ancestor: the mask's module
+    holds no ``n_positions``), XGLM's sinusoid table. Oracle: transformers' eager build on the CPU,
+    bit for bit, every buffer; torch's RNG untouched."""
+    from tinit.tools import hf_classes
+
+    config = hf_classes.config_of(name)
+    model = hf_classes.build(name, config)
+    assert any(_BY_CONSTRUCTOR[name] in n for n, _ in model.named_buffers())
+    rng = torch.get_rng_state()
+    tinit.init_model_(model, "normal", seed=0, device="cpu")
+    assert torch.equal(torch.get_rng_state(), rng)
+    eager = dict(hf_classes.build(name, config, device="cpu").named_buffers())
+    ours = dict(model.named_buffers())
+    assert ours.keys() == eager.keys()
+    for key, value in eager.items():
+        assert value.dtype == ours[key].dtype and torch.equal(value, ours[key]), key
+
+
+def test_a_constructor_argument_the_module_does_not_hold_is_not_guessed():
+    """A transformers-style module whose buffer depends on an argument it keeps under no name (and
+    whose ancestors cannot be rebuilt): no default is assumed, the buffer is refused before allocating."""
+
+    class Table(nn.Module):
+        def __init__(self, config, base=10000.0):
+            super().__init__()
+            self.config = config
+            self.proj = nn.Linear(4, 4)
+            self.register_buffer("freq", base ** -torch.arange(4.0))
+
+    Table.__module__ = "transformers.models.fake.modeling_fake"
+    with torch.device("meta"):
+        model = Table(transformers.PretrainedConfig(), base=500.0)
+    with pytest.raises(buffers.UninitialisedBufferError, match=r"freq \(Table"):
+        tinit.init_model_(model, "normal", seed=0, device="cpu")
+    assert model.freq.is_meta

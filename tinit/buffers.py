@@ -35,18 +35,113 @@ Recipes (``RECIPES``, the first that claims a buffer wins):
     torchtitan      the buffers of torchtitan modules that compute their own
                     (``_init_self_buffers``: the RoPE cache, MoE token counters)
     batch_norm      running statistics of torch's BatchNorm/InstanceNorm
+    hf_constructor  last: any other buffer of a transformers module that its own constructor
+                    computes deterministically (MiniMax's ``slope_rate`` and decay tables):
+                    the module built again on the CPU, parameters on meta, under two torch seeds
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
 import sys
+import warnings
 import weakref
 from dataclasses import dataclass, field
 
 import torch
 
 __all__ = ["RECIPES", "BufferRecipe", "UninitialisedBufferError", "plan", "recompute_", "register"]
+
+
+def owner_config(model: torch.nn.Module, owner: str, module: torch.nn.Module):
+    """The config ``module`` (``model``'s submodule named ``owner``) was built from: its own
+    ``config``, else that of its nearest transformers ``PreTrainedModel`` ancestor; None when there
+    is none (or transformers is not imported)."""
+    if getattr(module, "config", None) is not None:
+        return module.config
+    kind = getattr(sys.modules.get("transformers.modeling_utils"), "PreTrainedModel", None)
+    found, path = None, ""
+    for part in [""] + owner.split("."):
+        path = part if not path else f"{path}.{part}" if part else path
+        sub = model.get_submodule(path)
+        if kind is not None and isinstance(sub, kind):
+            found = sub.config
+    return found
+
+
+def constructor_args(
+    model: torch.nn.Module, owner: str, module: torch.nn.Module, dtype=None, *, strict: bool = False
+) -> dict | None:
+    """The arguments to build ``module`` (``model``'s submodule named ``owner``) again: ``config``
+    (``owner_config``), and each other argument of its ``__init__`` the module holds under the same
+    name (Conv1D's ``nf``/``nx``, an attention's ``layer_idx``), else its default (``dtype``: the
+    dtype of the tensors to rebuild, when given).
+
+    Args:
+        strict: take a default only for ``device`` and ``dtype``; any other argument the module does
+            not hold makes the result None (a default may not be what the module was built with).
+
+    Returns:
+        {argument: value}, or None when one can be read neither way.
+    """
+    try:
+        signature = inspect.signature(type(module).__init__)
+    except (TypeError, ValueError):
+        return None
+    args = {}
+    for i, (arg, spec) in enumerate(signature.parameters.items()):
+        if i == 0 or spec.kind in (spec.VAR_POSITIONAL, spec.VAR_KEYWORD):
+            continue
+        if arg == "config":
+            args[arg] = owner_config(model, owner, module)
+            if args[arg] is None:
+                return None
+        elif arg in module.__dict__ and not isinstance(module.__dict__[arg], torch.Tensor):
+            args[arg] = module.__dict__[arg]
+        elif arg == "dtype" and dtype is not None:  # XIELU(dtype=config.dtype): the dtype its tensors have
+            args[arg] = dtype
+        elif spec.default is inspect.Parameter.empty or (strict and arg not in ("device", "dtype")):
+            return None
+    return args
+
+
+@contextlib.contextmanager
+def _parameters_on_meta():
+    """Every parameter registered inside goes to the meta device (buffers stay where they are made):
+    accelerate's ``init_empty_weights(include_buffers=False)`` rule, so a constructor's buffers are
+    computed without allocating or filling its weights."""
+    register = torch.nn.Module.register_parameter
+
+    def on_meta(self, name, param):
+        register(self, name, param)
+        if param is not None and not param.is_meta:
+            self._parameters[name] = torch.nn.Parameter(param.detach().to("meta"), param.requires_grad)
+
+    torch.nn.Module.register_parameter = on_meta
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = register
+
+
+def rebuilt(module: torch.nn.Module, args: dict, *, parameters_on_meta: bool = False) -> list | None:
+    """``type(module)(**args)`` built twice on the CPU, under torch seeds 1 and 2
+    (``torch.random.fork_rng``: the caller's RNG untouched), warnings silenced; a value both builds
+    agree on is the constructor's deterministic one. ``parameters_on_meta``: only the buffers are
+    wanted (``_parameters_on_meta``). None when a build fails."""
+    builds = []
+    try:
+        for seed in (1, 2):
+            with torch.random.fork_rng(devices=[]), torch.device("cpu"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.manual_seed(seed)
+                with _parameters_on_meta() if parameters_on_meta else contextlib.nullcontext():
+                    builds.append(type(module)(**args))
+    except Exception:  # noqa: BLE001 - a module that cannot be rebuilt has no constructor value
+        return None
+    return builds
 
 
 class UninitialisedBufferError(RuntimeError):
@@ -83,6 +178,11 @@ class BufferRecipe:
         Args:
             model: the module tree ``plan`` walks (its buffers still on the meta device).
         """
+
+    def planned(self) -> None:
+        """Called by ``plan`` once every module has been offered to every recipe: drop what
+        ``claims`` kept only to answer later calls (``values``' own inputs stay); does nothing by
+        default."""
 
     def claims(self, module: torch.nn.Module) -> tuple[str, ...]:
         """Which of ``module``'s own buffers this recipe recomputes.
@@ -441,6 +541,94 @@ class TorchtitanBuffers(BufferRecipe):
         return found
 
 
+def _same_settings(module: torch.nn.Module, build: torch.nn.Module) -> bool:
+    """Whether ``build`` holds every plain setting (a public int, float, str, bool or None attribute,
+    ``training`` aside) ``module`` holds, with the same value: a module changed after construction
+    (its ``rope_type`` set by hand) is not what its constructor gives."""
+    plain = (int, float, str, bool, type(None))
+    for key, value in vars(module).items():
+        if key.startswith("_") or key == "training" or not isinstance(value, plain):
+            continue
+        other = vars(build).get(key, build)  # build itself: a sentinel no setting equals
+        if type(other) is not type(value) or other != value:
+            return False
+    return True
+
+
+class HFConstructorBuffers(BufferRecipe):
+    """Any other meta buffer of a transformers module whose own code computes it deterministically
+    at construction: MiniMax's lightning-attention ``slope_rate``, ``query_decay``, ``key_decay``
+    and ``diagonal_decay`` (``MiniMaxLightningAttention.__init__``: ``get_slope_rate`` and
+    ``decay_factors``, which its ``_init_weights`` repeats), GPT's causal ``bias`` mask, XIELU's
+    ``beta``/``eps``, a weightless norm's ``weight``, sinusoidal position tables.
+
+    ``claims`` builds again on the CPU, its parameters on meta (``rebuilt``) and under two torch
+    seeds, the nearest module on the path from the buffer's module up to the top that can be built
+    from its own arguments (``constructor_args`` with ``strict``: ``config`` from the module or its
+    nearest Hugging Face model, every other argument held by the module; no guessed default): the
+    buffer's module itself, else the first ancestor (``OpenAIGPTModel`` for its blocks' masks).
+    When the builds hold the plain settings of both that module and the buffer's
+    (``_same_settings``: nothing was changed after construction), it claims the buffers both builds
+    agree on, of the buffer's shape and dtype; those values are what ``values`` gives. Each module
+    is built at most once per ``plan``. Last in ``RECIPES``: a named recipe always wins.
+    """
+
+    name = "hf_constructor"
+
+    def __init__(self):
+        self._owners = weakref.WeakKeyDictionary()  # module -> (its model, its qualified name)
+        self._values = weakref.WeakKeyDictionary()  # module -> {leaf: tensor}
+        self._builds: dict = {}  # (id(model), qualified name) -> two builds or None, for one plan
+
+    def prepare(self, model):
+        self._builds = {}
+        for name, module in model.named_modules():
+            if _from_transformers(module) and any(b is not None and b.is_meta for b in module._buffers.values()):
+                self._owners[module] = (weakref.ref(model), name)
+
+    def _built(self, model, name: str):
+        key = (id(model), name)
+        if key not in self._builds:
+            sub = model.get_submodule(name)
+            args = constructor_args(model, name, sub, strict=True) if _from_transformers(sub) else None
+            builds = None if args is None else rebuilt(sub, args, parameters_on_meta=True)
+            self._builds[key] = builds if builds and all(_same_settings(sub, b) for b in builds) else None
+        return self._builds[key]
+
+    def claims(self, module):
+        held = self._owners.get(module)
+        model = held[0]() if held else None
+        if model is None:
+            return ()
+        parts = held[1].split(".") if held[1] else []
+        for depth in range(len(parts), -1, -1):
+            builds = self._built(model, ".".join(parts[:depth]))
+            inner = ".".join(parts[depth:])
+            try:
+                copies = [b.get_submodule(inner) for b in builds] if builds else []
+            except AttributeError:
+                copies = []
+            if not copies or not all(_same_settings(module, c) for c in copies):
+                continue
+            found = {}
+            for leaf, buffer in module._buffers.items():
+                values = [c._buffers.get(leaf) for c in copies]
+                if buffer is None or not buffer.is_meta or any(v is None or v.is_meta for v in values):
+                    continue
+                if all(v.shape == buffer.shape and v.dtype == buffer.dtype for v in values) and torch.equal(*values):
+                    found[leaf] = values[0]
+            if found:
+                self._values[module] = found
+                return tuple(found)
+        return ()
+
+    def planned(self):
+        self._builds = {}  # the ancestors' builds: their values for the claimed buffers are in _values
+
+    def values(self, module):
+        return dict(self._values.get(module, {}))
+
+
 RECIPES: list[BufferRecipe] = [
     HFRotaryEmbedding(),
     HFScaledWordEmbedding(),
@@ -451,6 +639,7 @@ RECIPES: list[BufferRecipe] = [
     HFFalconH1MupVector(),
     TorchtitanBuffers(),
     BatchNormStats(),
+    HFConstructorBuffers(),
 ]
 
 
@@ -460,7 +649,8 @@ def register(recipe: BufferRecipe, *, first: bool = True) -> BufferRecipe:
     Args:
         recipe: a ``BufferRecipe`` instance.
         first: put it before the built-in recipes (it wins for the buffers
-            it claims); False appends it.
+            it claims); False puts it after them, before the last-resort
+            ``hf_constructor``.
 
     Returns:
         ``recipe`` (so a subclass can be registered where it is defined).
@@ -472,8 +662,9 @@ def register(recipe: BufferRecipe, *, first: bool = True) -> BufferRecipe:
         raise TypeError(f"register: expected a tinit.buffers.BufferRecipe instance, got {type(recipe).__name__}")
     if first:
         RECIPES.insert(0, recipe)
-    else:
-        RECIPES.append(recipe)
+    else:  # still before the constructor fallback, which only takes what no named recipe claims
+        last = len(RECIPES) - (1 if RECIPES and isinstance(RECIPES[-1], HFConstructorBuffers) else 0)
+        RECIPES.insert(last, recipe)
     return recipe
 
 
@@ -555,6 +746,8 @@ def plan(model: torch.nn.Module, *, unclaimed: str = "error") -> BufferPlan:
                 continue
             kind = "non-persistent" if leaf in module._non_persistent_buffers_set else "persistent"
             missing.append(f"{_qualified(module_name, leaf)} ({type(module).__name__}, {kind})")
+    for recipe in RECIPES:
+        recipe.planned()
     if missing:
         raise UninitialisedBufferError(
             f"tinit cannot recompute {len(missing)} buffer(s) of this meta-built model, and to_empty would leave "
