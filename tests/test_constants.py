@@ -66,20 +66,12 @@ def result(mean, std, a, b, name):
     return digest(struct.pack("<24d", *fields)) + digest(view(fields, DTYPES[name])), fields
 
 
-# The cached functions (also while a test wraps the module's names).
-CACHED = (
-    params.trunc_normal_record,
-    _constants.two_sided,
-    _constants.tail_ratio,
-    _constants.tail_poly,
-    _constants._chebyshev_nodes,
-    _constants._sqrt_pi,
-)
+CLEAR_CONSTANTS = _constants.clear_caches  # also while a test wraps the module's names
 
 
 def clear_caches():
-    for function in CACHED:
-        function.cache_clear()
+    params.trunc_normal_record.cache_clear()
+    CLEAR_CONSTANTS()
 
 
 def ulps(x: float, y: float) -> int:
