@@ -6,6 +6,10 @@ is ``TruncNormalParams`` (the same name and field order as the C++ struct
 ``tinit::TruncNormalParams``, beside which the algorithm is described; the
 specification is ``docs/stream.md``). Bounds ``a`` and ``b`` are absolute (in
 tensor units, as in ``torch.nn.init.trunc_normal_``), not in units of std.
+
+The transcendental values (Phi, erf, the Mills ratio and the tail's interpolant) come from
+``tinit._constants``, which uses no libm: correctly rounded functions, so the record is
+the same on every host and CPython ("Host constants" in ``docs/stream.md``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import numbers
 from typing import NamedTuple
 
 import torch
+
+from tinit import _constants
 
 __all__ = [
     "PARAM_COUNT",
@@ -45,7 +51,6 @@ STREAM_VERSION = 2
 _TAIL_EDGE = {torch.float32: 8.0, torch.float64: 8.0}
 # No deviate of the transform exceeds this (min uniform 2^-33 -> 6.4 sigma).
 _REACH_SIGMAS = 8.3
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LAST_EXACT_LOWER_WORD = 0xFFFFFF7F
 # std outside [2^-100, 2^100] is carried scaled by a power of two (fp32
 # cannot hold 1e39, nor 7e-46 exactly); so are mean and the tail's bound.
@@ -107,15 +112,6 @@ _ZERO = TruncNormalParams(*([0.0] * PARAM_COUNT))
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """fp64 for fp64 tensors, fp32 for every other supported dtype."""
     return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-def _ndtr(x: float) -> float:
-    """Standard normal CDF Phi(x) in fp64 (via erfc, accurate in the lower tail)."""
-    return 0.5 * math.erfc(-x / math.sqrt(2.0))
-
-
-def _pdf(x: float) -> float:
-    return math.exp(-0.5 * x * x - _HALF_LOG_2PI)
 
 
 def as_real(name: str, value) -> float:
@@ -428,19 +424,9 @@ def trunc_normal_record(mean: float, std: float, a: float, b: float, dtype: torc
     cdt = _compute_dtype(dtype)
     if beta <= -_TAIL_EDGE[cdt]:
         return _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt)
-    a_cdf = _ndtr(alpha)
-    b_sf = _ndtr(-beta)
-    if beta - alpha < 1e-3:  # narrow: Simpson's rule keeps the digits a difference loses
-        mid = 0.5 * (alpha + beta)
-        mass = (beta - alpha) * (_pdf(alpha) + 4.0 * _pdf(mid) + _pdf(beta)) / 6.0
-    elif beta <= 0.0:
-        mass = _ndtr(beta) - a_cdf
-    else:
-        mass = 1.0 - a_cdf - b_sf
-    # Phi(alpha') - 1/2 and 1/2 - Phi(beta') via erf: exact near the centre,
-    # where the difference of the CDFs above would have lost every digit.
-    a_half = 0.5 * math.erf(alpha / math.sqrt(2.0))
-    b_half = -0.5 * math.erf(beta / math.sqrt(2.0))
+    # Phi(alpha'), Q(beta'), the mass between (Simpson's rule when narrow) and
+    # Phi(alpha') - 1/2, 1/2 - Phi(beta') via erf (exact near the centre).
+    a_cdf, b_sf, mass, a_half, b_half = _constants.two_sided(alpha, beta)
     z_lo = max(alpha, -_REACH_SIGMAS)
     z_hi = min(beta, _REACH_SIGMAS)
     scale = _scale_for(std, (mean,), cdt)
@@ -495,7 +481,7 @@ def _scale_for(std: float, anchors: tuple[float, ...], cdt: torch.dtype) -> floa
     """
     if _SCALE_RANGE**-1 <= std <= _SCALE_RANGE:
         return 1.0
-    scale = 2.0 ** min(127, max(-149, math.floor(math.log2(std))))
+    scale = math.ldexp(1.0, min(127, max(-149, _constants.floor_log2(std))))
     if any(abs(v) / scale > _SCALE_RANGE for v in anchors):
         return 1.0
     return scale
@@ -535,15 +521,6 @@ def _linear_window(mean: float, std: float, a: float, b: float, lo: float, hi: f
     return -0.5 * lam
 
 
-def _log_mills(y: float) -> float:
-    """log R(y), R(y) = Q(y) / phi(y), for y >= 8 in fp64: Laplace's continued
-    fraction (``tinit::mills_ratio``, to 40 terms here), no cancellation."""
-    t = 0.0
-    for k in range(40, 0, -1):
-        t = k / (y + t)
-    return -math.log(y + t)
-
-
 def _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt) -> TruncNormalParams:
     """The tail-mode record (``tinit::tail_value``) of the mirrored window [alpha, beta]."""
     b0 = -beta
@@ -555,10 +532,10 @@ def _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt) -> TruncNormal
         ratio = 0.0
     else:
         a0, width = -alpha, (b - a) / std
-        ratio = math.exp(-0.5 * width * (a0 + b0) + _log_mills(a0) - _log_mills(b0))
+        ratio = _constants.tail_ratio(a0, b0, width)
     scale = _scale_for(std, (edge,), cdt)
     sd_hi, sd_lo = _split(sign * std / scale, cdt)
-    coefs = _tail_poly(b0, -alpha) if cdt == torch.float32 else (0.0,) * 5
+    coefs = _constants.tail_poly(b0, -alpha) if cdt == torch.float32 else (0.0,) * 5
     return _canonical(
         _ZERO._replace(
             mode=float(Mode.TAIL),
@@ -574,36 +551,6 @@ def _tail_params(mean, std, a, b, alpha, beta, sign, lo, hi, cdt) -> TruncNormal
             **dict(zip(("l1", "l2", "l3", "l4", "l5"), coefs, strict=True)),
         )
     )
-
-
-@functools.lru_cache(maxsize=256)
-def _tail_poly(b0: float, a0: float) -> tuple[float, ...]:
-    """l1..l5 with l(e) = log R(b0) - log R(b0 + e) ~ e (l1 + l2 e + ... + l5 e^4).
-
-    Interpolated at 5 Chebyshev nodes of [0, e_max], e_max the excursion of
-    the smallest uniform (2^-33) or the window's far edge.
-    """
-    big_l = 33.0 * math.log(2.0)
-    e_max = min(2.0 * big_l / (b0 + math.sqrt(b0 * b0 + 2.0 * big_l)), a0 - b0)
-    e_max = max(e_max, 1e-6)
-    base = _log_mills(b0)
-
-    def g(e: float) -> float:  # l(e) / e, its limit at 0 is l'(0) = 1/R(b0) - b0
-        return (base - _log_mills(b0 + e)) / e
-
-    n = 5
-    nodes = [0.5 * e_max * (1.0 - math.cos(math.pi * (k + 0.5) / n)) for k in range(n)]
-    rows = [[e**j for j in range(n)] + [g(e)] for e in nodes]
-    for col in range(n):  # Gaussian elimination with partial pivoting
-        piv = max(range(col, n), key=lambda r: abs(rows[r][col]))
-        rows[col], rows[piv] = rows[piv], rows[col]
-        for r in range(col + 1, n):
-            f = rows[r][col] / rows[col][col]
-            rows[r] = [x - f * y for x, y in zip(rows[r], rows[col], strict=True)]
-    coefs = [0.0] * n
-    for r in range(n - 1, -1, -1):
-        coefs[r] = (rows[r][n] - sum(rows[r][j] * coefs[j] for j in range(r + 1, n))) / rows[r][r]
-    return tuple(coefs)
 
 
 def valid_params(p: TruncNormalParams) -> bool:
