@@ -361,10 +361,10 @@ def _linear_params(a: float, b: float, slope: float, dtype: torch.dtype) -> Trun
     lo, hi = _representable_inside(a, b, dtype)
     if lo > hi:
         raise ValueError(f"no {dtype} value lies inside [{a}, {b}]")
-    width = b - a
-    scale = 1.0
+    width, scale = b - a, 1.0
     if width > torch.finfo(_compute_dtype(dtype)).max:  # U(-fmax, fmax): halve everything
-        scale = 2.0
+        # b / 2 - a / 2, not (b - a) / 2: b - a is inf in float64 for an fp64 window that wide
+        width, scale = b / 2.0 - a / 2.0, 2.0
     return _canonical(
         _ZERO._replace(
             mode=float(Mode.UNIFORM),
@@ -373,7 +373,7 @@ def _linear_params(a: float, b: float, slope: float, dtype: torch.dtype) -> Trun
             lo=lo,
             hi=hi,
             edge=a / scale,
-            width=width / scale,
+            width=width,
             slope=slope,
         )
     )

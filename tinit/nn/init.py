@@ -157,6 +157,12 @@ def _uniform_record(low, high, name: str, labels: tuple[str, str], dtype: torch.
     _finite_in(high, dtype, labels[1], name)
     if low > high:
         raise ArgumentError(f"tinit.nn.init.{name} needs a <= b, got a={low}, b={high}")
+    fmax = torch.finfo(dtype).max
+    if high - low > fmax:  # torch's uniform_ check, b - a in float64 against the dtype's largest value
+        raise ArgumentError(
+            f"tinit.nn.init.{name} needs {labels[1]} - {labels[0]} <= {fmax!r} (the largest {dtype} value, as "
+            f"torch's uniform_), got {labels[0]}={low!r}, {labels[1]}={high!r}"
+        )
     if low == high:
         return low
     try:
@@ -356,8 +362,9 @@ def uniform_(
     Raises:
         DtypeError: a dtype other than float32, float64, bfloat16, float16
             (a TypeError and a NotImplementedError, as torch's for integers).
-        ArgumentError: a > b, or a bound that is not a finite value of the
-            dtype (a ValueError and a RuntimeError, as torch's).
+        ArgumentError: a > b, a bound that is not a finite value of the
+            dtype, or b - a above the dtype's largest value (a ValueError
+            and a RuntimeError, as torch's; torch refuses the same bounds).
         TypeError: not a tensor, a sparse or nested tensor, a non-real
             bound, a ``generator`` that is not a ``torch.Generator``.
         tinit.params.InternalOverlapError: an expanded or otherwise
