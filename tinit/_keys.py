@@ -30,6 +30,7 @@ import torch
 
 from tinit._model_init import stream_for
 from tinit.identity import canonical_modules, canonical_names
+from tinit.params import is_fake
 from tinit.sharding import ShardLayout, is_dtensor
 
 
@@ -56,8 +57,8 @@ def plain_of(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def storage_key(tensor: torch.Tensor):
-    """(storage data_ptr, device) of a plain tensor, or None when it has no data (meta, no storage)."""
-    if tensor.is_meta:
+    """(storage data_ptr, device) of a plain tensor, or None when it has no data (meta, fake, no storage)."""
+    if tensor.is_meta or is_fake(tensor):  # a fake tensor's storage has no data either
         return None
     ptr = tensor.untyped_storage().data_ptr()
     return None if ptr == 0 else (ptr, tensor.device)

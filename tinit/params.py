@@ -14,6 +14,7 @@ import enum
 import functools
 import math
 import numbers
+import sys
 from typing import NamedTuple
 
 import torch
@@ -221,6 +222,18 @@ def _has_internal_overlap(tensor: torch.Tensor) -> bool:
     for stride, size in dims:
         offsets = (offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64, device="cpu") * stride).reshape(-1)
     return int(offsets.unique().numel()) != numel
+
+
+# torch's fake tensors (FakeTensorMode, the tracer of memory estimates and torch.compile): looked up, never
+# imported (a fake tensor exists only once it is)
+_FAKE_TENSOR_MODULE = "torch._subclasses.fake_tensor"
+
+
+def is_fake(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is one of torch's fake tensors (no data: a ``FakeTensor``, or a functional or
+    other wrapper of one), on which torch's fills write nothing and draw nothing."""
+    module = sys.modules.get(_FAKE_TENSOR_MODULE)
+    return module is not None and bool(module.is_fake(tensor))
 
 
 def check_tensor(tensor, name: str = "tensor") -> None:

@@ -16,8 +16,9 @@ shape, whatever its strides or sharding) takes stream index i of stream id 0
 under that key. So ``torch.manual_seed`` makes a model reproducible, on every
 backend and device, and a DTensor gets the values of the unsharded tensor
 whatever its layout (every rank must seed its generator identically). A call
-that writes nothing (a tensor on the meta device or of no elements) draws
-nothing, as torch's fills draw nothing then. Refused arguments raise before
+that writes nothing (a tensor on the meta device, of no elements, or one of
+torch's fake tensors under ``FakeTensorMode``) draws nothing, as torch's fills
+draw nothing then. Refused arguments raise before
 anything is drawn or written.
 
 The values follow the same distribution as torch's and are not torch's values
@@ -335,7 +336,7 @@ def _kaiming_normal(
 
 _STREAM_NOTE = """
     Stream: one Philox key drawn from ``generator`` (or torch's default CPU
-    generator) when something is written, none for a meta or 0-element
+    generator) when something is written, none for a meta, fake or 0-element
     tensor; element i (row-major, logical) takes stream index i of stream 0
     (``tinit.nn.init`` module docstring, docs/stream.md). Values differ from
     torch's (same distribution, another generator)."""
