@@ -664,3 +664,40 @@ def test_configs_the_model_refuses_exit_2(capsys, argv, needle):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("tinit init: error:") and needle in err and "Traceback" not in err
+
+
+def _allocated_bytes(argv: list[str], dtype: torch.dtype) -> int:
+    """The bytes the model of ``argv`` really takes: materialised, each storage once (ties share one)."""
+    from tinit.tools.cli import build_parser, make_model
+
+    args = build_parser().parse_args(["init", *argv])
+    model = make_model(args.model, layers=args.layers, d_model=args.d_model, heads=args.heads, fields={}).model
+    model.to(dtype=dtype)
+    materialise_(model, "cpu")
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in model.state_dict().values()}
+    storages.update({b.untyped_storage().data_ptr(): b.untyped_storage().nbytes() for b in model.buffers()})
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_model_larger_than_the_memory_left_exits_2_with_both_figures(monkeypatch, capsys, dtype):
+    """The parameter and buffer bytes are counted on meta and checked against the available figure
+    (here a monkeypatched one) before anything is allocated; exactly enough memory runs."""
+    from tinit.tools import memory
+
+    argv = [*SMALL, "--dtype", dtype]
+    needed = _allocated_bytes(argv, DTYPES[dtype])
+    monkeypatch.setattr(memory, "available", lambda device: memory.Available(needed - 1, "a test's figure"))
+    line = _refused(monkeypatch, capsys, *argv)
+    assert line.startswith("tinit init: error: the model's parameters and buffers need ")
+    assert f"{needed:,} bytes" in line and f"{needed - 1:,} bytes" in line and "(a test's figure)" in line
+    monkeypatch.undo()
+    monkeypatch.setattr(memory, "available", lambda device: memory.Available(needed, "a test's figure"))
+    assert main(["init", *argv]) == 0
+    capsys.readouterr()
+
+
+def test_the_reported_oom_case_is_refused_without_allocating(monkeypatch, capsys):
+    """``--layers 2000 --d-model 16384``: 6.4e12 parameters, refused at once on this machine's own figure."""
+    line = _refused(monkeypatch, capsys, "--layers", "2000", "--d-model", "16384", "--no-progress")
+    assert "available on cpu (" in line and "more than the" in line
