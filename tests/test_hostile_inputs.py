@@ -8,6 +8,9 @@ which a refusal must leave as they were.
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -156,3 +159,151 @@ def test_a_transformers_model_builds_under_fake_tensor_mode(route):
     for name, param in got.items():
         _assert_fake(param, want[name])
     assert torch.equal(torch.random.get_rng_state(), state)
+
+
+# ---- error-contract gaps ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["xavier_uniform", "xavier_normal", "lecun_normal", "kaiming_uniform"])
+@pytest.mark.parametrize("seed", [None, 0], ids=["drawn", "seeded"])
+def test_fill_of_an_empty_vector_writes_and_draws_nothing(scheme, seed):
+    """A learned vector's fans are those of an (n, n) weight; n = 0 has no elements, so, as torch's fills
+    for a tensor of no elements (``xavier_uniform_`` of (0, 3)), nothing is written or drawn (was a
+    ZeroDivisionError)."""
+    torch.nn.init.xavier_uniform_(torch.empty(0, 3))  # torch: a no-op
+    tensor = torch.empty(0)
+    torch.manual_seed(0)
+    state = torch.random.get_rng_state()
+    assert tinit.fill_(tensor, scheme, role="embedding", seed=seed) is tensor
+    assert torch.equal(torch.random.get_rng_state(), state)
+    with pytest.raises(ValueError, match="fewer than 2 dimensions") as torch_error:
+        torch.nn.init.xavier_uniform_(torch.empty(0))
+    _refused(lambda: tnn.xavier_uniform_(tensor), tensor, ValueError, str(torch_error.value))  # the drop-in: torch's
+
+
+def _lazy():
+    return torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.LazyLinear(4))
+
+
+def test_an_uninitialized_parameter_is_refused_naming_it():
+    """torch's RuntimeError ("Can't access the shape of an uninitialized parameter") names no parameter:
+    tinit's error (a ValueError and a RuntimeError) does, with torch's advice (run forward first)."""
+    model = _lazy()
+    weight = model[0].weight
+    error = _refused(
+        lambda: tinit.init_model_(model, "normal"), weight, ValueError, r"parameter 1\.weight is an uninit"
+    )
+    assert isinstance(error, RuntimeError) and "call `forward` with a dummy batch" in str(error)
+    lazy = model[1].weight
+    with pytest.raises(RuntimeError, match="uninitialized parameter"):
+        tinit.fill_(lazy, "normal", role="linear", seed=0)
+    with pytest.raises(RuntimeError, match="uninitialized parameter"):
+        tinit.trunc_normal_at_(lazy, 0.0, 1.0, -2.0, 2.0, seed=0)
+
+
+def test_a_lazy_module_in_the_patch_is_keyed_once_it_runs():
+    """Inside the patch a lazy parameter has no memory yet: found by identity, its init in the first
+    forward (torch's reset_parameters) takes its name's stream."""
+    model = _lazy()
+    with tinit.patch_torch_init(seed=3, model=model):
+        model(torch.ones(2, 5))
+    expected = torch.empty(4, 5)
+    tnn.KEYED["kaiming_uniform_"](expected, math.sqrt(5), seed=3, stream=tinit.stream_for("1.weight"))
+    torch.testing.assert_close(model[1].weight.detach(), expected, rtol=0, atol=0)
+
+
+class _Surrogate(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.add_module("l\ud800x", torch.nn.Linear(3, 3))  # Python accepts the name; UTF-8 has no form for it
+
+
+def test_a_name_without_utf8_form_is_refused_naming_it():
+    model = _Surrogate()
+    weight = model.get_submodule("l\ud800x").weight
+    for call in (lambda: tinit.init_model_(model, "normal"), lambda: tinit.stream_for("l\ud800x.weight")):
+        error = _refused(call, weight, ValueError, r"parameter name 'l\\ud800x\.weight' has no UTF-8 form")
+        assert not isinstance(error, UnicodeError)
+    codes = torch.nn.init.normal_.__code__
+    patch = tinit.patch_torch_init(seed=0, model=model)
+    with pytest.raises(ValueError, match=r"patch_torch_init: parameter name 'l\\ud800x\.weight'"), patch:
+        pass
+    assert torch.nn.init.normal_.__code__ is codes, "the patch stayed installed"
+
+
+@pytest.mark.parametrize("seed", [np.int64(5), np.uint64(2**63 + 5), np.int32(5)], ids=["i64", "u64", "i32"])
+def test_numpy_integer_seeds_are_ints_everywhere(seed):
+    """Every entry point that takes a seed takes a numpy integer as ``operator.index`` gives it."""
+    key = int(seed)
+    shape = (6, 4)
+
+    def every(s):
+        out = [torch.empty(shape) for _ in range(4)]
+        tinit.trunc_normal_at_(out[0], 0.0, 1.0, -2.0, 2.0, seed=s)
+        tinit.fill_(out[1], "normal", role="linear", seed=s)
+        tnn.KEYED["normal_"](out[2], seed=s)
+        with tinit.patch_torch_init(seed=s), tinit.patch_torch_init(seed=key):  # the same seed: nests
+            torch.nn.init.normal_(out[3])
+        model = torch.nn.Linear(4, 6)
+        tinit.init_model_(model, "normal", seed=s)
+        return [*out, model.weight.detach()]
+
+    for got, want in zip(every(seed), every(key), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+class _Holder(torch.nn.Module):
+    def __init__(self, weight):
+        super().__init__()
+        self.w = weight  # a raw Parameter under a name no rule classifies
+
+
+class _Tied(torch.nn.Module):
+    def __init__(self, alias_first: bool):
+        super().__init__()
+        linear = torch.nn.Linear(4, 6, bias=False)
+        if alias_first:
+            self.alias = _Holder(linear.weight)
+        self.proj = linear
+        if not alias_first:
+            self.alias = _Holder(linear.weight)
+
+
+@pytest.mark.parametrize("alias_first", [True, False], ids=["alias-first", "linear-first"])
+def test_a_tied_tensor_takes_the_role_of_any_of_its_names(alias_first):
+    """The tensor is an ``nn.Linear`` weight whatever name was registered first: classified "linear",
+    written under unclassified="skip" and "error" alike (was skipped, or refused, alias first)."""
+    for policy in ("skip", "error"):
+        model = _Tied(alias_first)
+        before = model.proj.weight.detach().clone()
+        summary = tinit.init_model_(model, "normal", seed=1, unclassified=policy)
+        assert [(entry.role, entry.numel) for entry in summary] == [("linear", 24)]
+        assert not torch.equal(model.proj.weight.detach(), before), "the weight was not written"
+
+
+def test_negative_std_warns_in_the_drop_in_and_the_patch_and_is_refused_by_tinit():
+    """torch's trunc_normal_ takes std=-1 as |std| (its rejection branch; torch's normal_ refuses it): the
+    drop-in and the patch keep that, with a UserWarning, and write the std=+1 values; tinit's own API
+    refuses it naming std, before anything is drawn or written."""
+    import scipy.stats
+
+    sample = torch.empty(20000)
+    torch.nn.init.trunc_normal_(sample, std=-1.0, generator=torch.Generator().manual_seed(0))
+    assert scipy.stats.kstest(sample.numpy(), scipy.stats.truncnorm(-2, 2).cdf).pvalue > 1e-3  # torch: |std|
+    torch.manual_seed(4)
+    with pytest.warns(UserWarning, match=r"std=-1\.0 is negative; sampling with \|std\| = 1\.0"):
+        got = tnn.trunc_normal_(torch.empty(20000), std=-1.0)
+    torch.manual_seed(4)
+    torch.testing.assert_close(got, tnn.trunc_normal_(torch.empty(20000), std=1.0), rtol=0, atol=0)
+    with tinit.patch_torch_init(seed=2), pytest.warns(UserWarning, match="is negative"):
+        routed = torch.nn.init.trunc_normal_(torch.empty(64), std=-0.5)
+    expected = torch.empty(64)
+    tnn.KEYED["trunc_normal_"](expected, 0.0, 0.5, seed=2, stream=0)
+    torch.testing.assert_close(routed, expected, rtol=0, atol=0)
+    tensor = torch.zeros(4, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _refused(lambda: tinit.trunc_normal_at_(tensor, 0.0, -1.0, -2.0, 2.0, seed=0), tensor, ValueError, "std")
+        _refused(lambda: tinit.fill_(tensor, "normal", role="linear", std=-1.0), tensor, ValueError, "std")
+        model = torch.nn.Linear(3, 4)
+        _refused(lambda: tinit.init_model_(model, "gpt2", std=-0.02), model.weight, ValueError, "std")

@@ -168,6 +168,28 @@ class InferenceTensorError(ValueError, RuntimeError):
     refused here before anything is written or drawn. A ValueError and a RuntimeError."""
 
 
+class UninitializedError(ValueError, RuntimeError):
+    """An uninitialized parameter or buffer of a lazy module (``nn.LazyLinear`` before its first forward).
+
+    A ValueError like tinit's other refusals, and a RuntimeError like the
+    error torch raises for reading its shape, so either ``except`` catches it.
+    """
+
+    @classmethod
+    def of(cls, name: str) -> UninitializedError:
+        """The error for the tensor ``name`` (e.g. "tensor", "parameter 0.weight"), with torch's advice."""
+        return cls(
+            f"{name} is an uninitialized parameter or buffer (torch.nn.parameter.UninitializedParameter, of a "
+            "lazy module such as nn.LazyLinear): it has no shape yet. When using LazyModules, call `forward` "
+            "with a dummy batch to initialize the parameters, then initialise them"
+        )
+
+
+def is_uninitialized(tensor) -> bool:
+    """Whether ``tensor`` is a lazy module's uninitialized parameter or buffer (no shape, no storage)."""
+    return isinstance(tensor, torch.nn.parameter.UninitializedTensorMixin)
+
+
 class DtypeError(TypeError, NotImplementedError):
     """A tensor whose dtype tinit does not fill (integers, bool, complex, float8).
 
@@ -252,9 +274,12 @@ def check_tensor(tensor, name: str = "tensor") -> None:
         InternalOverlapError: elements that share memory (an expanded view);
             not checked on the meta device, where nothing is written.
         InferenceTensorError: an inference tensor outside ``torch.inference_mode``.
+        UninitializedError: a lazy module's uninitialized parameter (a ValueError and a RuntimeError).
     """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if is_uninitialized(tensor):
+        raise UninitializedError.of(name)
     if tensor.is_nested or tensor.layout != torch.strided:
         kind = "a nested tensor" if tensor.is_nested else f"layout {tensor.layout}"
         raise TypeError(f"{name}: tinit writes dense strided tensors, got {kind}")

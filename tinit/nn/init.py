@@ -252,8 +252,30 @@ def _normal(tensor, mean=0.0, std=1.0, generator=None, *, seed=None, stream=0, b
     return _one(tensor, functools.partial(_normal_record, mean, std, "normal_"), generator, seed, stream, block)
 
 
+def _warn_negative_std(std) -> None:
+    """torch's ``trunc_normal_`` samples a negative std as |std| (its density is in std^2), where its
+    ``normal_`` refuses one: so does this drop-in, with a UserWarning that the sign is dropped
+    (tinit's own entry points refuse it)."""
+    if type(std) is float or type(std) is int:
+        negative = std < 0
+    else:
+        try:
+            negative = as_real("std", std) < 0
+        except (TypeError, ValueError):  # refused with its message by the fill's own check
+            return
+    if negative:
+        warnings.warn(
+            f"tinit.nn.init.trunc_normal_: std={std!r} is negative; sampling with |std| = {abs(float(std))!r} as "
+            "torch.nn.init.trunc_normal_ does (torch's normal_ refuses a negative std; tinit.trunc_normal_at_ "
+            "and fill_ too)",
+            UserWarning,
+            stacklevel=5,  # the caller of tinit.nn.init.trunc_normal_ (through _eager's wrapper)
+        )
+
+
 @_eager
 def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, seed=None, stream=0, block=None):
+    _warn_negative_std(std)
     return _one(tensor, functools.partial(_trunc_normal_record, mean, std, a, b), generator, seed, stream, block)
 
 
@@ -429,7 +451,8 @@ def trunc_normal_(
     values are exact inverse-CDF samples of the truncated normal, for any
     window: torch's warning about a mean far from [a, b] does not apply and
     is not raised. As in torch, the sign of std does not matter (the density
-    depends on std^2), and a == b fills with a (one key drawn).
+    depends on std^2; a negative std warns, UserWarning), and a == b fills
+    with a (one key drawn).
 
     What is drawn from torch's RNG: exactly one int64 when something is
     written, via ``torch.empty((), dtype=torch.int64, device=d).random_(generator=generator)``

@@ -347,7 +347,8 @@ def _add_model_arguments(init: argparse.ArgumentParser) -> None:
         action="append",
         help="set a config field (repeatable; after --layers/--d-model/--heads): VALUE is JSON, or a plain "
         "string when it does not start with {, [ or a double quote; a dotted KEY sets a held config's field "
-        "(text_config.num_hidden_layers=8). A field the config does not have is refused. "
+        "(text_config.num_hidden_layers=8). A field the config does not have is refused, and so is a count "
+        "or size (num_*, n_*, *_size) below 1 where the config's default is >= 1 (below 0 anywhere). "
         'E.g. --set num_hidden_layers=80 --set rope_scaling=\'{"type":"linear","factor":2}\'',
     )
     init.add_argument(
