@@ -275,7 +275,8 @@ def _warn_negative_std(std) -> None:
 
 @_eager
 def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, seed=None, stream=0, block=None):
-    _warn_negative_std(std)
+    if not (type(std) is float and std >= 0):  # the common float std costs no call (the hot path's frames)
+        _warn_negative_std(std)
     return _one(tensor, functools.partial(_trunc_normal_record, mean, std, a, b), generator, seed, stream, block)
 
 
