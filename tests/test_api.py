@@ -334,14 +334,16 @@ def test_bad_arguments_raise_before_drawing(kwargs, error, pattern, dtype):
 
 def test_drop_in_takes_what_torch_takes():
     """a == b and a negative std, which torch.nn.init.trunc_normal_ accepts: a == b fills with a, and
-    -std gives the fill of |std| from the same key (the density depends on std^2); one key each."""
+    -std gives the fill of |std| from the same key (the density depends on std^2), with a UserWarning;
+    one key each."""
     torch.nn.init.trunc_normal_(torch.empty(3), 0.0, -0.5, -1.0, 1.0)  # torch accepts both too
     torch.testing.assert_close(torch.nn.init.trunc_normal_(torch.empty(3), 0.0, 1.0, 1.0, 1.0), torch.ones(3))
     torch.manual_seed(11)
     key = int(torch.empty((), dtype=torch.int64).random_())
     after_one = torch.get_rng_state()
     torch.manual_seed(11)
-    got = tinit.trunc_normal_(torch.empty(257), 0.25, -0.5, -1.0, 1.0)
+    with pytest.warns(UserWarning, match=r"std=-0\.5 is negative; sampling with \|std\| = 0\.5"):
+        got = tinit.trunc_normal_(torch.empty(257), 0.25, -0.5, -1.0, 1.0)
     assert torch.equal(torch.get_rng_state(), after_one), "not exactly one key drawn"
     torch.testing.assert_close(got, fill_at(257, torch.float32, 0.25, 0.5, -1.0, 1.0, seed=key), rtol=0, atol=0)
     torch.manual_seed(11)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -539,6 +540,17 @@ def _refused(monkeypatch, capsys, *argv: str) -> str:
         (["--set", "n_layer=3"], "GPTConfig has no field n_layer"),
         (["--hf", "llama", "--config", "{}"], "not allowed with argument"),
         (["--hf", "llama", "--heads", "3"], "--heads 3 must divide d_model 256"),
+        (
+            ["--hf", "llama", "--set", "num_hidden_layers=-2"],
+            "--set num_hidden_layers=-2: a count or size must be >= 1",
+        ),
+        (
+            ["--hf", "mixtral", "--set", "num_local_experts=0"],
+            "--set num_local_experts=0: a count or size must be >= 1",
+        ),
+        (["--hf", "llama", "--set", "vocab_size=0"], "--set vocab_size=0: a count or size must be >= 1"),
+        (["--hf", "llava", "--set", "text_config.num_hidden_layers=0"], "--set text_config.num_hidden_layers=0: a"),
+        (["--model", "hf-gpt2", "--set", "n_layer=0"], "--set n_layer=0: a count or size must be >= 1"),
     ],
     ids=[
         "bad-json",
@@ -554,6 +566,11 @@ def _refused(monkeypatch, capsys, *argv: str) -> str:
         "set-tinit-model",
         "hf-and-config",
         "bad-shape",
+        "negative-layers",
+        "zero-experts",
+        "zero-vocab",
+        "zero-held-layers",
+        "hf-gpt2-zero-layers",
     ],
 )
 def test_config_errors_exit_2_before_allocating(monkeypatch, capsys, argv, needle):
@@ -664,3 +681,58 @@ def test_configs_the_model_refuses_exit_2(capsys, argv, needle):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("tinit init: error:") and needle in err and "Traceback" not in err
+
+
+def _allocated_bytes(argv: list[str], dtype: torch.dtype) -> int:
+    """The bytes the model of ``argv`` really takes: materialised, each storage once (ties share one)."""
+    from tinit.tools.cli import build_parser, make_model
+
+    args = build_parser().parse_args(["init", *argv])
+    model = make_model(args.model, layers=args.layers, d_model=args.d_model, heads=args.heads, fields={}).model
+    model.to(dtype=dtype)
+    materialise_(model, "cpu")
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in model.state_dict().values()}
+    storages.update({b.untyped_storage().data_ptr(): b.untyped_storage().nbytes() for b in model.buffers()})
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_model_larger_than_the_memory_left_exits_2_with_both_figures(monkeypatch, capsys, dtype):
+    """The parameter and buffer bytes are counted on meta and checked against the available figure
+    (here a monkeypatched one) before anything is allocated; exactly enough memory runs."""
+    from tinit.tools import memory
+
+    argv = [*SMALL, "--dtype", dtype]
+    needed = _allocated_bytes(argv, DTYPES[dtype])
+    monkeypatch.setattr(memory, "available", lambda device: memory.Available(needed - 1, "a test's figure"))
+    line = _refused(monkeypatch, capsys, *argv)
+    assert line.startswith("tinit init: error: the model's parameters and buffers need ")
+    assert f"{needed:,} bytes" in line and f"{needed - 1:,} bytes" in line and "(a test's figure)" in line
+    monkeypatch.undo()
+    monkeypatch.setattr(memory, "available", lambda device: memory.Available(needed, "a test's figure"))
+    assert main(["init", *argv]) == 0
+    capsys.readouterr()
+
+
+def test_the_reported_oom_case_is_refused_without_allocating(monkeypatch, capsys):
+    """``--layers 2000 --d-model 16384``: 6.4e12 parameters, refused at once on this machine's own figure."""
+    line = _refused(monkeypatch, capsys, "--layers", "2000", "--d-model", "16384", "--no-progress")
+    assert "available on cpu (" in line and "more than the" in line
+
+
+def test_check_sizes_rule():
+    """Counts and sizes (num_*, n_*, *_size) >= 1 where the class default is >= 1, >= 0 where it is 0 or
+    None (an optional count); other integer fields (token ids) and non-integers are not sizes."""
+    from tinit.tools.cli_models import check_sizes
+
+    defaults = {"num_layers": 4, "n_shared_experts": None, "num_extra": 0, "hidden_size": 8, "text_config": {"n_x": 2}}
+    check_sizes(
+        {"n_shared_experts": 0, "num_extra": 0, "bos_token_id": -1, "num_layers": 1, "hidden_size": 2.5}, defaults
+    )
+    for fields, needle in [
+        ({"num_layers": 0}, "num_layers=0: a count or size must be >= 1 (the config's default is 4)"),
+        ({"n_shared_experts": -1}, "n_shared_experts=-1: a count or size must be >= 0"),
+        ({"text_config": {"n_x": 0}}, "--set text_config.n_x=0: a count or size must be >= 1"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            check_sizes(fields, defaults)

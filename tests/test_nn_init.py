@@ -299,6 +299,11 @@ BAD = [
     ("uniform_", (0.0, math.inf), {}, (3,), torch.float32),
     ("uniform_", (math.nan, 1.0), {}, (3,), torch.float32),
     ("uniform_", (-1e5, 1e5), {}, (3,), torch.float16),
+    ("uniform_", (-1e308, 1e308), {}, (3,), torch.float64),  # b - a overflows: torch's to-from check
+    ("uniform_", (-2e38, 2e38), {}, (3,), torch.float32),
+    ("uniform_", (-2e38, 2e38), {}, (3,), torch.bfloat16),
+    ("uniform_", (-40000.0, 40000.0), {}, (3,), torch.float16),
+    ("xavier_uniform_", (1e308,), {}, (3, 4), torch.float64),
     ("uniform_", (0.0, 5.0), {}, (3,), torch.int64),
     ("normal_", (0.0, -1.0), {}, (3,), torch.float32),
     ("normal_", (0.0, math.nan), {}, (3,), torch.float32),

@@ -205,6 +205,31 @@ def test_function_compiled_before_entry_is_routed_inside_and_torch_after():
     torch.testing.assert_close(after, before, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("reset", [False, True], ids=["kept", "dynamo-reset"])
+@pytest.mark.parametrize("traced_before", [False, True], ids=["fresh", "traced-before"])
+def test_fullgraph_compile_after_a_traced_patch_traces_torchs_function(traced_before, reset):
+    """A trace of the routed function inside the patch leaves nothing behind in dynamo: after exit a
+    ``fullgraph=True`` compile of the same torch function traces torch's own code again (torch's values
+    after the same manual_seed), with or without ``torch._dynamo.reset()``, and a trace made before entry
+    does not confuse the one inside (routed, the keyed fill of call 0)."""
+
+    def init(t):
+        torch.nn.init.normal_(t, 0.0, 0.02)
+        return t * 2
+
+    if traced_before:
+        torch.compile(init, backend="eager", fullgraph=True)(torch.empty(64))
+    with tinit.patch_torch_init(seed=6):
+        inside = torch.compile(init, backend="eager")(torch.empty(64))
+    torch.testing.assert_close(inside, _keyed("normal_", (64,), 6, 0, (0.0, 0.02)) * 2, rtol=0, atol=0)
+    if reset:
+        torch._dynamo.reset()
+    torch.manual_seed(0)
+    after = torch.compile(init, backend="eager", fullgraph=True)(torch.empty(64))
+    torch.manual_seed(0)
+    torch.testing.assert_close(after, torch.empty(64).normal_(0.0, 0.02) * 2, rtol=0, atol=0)
+
+
 # ---- timm ---------------------------------------------------------------------------------------------------------
 
 

@@ -410,11 +410,20 @@ def _override(entry: Param, overrides: list, name: str) -> None:
 
 def _tie(walk: _Walk, entry: Param, module, full: str, leaf: str) -> None:
     """Record the role of ``full``, another name of ``entry``'s tensor (an override of it applies to
-    the tensor when its first name has none)."""
+    the tensor when its first name has none).
+
+    A tensor's role does not depend on which of its names was registered first: when the names seen
+    so far give none, this name's role (and its module's layout and padding row) is the tensor's;
+    names with different roles are then ``init_model_``'s tie rules' to decide."""
     role = infer_role(full)
     if role in ("residual_gate", "attn_sink") and entry.param.dim() > 1:
         role = None
-    entry.tied_roles += (role or _role_from_module(module, leaf),)
+    role = role or _role_from_module(module, leaf)
+    entry.tied_roles += (role,)
+    if entry.role is None and role is not None:
+        entry.role, entry.layout = role, _layout(module)
+    if entry.padding_idx is None and leaf == "weight" and isinstance(module, torch.nn.Embedding):
+        entry.padding_idx = module.padding_idx
     if entry.override is NO_OVERRIDE:
         _override(entry, walk.overrides, full)
 

@@ -28,8 +28,9 @@ from typing import NamedTuple
 
 import torch
 
-from tinit._model_init import stream_for
+from tinit._model_init import stream_for, utf8_name
 from tinit.identity import canonical_modules, canonical_names
+from tinit.params import is_fake, is_uninitialized
 from tinit.sharding import ShardLayout, is_dtensor
 
 
@@ -56,8 +57,8 @@ def plain_of(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def storage_key(tensor: torch.Tensor):
-    """(storage data_ptr, device) of a plain tensor, or None when it has no data (meta, no storage)."""
-    if tensor.is_meta:
+    """(storage data_ptr, device) of a plain tensor, or None when it has no data (meta, fake, no storage)."""
+    if is_uninitialized(tensor) or tensor.is_meta or is_fake(tensor):  # no data: found by identity only
         return None
     ptr = tensor.untyped_storage().data_ptr()
     return None if ptr == 0 else (ptr, tensor.device)
@@ -130,7 +131,8 @@ class Table:
                 "onto another's name, or two model parts hold the same names"
             )
         plain = plain_of(tensor)
-        start, end = byte_span(plain)
+        start, end = (0, 0) if is_uninitialized(plain) else byte_span(plain)  # a lazy module's: no elements yet
+        utf8_name(name, "tinit.patch_torch_init")  # refused here naming the patch, not inside stream_for
         entry = Entry(tensor, name, stream_for(name), start, end)
         self.by_id[id(tensor)] = entry
         self.by_name[name] = entry

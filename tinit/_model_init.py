@@ -35,7 +35,7 @@ from tinit._classify import (
 )
 from tinit._plan import Item, Plan, check_seed, located
 from tinit.identity import canonical_modules, canonical_name
-from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES
+from tinit.params import STREAM_VERSION, SUPPORTED_DTYPES, UninitializedError, is_uninitialized
 
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
@@ -60,8 +60,25 @@ def stream_for(name: str) -> int:
 
     Raises:
         TypeError: ``name`` is not a str.
+        ValueError: a name with no UTF-8 form (a lone surrogate), named by its repr.
     """
-    return int.from_bytes(hashlib.sha256(canonical_name(name).encode()).digest()[:8], "little")
+    return int.from_bytes(hashlib.sha256(utf8_name(canonical_name(name), "stream_for")).digest()[:8], "little")
+
+
+def utf8_name(name: str, where: str) -> bytes:
+    """The UTF-8 bytes of a parameter's name, which its stream id hashes.
+
+    Raises:
+        ValueError: a name Python holds but UTF-8 cannot encode (a lone surrogate, as ``setattr`` or
+            ``add_module`` accept), named by its repr, with ``where`` (the entry point) first.
+    """
+    try:
+        return name.encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{where}: parameter name {name!r} has no UTF-8 form ({exc.reason}: {name[exc.start : exc.end]!r} at "
+            f"index {exc.start}); tinit keys a parameter by the UTF-8 bytes of its name: rename the module or parameter"
+        ) from None
 
 
 class ParamInit(NamedTuple):
@@ -420,13 +437,19 @@ def _arguments(model, scheme, options: dict, **given) -> _Args:
 def _walk(model: torch.nn.Module, args: _Args) -> tuple[list, Geometry]:
     """Phase 2: one walk over the modules, shared by classification and the geometry."""
     modules = canonical_modules(model)
-    return classify(model, args.prefix, args.overrides, modules), Geometry(modules, args.prefix)
+    entries = classify(model, args.prefix, args.overrides, modules)
+    for entry in entries:  # the name a stream id hashes, refused here rather than mid-plan
+        utf8_name(entry.name, "init_model_")
+    return entries, Geometry(modules, args.prefix)
 
 
 def _placement(model, entries: list, args: _Args) -> tuple[str | None, torch.device | None]:
     """Phase 3: (the first meta parameter's name or None, the checked device or None). Refuses
     meta parameters without ``device``, a bad device, a backend that cannot fill the dtypes on it
     (before a meta model is materialised), a lost HF tie on a model with nothing on meta."""
+    lazy = next((e.name for e in entries if is_uninitialized(e.param)), None)
+    if lazy is not None:  # before anything reads its shape (torch's RuntimeError names no parameter)
+        raise UninitializedError.of(f"init_model_: parameter {lazy}")
     meta = next((e.name for e in entries if e.param.is_meta), None)
     if meta is not None and args.device is None:
         raise ValueError(

@@ -9,7 +9,9 @@ through ``tinit.nn.init``.
 
 How calls are caught: the patch swaps the code object of each of these
 function objects for a one-line trampoline into tinit, and puts the original
-code back on exit. Every reference to them is routed, wherever it was taken:
+code back on exit (dropping, both ways, torch.compile's parameter list cached
+for the function object, so a later trace binds the code it sees). Every
+reference to them is routed, wherever it was taken:
 ``torch.nn.init.normal_``, ``nn.Linear.reset_parameters``, the copies bound
 at import time (``from torch.nn.init import xavier_uniform_``,
 Hugging Face's ``transformers.initialization.TORCH_INIT_FUNCTIONS``, a
@@ -419,6 +421,19 @@ def _set_methods(hf_models) -> None:
         _set(model, "_initialize_weights", _scoped(model.__dict__["_initialize_weights"]))
 
 
+# torch.compile's argument binder caches each function's parameter list, read from its ``__code__``, per
+# function object (``_spec_cache`` there, torch 2.10 on), and ``torch._dynamo.reset`` keeps it: a code swap
+# must drop the function's entry both ways, or a later trace binds arguments to the other code's names.
+_DYNAMO_BINDER = "torch._dynamo.variables.functions"
+
+
+def _forget_traced(fn: types.FunctionType) -> None:
+    """Drop torch.compile's cached parameter list of ``fn`` (nothing when dynamo is not imported)."""
+    cache = getattr(sys.modules.get(_DYNAMO_BINDER), "_spec_cache", None)
+    if cache is not None:
+        cache.pop(fn, None)
+
+
 def _swap(fn: types.FunctionType, route) -> None:
     if fn.__code__.co_freevars:  # a closure's code cannot be swapped for the trampoline's
         raise RuntimeError(f"tinit.patch_torch_init cannot route {fn.__module__}.{fn.__qualname__} (a closure)")
@@ -427,6 +442,7 @@ def _swap(fn: types.FunctionType, route) -> None:
         code = code.replace(co_qualname=fn.__qualname__)
     _State.saved.append((fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__))
     fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, None, {"_tinit_route": route}
+    _forget_traced(fn)
 
 
 def _install(seed: int | None) -> None:
@@ -469,6 +485,7 @@ def _uninstall() -> None:
     while _State.saved:
         fn, code, defaults, kwdefaults = _State.saved.pop()
         fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, defaults, kwdefaults
+        _forget_traced(fn)
 
 
 def _checked_seed(seed):

@@ -34,6 +34,7 @@ from tinit.params import (
     TruncNormalParams,
     as_real,
     check_tensor,
+    is_fake,
     trunc_normal_record,
     uniform_record,
 )
@@ -694,6 +695,8 @@ class Plan:
             rows = _rows_checked(rows, layout, local)
         if tensor.numel() == 0:
             return  # checked; nothing to write, so nothing drawn
+        if type(local) not in _PLAIN and is_fake(local):
+            return  # a tracer's tensor (FakeTensorMode): checked; no data, so nothing written or drawn, as by torch
         if local.is_meta:  # checked; written only once allocated (``bind``)
             self.deferred.append((tensor, global_shape, shard_offsets, kind, what, records, stream, offset, rows))
             return

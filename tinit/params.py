@@ -18,6 +18,7 @@ import enum
 import functools
 import math
 import numbers
+import sys
 from typing import NamedTuple
 
 import torch
@@ -163,6 +164,28 @@ class InferenceTensorError(ValueError, RuntimeError):
     refused here before anything is written or drawn. A ValueError and a RuntimeError."""
 
 
+class UninitializedError(ValueError, RuntimeError):
+    """An uninitialized parameter or buffer of a lazy module (``nn.LazyLinear`` before its first forward).
+
+    A ValueError like tinit's other refusals, and a RuntimeError like the
+    error torch raises for reading its shape, so either ``except`` catches it.
+    """
+
+    @classmethod
+    def of(cls, name: str) -> UninitializedError:
+        """The error for the tensor ``name`` (e.g. "tensor", "parameter 0.weight"), with torch's advice."""
+        return cls(
+            f"{name} is an uninitialized parameter or buffer (torch.nn.parameter.UninitializedParameter, of a "
+            "lazy module such as nn.LazyLinear): it has no shape yet. When using LazyModules, call `forward` "
+            "with a dummy batch to initialize the parameters, then initialise them"
+        )
+
+
+def is_uninitialized(tensor) -> bool:
+    """Whether ``tensor`` is a lazy module's uninitialized parameter or buffer (no shape, no storage)."""
+    return isinstance(tensor, torch.nn.parameter.UninitializedTensorMixin)
+
+
 class DtypeError(TypeError, NotImplementedError):
     """A tensor whose dtype tinit does not fill (integers, bool, complex, float8).
 
@@ -219,6 +242,18 @@ def _has_internal_overlap(tensor: torch.Tensor) -> bool:
     return int(offsets.unique().numel()) != numel
 
 
+# torch's fake tensors (FakeTensorMode, the tracer of memory estimates and torch.compile): looked up, never
+# imported (a fake tensor exists only once it is)
+_FAKE_TENSOR_MODULE = "torch._subclasses.fake_tensor"
+
+
+def is_fake(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is one of torch's fake tensors (no data: a ``FakeTensor``, or a functional or
+    other wrapper of one), on which torch's fills write nothing and draw nothing."""
+    module = sys.modules.get(_FAKE_TENSOR_MODULE)
+    return module is not None and bool(module.is_fake(tensor))
+
+
 def check_tensor(tensor, name: str = "tensor") -> None:
     """Raise unless tinit can write ``tensor`` in place: a dense strided tensor of a supported dtype
     whose elements do not share memory.
@@ -235,9 +270,12 @@ def check_tensor(tensor, name: str = "tensor") -> None:
         InternalOverlapError: elements that share memory (an expanded view);
             not checked on the meta device, where nothing is written.
         InferenceTensorError: an inference tensor outside ``torch.inference_mode``.
+        UninitializedError: a lazy module's uninitialized parameter (a ValueError and a RuntimeError).
     """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if is_uninitialized(tensor):
+        raise UninitializedError.of(name)
     if tensor.is_nested or tensor.layout != torch.strided:
         kind = "a nested tensor" if tensor.is_nested else f"layout {tensor.layout}"
         raise TypeError(f"{name}: tinit writes dense strided tensors, got {kind}")
@@ -357,10 +395,10 @@ def _linear_params(a: float, b: float, slope: float, dtype: torch.dtype) -> Trun
     lo, hi = _representable_inside(a, b, dtype)
     if lo > hi:
         raise ValueError(f"no {dtype} value lies inside [{a}, {b}]")
-    width = b - a
-    scale = 1.0
+    width, scale = b - a, 1.0
     if width > torch.finfo(_compute_dtype(dtype)).max:  # U(-fmax, fmax): halve everything
-        scale = 2.0
+        # b / 2 - a / 2, not (b - a) / 2: b - a is inf in float64 for an fp64 window that wide
+        width, scale = b / 2.0 - a / 2.0, 2.0
     return _canonical(
         _ZERO._replace(
             mode=float(Mode.UNIFORM),
@@ -369,7 +407,7 @@ def _linear_params(a: float, b: float, slope: float, dtype: torch.dtype) -> Trun
             lo=lo,
             hi=hi,
             edge=a / scale,
-            width=width / scale,
+            width=width,
             slope=slope,
         )
     )

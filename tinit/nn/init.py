@@ -16,8 +16,9 @@ shape, whatever its strides or sharding) takes stream index i of stream id 0
 under that key. So ``torch.manual_seed`` makes a model reproducible, on every
 backend and device, and a DTensor gets the values of the unsharded tensor
 whatever its layout (every rank must seed its generator identically). A call
-that writes nothing (a tensor on the meta device or of no elements) draws
-nothing, as torch's fills draw nothing then. Refused arguments raise before
+that writes nothing (a tensor on the meta device, of no elements, or one of
+torch's fake tensors under ``FakeTensorMode``) draws nothing, as torch's fills
+draw nothing then. Refused arguments raise before
 anything is drawn or written.
 
 The values follow the same distribution as torch's and are not torch's values
@@ -157,6 +158,12 @@ def _uniform_record(low, high, name: str, labels: tuple[str, str], dtype: torch.
     _finite_in(high, dtype, labels[1], name)
     if low > high:
         raise ArgumentError(f"tinit.nn.init.{name} needs a <= b, got a={low}, b={high}")
+    fmax = torch.finfo(dtype).max
+    if high - low > fmax:  # torch's uniform_ check, b - a in float64 against the dtype's largest value
+        raise ArgumentError(
+            f"tinit.nn.init.{name} needs {labels[1]} - {labels[0]} <= {fmax!r} (the largest {dtype} value, as "
+            f"torch's uniform_), got {labels[0]}={low!r}, {labels[1]}={high!r}"
+        )
     if low == high:
         return low
     try:
@@ -245,8 +252,31 @@ def _normal(tensor, mean=0.0, std=1.0, generator=None, *, seed=None, stream=0, b
     return _one(tensor, functools.partial(_normal_record, mean, std, "normal_"), generator, seed, stream, block)
 
 
+def _warn_negative_std(std) -> None:
+    """torch's ``trunc_normal_`` samples a negative std as |std| (its density is in std^2), where its
+    ``normal_`` refuses one: so does this drop-in, with a UserWarning that the sign is dropped
+    (tinit's own entry points refuse it)."""
+    if type(std) is float or type(std) is int:
+        negative = std < 0
+    else:
+        try:
+            negative = as_real("std", std) < 0
+        except (TypeError, ValueError):  # refused with its message by the fill's own check
+            return
+    if negative:
+        warnings.warn(
+            f"tinit.nn.init.trunc_normal_: std={std!r} is negative; sampling with |std| = {abs(float(std))!r} as "
+            "torch.nn.init.trunc_normal_ does (torch's normal_ refuses a negative std; tinit.trunc_normal_at_ "
+            "and fill_ too)",
+            UserWarning,
+            stacklevel=5,  # the caller of tinit.nn.init.trunc_normal_ (through _eager's wrapper)
+        )
+
+
 @_eager
 def _trunc_normal(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *, seed=None, stream=0, block=None):
+    if not (type(std) is float and std >= 0):  # the common float std costs no call (the hot path's frames)
+        _warn_negative_std(std)
     return _one(tensor, functools.partial(_trunc_normal_record, mean, std, a, b), generator, seed, stream, block)
 
 
@@ -329,7 +359,7 @@ def _kaiming_normal(
 
 _STREAM_NOTE = """
     Stream: one Philox key drawn from ``generator`` (or torch's default CPU
-    generator) when something is written, none for a meta or 0-element
+    generator) when something is written, none for a meta, fake or 0-element
     tensor; element i (row-major, logical) takes stream index i of stream 0
     (``tinit.nn.init`` module docstring, docs/stream.md). Values differ from
     torch's (same distribution, another generator)."""
@@ -356,8 +386,9 @@ def uniform_(
     Raises:
         DtypeError: a dtype other than float32, float64, bfloat16, float16
             (a TypeError and a NotImplementedError, as torch's for integers).
-        ArgumentError: a > b, or a bound that is not a finite value of the
-            dtype (a ValueError and a RuntimeError, as torch's).
+        ArgumentError: a > b, a bound that is not a finite value of the
+            dtype, or b - a above the dtype's largest value (a ValueError
+            and a RuntimeError, as torch's; torch refuses the same bounds).
         TypeError: not a tensor, a sparse or nested tensor, a non-real
             bound, a ``generator`` that is not a ``torch.Generator``.
         tinit.params.InternalOverlapError: an expanded or otherwise
@@ -421,7 +452,8 @@ def trunc_normal_(
     values are exact inverse-CDF samples of the truncated normal, for any
     window: torch's warning about a mean far from [a, b] does not apply and
     is not raised. As in torch, the sign of std does not matter (the density
-    depends on std^2), and a == b fills with a (one key drawn).
+    depends on std^2; a negative std warns, UserWarning), and a == b fills
+    with a (one key drawn).
 
     What is drawn from torch's RNG: exactly one int64 when something is
     written, via ``torch.empty((), dtype=torch.int64, device=d).random_(generator=generator)``

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+from dataclasses import replace
 
 from tinit.schemes._core import (
     Context,
@@ -27,8 +28,11 @@ class _FanScheme(Scheme):
         if len(ctx.shape) == 1 and ctx.fan_in is None and ctx.fan_out is None and ctx.base == "embedding":
             # A drawn vector has no fans of its own (torch.nn.init refuses one). A learned token
             # (CLIP's class_embedding): fans of its width n, so Xavier and LeCun give n^-1/2, CLIP's own
-            # std (CLIPPreTrainedModel._init_weights: embed_dim ** -0.5).
-            return self.weight(ctx, ctx.shape[0], ctx.shape[0], **options)
+            # std (CLIPPreTrainedModel._init_weights: embed_dim ** -0.5). A vector of no elements has
+            # the fans of an (n, n) weight: Context.fans refuses n = 0 as for nn.Linear(0, d), and
+            # Scheme.spec turns that into nothing written.
+            fan_in, fan_out = replace(ctx, shape=(ctx.shape[0], ctx.shape[0])).fans()
+            return self.weight(ctx, fan_in, fan_out, **options)
         return self.weight(ctx, *ctx.fans(), **options)
 
     def weight(self, ctx: Context, fan_in: int, fan_out: int, **options) -> InitSpec:

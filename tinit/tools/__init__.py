@@ -6,6 +6,7 @@ Modules:
     cli_models   the models ``tinit init`` builds (toy GPT-2, Hugging Face by family, a config file)
     hf_families  Hugging Face families built small on the meta device
     info         which backends can run here and why not, the build, the devices
+    memory       the bytes a meta model will take and the bytes this process may still allocate
     report       step-zero variance and gradients against depth, per scheme (``tinit.report``)
     toy_models   the toy transformers: GPT-2 small for ``tinit init``, the configurable stack of the report
 """

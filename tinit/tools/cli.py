@@ -13,7 +13,8 @@ The model is built on the meta device (no memory, no init), materialised on
 every parameter is written once by ``tinit.init_model_``. The report gives
 the parameter count, wall time, G elements/s and, per role, the intended and
 the measured std. Every argument (configs, fields, ``--save``'s directory) is
-checked before anything is allocated.
+checked before anything is allocated, and so is the memory the model will take
+(``tinit.tools.memory``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from tqdm import tqdm
 
 import tinit
 from tinit import STREAM_VERSION, dispatch, materialise_, schemes
-from tinit.tools import hf_families, info as _info
+from tinit.tools import hf_families, info as _info, memory
 from tinit.tools.cli_models import (
     MODELS,
     Built,
@@ -346,7 +347,8 @@ def _add_model_arguments(init: argparse.ArgumentParser) -> None:
         action="append",
         help="set a config field (repeatable; after --layers/--d-model/--heads): VALUE is JSON, or a plain "
         "string when it does not start with {, [ or a double quote; a dotted KEY sets a held config's field "
-        "(text_config.num_hidden_layers=8). A field the config does not have is refused. "
+        "(text_config.num_hidden_layers=8). A field the config does not have is refused, and so is a count "
+        "or size (num_*, n_*, *_size) below 1 where the config's default is >= 1 (below 0 anywhere). "
         'E.g. --set num_hidden_layers=80 --set rope_scaling=\'{"type":"linear","factor":2}\'',
     )
     init.add_argument(
@@ -563,6 +565,21 @@ def _device_error(args) -> str | None:
     return None
 
 
+def _memory_error(args, built: Built) -> str | None:
+    """Why the model does not fit in the memory this process may still allocate on ``args.device``, in
+    one line with both figures and where the available one came from; None when it fits (or when no
+    figure can be read: ``tinit.tools.memory.available``)."""
+    needed = memory.model_bytes(built.model, DTYPES[args.dtype])
+    free = memory.available(args.device)
+    if free is None or needed <= free.bytes:
+        return None
+    return (
+        f"the model's parameters and buffers need {memory.describe(needed)} in {args.dtype}, more than the "
+        f"{memory.describe(free.bytes)} available on {args.device} ({free.source}); make it smaller "
+        "(--layers, --d-model, --set) or use a smaller --dtype"
+    )
+
+
 def _init(args, built: Built) -> int:
     model, n_layers = built.model, built.n_layers
     dtype, device = DTYPES[args.dtype], args.device
@@ -698,7 +715,9 @@ def main(argv: list[str] | None = None) -> int:
         for a scheme that cannot initialise the model, e.g. ``rezero``
         without residual gates, and for ``--device``/``--backend`` that this
         machine cannot run: no GPU for ``--device cuda``, ``--backend
-        triton`` on the CPU without ``TRITON_INTERPRET=1``).
+        triton`` on the CPU without ``TRITON_INTERPRET=1``; a model whose
+        parameters and buffers need more bytes than the process may still
+        allocate there, ``tinit.tools.memory.available``, checked on meta).
         ``tinit report``: see ``tinit.tools.report.run``; ``tinit info``: 0.
     """
     parser = build_parser()
@@ -729,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ImportError(f"--save needs safetensors (pip install safetensors): {err}") from err
     except (ImportError, TypeError, ValueError) as err:
         parser.exit(2, f"tinit {args.command}: error: {err}\n")
-    problem = _device_error(args)
+    problem = _device_error(args) or _memory_error(args, built)
     if problem is not None:  # one line, no usage: the arguments are well formed, the machine lacks something
         parser.exit(2, f"tinit {args.command}: error: {problem}\n")
     for note in built.notes:

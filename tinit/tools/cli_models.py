@@ -12,8 +12,10 @@ import dataclasses
 import json
 import math
 import os
+import re
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,7 @@ __all__ = [
     "build_hf",
     "build_model",
     "check_save_dir",
+    "check_sizes",
     "generic_fields",
     "jsonable",
     "load_config",
@@ -98,6 +101,49 @@ def parse_set(items: list[str] | None) -> dict:
                 raise TypeError(f"--set {item!r}: {part} was set to a value, not a config")
         node[leaf] = value
     return fields
+
+
+# A field whose name says it counts or sizes something: num_hidden_layers, n_head, vocab_size, hidden_size.
+_SIZE_FIELD = re.compile(r"^(num|n)_|_size$")
+
+
+def _default(defaults, key: str):
+    """``key``'s value in ``defaults``, a config (its class's defaults) or a dict; None when absent."""
+    if isinstance(defaults, Mapping):
+        return defaults.get(key)
+    return getattr(defaults, key, None)
+
+
+def check_sizes(fields: Mapping, defaults, where: str = "--set ") -> None:
+    """Refuse a size field set to a count no model can have, as ``--layers 0`` is refused.
+
+    The rule: an integer field whose name says it is a count or a size (it starts with ``num_`` or
+    ``n_``, or ends in ``_size``: ``num_hidden_layers``, ``num_local_experts``, ``n_head``,
+    ``vocab_size``, ``hidden_size``) must be >= 0, and >= 1 where the config class's default for it
+    is >= 1: zero layers, experts or vocabulary entries build a model with empty or missing parts
+    that transformers does not refuse. A field whose default is 0 or None (an optional count) may be
+    0; an optional field is switched off with null. Held configs (``text_config``) are checked
+    against their own defaults.
+
+    Args:
+        fields: the ``--set`` fields (``parse_set``'s dict, held configs as nested dicts).
+        defaults: the config class's defaults (an instance built without arguments), or a dict.
+        where: how the message names a field before its key.
+
+    Raises:
+        ValueError: the first such field, with its value and the class's default.
+    """
+    for key, value in fields.items():
+        default = _default(defaults, key)
+        if isinstance(value, Mapping):
+            check_sizes(value, {} if default is None else default, f"{where}{key}.")
+        elif type(value) is int and _SIZE_FIELD.search(key):
+            floor = 1 if type(default) is int and default >= 1 else 0
+            if value < floor:
+                raise ValueError(
+                    f"{where}{key}={value}: a count or size must be >= {floor} (the config's default is "
+                    f"{default!r}); no model has {value} of them"
+                )
 
 
 def load_config(source: str) -> dict:
@@ -309,6 +355,7 @@ def make_model(name, *, layers, d_model, heads, fields) -> Built:
         except ImportError as err:
             raise ImportError(f"--model hf-gpt2 needs transformers (pip install transformers): {err}") from err
         renames = {"n_layers": "n_layer", "d_model": "n_embd", "n_heads": "n_head"}
+        check_sizes(fields or {}, transformers.GPT2Config())
         config = hf_families.from_fields("gpt2", {**{renames[k]: v for k, v in sizes.items()}, **(fields or {})})
         with torch.device("meta"):
             model = transformers.GPT2LMHeadModel(config)
@@ -396,6 +443,7 @@ def build_hf(
         unknown = hf_families.unknown_fields(current, fields or {})
         if unknown:
             raise ValueError(f"--set: {type(current).__name__} has no field {', '.join(unknown)}")
+        check_sizes(fields or {}, type(current)())
         merged = hf_families.canonical(current, config)
         for layer in (generic_fields(current, layers=layers, d_model=d_model, heads=heads), fields or {}):
             merged = hf_families.merge(merged, hf_families.canonical(current, layer))
