@@ -160,15 +160,18 @@ def test_buffers_are_hf_s(name, pattern):
 
 
 class _XieluBuffers(tinit.buffers.BufferRecipe):
-    """A user's recipe for XIELU's ``beta``/``eps`` (tinit leaves them unclaimed: under ``hf`` the
-    model's ``_init_weights`` writes neither them nor ``alpha_p``/``alpha_n``)."""
+    """A user's recipe for XIELU's ``beta``/``eps``, registered first: it wins over ``hf_constructor``."""
 
     name = "test_xielu"
+
+    def __init__(self):
+        self.claimed = []
 
     def claims(self, module):
         return ("beta", "eps") if type(module).__name__ == "XIELUActivation" else ()
 
     def values(self, module):
+        self.claimed.append(module)
         return {
             "beta": torch.tensor(module._beta_scalar, dtype=module.beta.dtype),
             "eps": torch.tensor(module._eps_scalar, dtype=module.eps.dtype),
@@ -177,21 +180,26 @@ class _XieluBuffers(tinit.buffers.BufferRecipe):
 
 @pytest.mark.parametrize("name", ["ApertusForCausalLM", "Apertus1p5TextForCausalLM"])
 def test_xielu_alphas_are_hf_s(name):
-    """XIELUActivation.__init__'s log(expm1(0.8)) and log(expm1(0.8 - beta)), bit for bit."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(tinit.buffers.UninitialisedBufferError, match=r"act_fn\.beta"):
-            tinit.init_model_(hf_classes.build(name, _config(name)), "normal", seed=0, device="cpu")
+    """XIELUActivation.__init__'s log(expm1(0.8)) and log(expm1(0.8 - beta)), bit for bit, with its
+    ``beta``/``eps`` buffers recomputed by its constructor (``hf_constructor``) or by a user's recipe."""
+    reference = _eager(name)
+    buffers = dict(_eager_model(name).named_buffers())
+    chosen = [k for k in reference if re.search(r"act_fn\.alpha_[pn]$", k)]
+    scalars = [k for k in buffers if re.search(r"act_fn\.(beta|eps)$", k)]
+    assert chosen and scalars
+    by_constructor = _meta(name)
     recipe = tinit.buffers.register(_XieluBuffers())
     try:
-        mine = dict(_meta(name).named_parameters())
+        by_user = _meta(name)
     finally:
         tinit.buffers.RECIPES.remove(recipe)
-    reference = _eager(name)
-    chosen = [k for k in reference if re.search(r"act_fn\.alpha_[pn]$", k)]
-    assert chosen
-    for key in chosen:
-        assert torch.equal(mine[key].detach(), reference[key]), key
+    assert recipe.claimed  # the user's recipe, first in RECIPES, took them
+    for model in (by_constructor, by_user):
+        mine, own = dict(model.named_parameters()), dict(model.named_buffers())
+        for key in chosen:
+            assert torch.equal(mine[key].detach(), reference[key]), key
+        for key in scalars:
+            assert own[key].dtype == buffers[key].dtype and torch.equal(own[key], buffers[key]), key
 
 
 @pytest.mark.parametrize(

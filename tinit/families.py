@@ -409,6 +409,7 @@ _BUILT_IN = (
             buffers.HFSinusoidalPositions,
             buffers.HFCausalMask,
             buffers.HFZeroBuffers,
+            buffers.HFConstructorBuffers,  # the last resort: recomputes what no named recipe claims
         ),
     ),
     Family("torchtitan", gate_of_up={"w3": "w1"}, buffers=_recipes(buffers.TorchtitanBuffers)),
