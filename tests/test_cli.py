@@ -736,3 +736,130 @@ def test_check_sizes_rule():
     ]:
         with pytest.raises(ValueError, match=re.escape(needle)):
             check_sizes(fields, defaults)
+
+
+# --save that cannot tear, --force, --config DIR, --version, storage fields.
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_save_refuses_a_non_empty_directory_without_force(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    assert main(["init", *SMALL, "--seed", "0", "--save", str(out)]) == 0
+    capsys.readouterr()
+    before = _files(out)
+    line = _refused(monkeypatch, capsys, *SMALL, "--seed", "1", "--save", str(out))
+    assert line.startswith(f"tinit init: error: --save {out}: the directory is not empty (pass --force")
+    assert _files(out) == before  # the earlier save is untouched
+
+
+def test_save_with_force_replaces_the_directory_whole(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stale.txt").write_text("an earlier file")
+    assert main(["init", *SMALL, "--seed", "1", "--save", str(out), "--force"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tinit_init.json"]
+    saved, record = _saved(out)
+    assert record["seed"] == 1
+    fresh = _fresh(build_model("gpt2-small", layers=2, d_model=64)[0], "gpt2", 1)
+    _assert_bits(saved, fresh, skip={"lm_head.weight"})
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # nothing left beside it
+
+
+@pytest.mark.parametrize("step", ["weights", "record"])
+def test_an_interrupted_save_leaves_the_earlier_one_whole(tmp_path, monkeypatch, capsys, step):
+    """A KeyboardInterrupt while writing (Ctrl-C during the weights or the record) leaves the earlier
+    save exactly as it was and no partial copy beside it."""
+    from tinit.tools import cli_models
+
+    out = tmp_path / "out"
+    assert main(["init", *SMALL, "--seed", "0", "--save", str(out)]) == 0
+    capsys.readouterr()
+    before = _files(out)
+    real = Path.write_text
+
+    def interrupted(self, *args, **kwargs):
+        if self.name == "tinit_init.json":
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    if step == "weights":
+        import safetensors.torch
+
+        def stop(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(safetensors.torch, "save_file", stop)
+    else:
+        monkeypatch.setattr(Path, "write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main(["init", *SMALL, "--seed", "1", "--save", str(out), "--force"])
+    monkeypatch.undo()
+    assert _files(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert cli_models.check_save_dir(str(out)) is not None  # still the earlier, non-empty save
+
+
+def test_force_without_save_is_refused(monkeypatch, capsys):
+    line = _refused(monkeypatch, capsys, *SMALL, "--force")
+    assert "--force" in line and "--save" in line
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tinit {tinit.__version__} (stream version {tinit.STREAM_VERSION})"
+
+
+@needs_hf
+def test_config_takes_a_saved_model_directory(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["--config", json.dumps(TINY_LLAMA), *QUIET, "--seed", "2", "--save", str(out)]
+    assert main(["init", *argv]) == 0
+    first = _run(capsys, "--config", json.dumps(TINY_LLAMA), *QUIET)
+    again = _run(capsys, "--config", str(out), *QUIET)
+    assert again["count"] == first["count"]
+
+
+@needs_hf
+def test_config_directory_without_config_json_is_refused(tmp_path, monkeypatch, capsys):
+    line = _refused(monkeypatch, capsys, "--config", str(tmp_path), *QUIET)
+    assert f"--config {tmp_path}: a directory without a config.json" in line
+
+
+@needs_hf
+def test_quantization_config_is_dropped_and_the_save_loads(tmp_path, capsys):
+    """A Hub config with an fp8 quantization_config (DeepSeek-V3's form): dropped with one line, and
+    from_pretrained loads the save with no extra package, bit for bit."""
+    import transformers
+
+    config = {
+        **TINY_LLAMA,
+        "quantization_config": {
+            "activation_scheme": "dynamic",
+            "fmt": "e4m3",
+            "quant_method": "fp8",
+            "weight_block_size": [128, 128],
+        },
+    }
+    out = tmp_path / "out"
+    assert main(["init", "--config", json.dumps(config), *QUIET, "--dtype", "bfloat16", "--save", str(out)]) == 0
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if "quantization_config" in line]
+    assert len(notes) == 1 and "dropped" in notes[0]
+    assert "quantization_config" not in json.loads((out / "config.json").read_text())
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.bfloat16)
+    saved, _ = _saved(out)
+    loaded = model.state_dict()
+    for name, tensor in saved.items():
+        torch.testing.assert_close(loaded[name], tensor, rtol=0, atol=0)
+
+
+@needs_hf
+@pytest.mark.parametrize(("model_type", "theta"), [("mixtral", 1e6), ("deepseek_v3", 10000.0), ("llama", 5e5)])
+def test_rope_theta_at_its_default_is_no_false_alarm(model_type, theta):
+    base = hf_families.from_fields(model_type, {}, check=False)
+    assert hf_families.unknown_fields(base, {"rope_theta": theta}) == []
+    assert hf_families.unknown_fields(base, {"rope_thetta": theta})[0].startswith("rope_thetta")

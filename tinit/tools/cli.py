@@ -300,6 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
         An ``argparse.ArgumentParser``.
     """
     parser = argparse.ArgumentParser(prog="tinit", description="tinit: fast truncated-normal initialisation.")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"tinit {tinit.__version__} (stream version {tinit.STREAM_VERSION})",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     init = sub.add_parser(
         "init", help="initialise a whole model and report per-role stds", description=__doc__.split("\n\n")[0]
@@ -337,9 +342,11 @@ def _add_model_arguments(init: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--config",
         metavar="PATH_OR_JSON",
-        help="a Hugging Face config: a config.json path or an inline JSON object with a model_type "
-        "(built with its architectures' class or the family's Auto class; no weights downloaded, nothing "
-        "from the network); fields its config class does not have are kept, with a warning; overrides --model",
+        help="a Hugging Face config: a config.json path, a saved model's directory (its config.json) or an "
+        "inline JSON object with a model_type (built with its architectures' class or the family's Auto class; "
+        "no weights downloaded, nothing from the network); fields its config class does not have are kept, "
+        "with a warning; fields of a storage format (quantization_config) are dropped, with a warning; "
+        "overrides --model",
     )
     init.add_argument(
         "--set",
@@ -356,7 +363,14 @@ def _add_model_arguments(init: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="write the initialised model to DIR: a transformers model by save_pretrained (model.safetensors, "
         "config.json), tinit's own by safetensors (one tensor per tie) and config.json; both with "
-        "tinit_init.json (scheme, seed, options, tinit and stream versions, per-role specs)",
+        "tinit_init.json (scheme, seed, options, tinit and stream versions, per-role specs). Written beside "
+        "DIR first and moved into place when complete; DIR must be absent or empty unless --force",
+    )
+    init.add_argument(
+        "--force",
+        action="store_true",
+        help="let --save replace a non-empty DIR (an earlier save): the old directory is moved aside and deleted "
+        "only after the new one is in place, so an interruption never leaves a mix of the two",
     )
 
 
@@ -730,7 +744,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = {"layers": args.layers, "d_model": args.d_model, "heads": args.heads}
     # Everything a user can get wrong is checked here, before the model is materialised (allocated).
     try:
-        problem = None if args.save is None else check_save_dir(args.save)
+        if args.force and args.save is None:
+            raise ValueError("--force applies to --save DIR (replace an earlier save), and there is no --save")
+        problem = None if args.save is None else check_save_dir(args.save, force=args.force)
         if problem is not None:
             raise ValueError(problem)
         fields = parse_set(args.set)

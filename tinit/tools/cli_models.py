@@ -13,7 +13,8 @@ import json
 import math
 import os
 import re
-import time
+import secrets
+import shutil
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -147,7 +148,8 @@ def check_sizes(fields: Mapping, defaults, where: str = "--set ") -> None:
 
 
 def load_config(source: str) -> dict:
-    """An HF config: a ``config.json`` path, or an inline JSON object (text starting with ``{``).
+    """An HF config: a ``config.json`` path, a saved model's directory (its ``config.json``, as
+    ``from_pretrained`` reads it), or an inline JSON object (text starting with ``{``).
 
     Args:
         source: the ``--config`` argument.
@@ -156,15 +158,19 @@ def load_config(source: str) -> dict:
         The config as a dict; it has a "model_type" (str).
 
     Raises:
-        ValueError: unreadable file or invalid JSON.
+        ValueError: unreadable file, a directory without ``config.json``, or invalid JSON.
         TypeError: not a JSON object, or no ``model_type`` string.
     """
     if source.lstrip().startswith("{"):
         what, text = "inline JSON", source
     else:
-        what = source
+        what, path = source, Path(source)
+        if path.is_dir():
+            if not (path / "config.json").is_file():
+                raise ValueError(f"--config {source}: a directory without a config.json (a saved model has one)")
+            path = path / "config.json"
         try:
-            text = Path(source).read_text()
+            text = path.read_text()
         except OSError as err:
             raise ValueError(f"--config {source}: cannot read it ({err.strerror or err})") from None
     try:
@@ -388,6 +394,13 @@ def _shape_line(config) -> str:
     return ", ".join(parts)
 
 
+# Config fields that describe how a checkpoint's tensors are stored rather than the model: a --save
+# holds plain tensors, so a config that kept them would declare weights the file does not have
+# (from_pretrained of a DeepSeek-V3 config with its fp8 quantization_config then asks for accelerate
+# and fp8 kernels).
+STORAGE_FIELDS = ("quantization_config",)
+
+
 def build_hf(
     family: str | None = None,
     *,
@@ -429,6 +442,13 @@ def build_hf(
     if config is not None:
         config = dict(config)
         model_type = config.pop("model_type")
+        for key in STORAGE_FIELDS:
+            if key in config:
+                del config[key]
+                notes.append(
+                    f"the config's {key} describes a storage format tinit does not write (it writes plain "
+                    "tensors of --dtype): dropped, so that a --save loads with from_pretrained as it is"
+                )
         base = hf_families.from_fields(model_type, {}, check=False)
         unknown = hf_families.unknown_fields(base, config)
         if unknown:
@@ -467,30 +487,35 @@ def build_hf(
     )
 
 
-def check_save_dir(path: str) -> str | None:
+def check_save_dir(path: str, *, force: bool = False) -> str | None:
     """Why ``--save DIR`` cannot be written, in one line; None when it can (checked before anything is built).
 
     Args:
-        path: the directory; it may exist (files of the same names are replaced) or be created,
-            with its missing parents.
+        path: the directory: absent (created, with its missing parents), empty, or, with ``force``,
+            an earlier save or any other directory, which ``save`` replaces whole.
+        force: ``--force``: a non-empty ``path`` may be replaced.
 
     Returns:
         The reason, or None.
     """
     target = Path(path)
-    if target.exists():
+    if target.exists() or target.is_symlink():
         if not target.is_dir():
             return f"--save {path}: exists and is not a directory"
-        if not os.access(target, os.W_OK | os.X_OK):
-            return f"--save {path}: the directory is not writable"
-        return None
-    parent = target.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"--save {path}: cannot create it, {parent} is not a directory"
+        if not force and any(target.iterdir()):
+            return (
+                f"--save {path}: the directory is not empty (pass --force to replace it whole; "
+                "the old one is removed only after the new one is complete)"
+            )
+        parent = target.resolve().parent
+    else:
+        parent = target.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():
+            return f"--save {path}: cannot create it, {parent} is not a directory"
     if not os.access(parent, os.W_OK | os.X_OK):
-        return f"--save {path}: cannot create it, {parent} is not writable"
+        return f"--save {path}: cannot write beside it, {parent} is not writable (the save is built there first)"
     return None
 
 
@@ -508,13 +533,20 @@ def jsonable(value):
 
 
 def save(built: Built, directory: str, record: dict, *, progress: bool = True) -> list[str]:
-    """Write the initialised model, its config and ``record`` to ``directory`` (created if needed).
+    """Write the initialised model, its config and ``record`` to ``directory``, all or nothing.
 
-    A transformers model: ``model.save_pretrained(directory)`` (``model.safetensors`` and
-    ``config.json``; transformers handles the ties; ``safe_serialization=True`` where the version
-    still takes it). tinit's own model: ``safetensors.torch.save_file`` with each tied tensor once,
-    under the first name ``named_parameters`` gives, the other names in the metadata ("tied":
-    {alias: name}), and ``config.json`` (its ``GPTConfig``). Then ``tinit_init.json`` (``record``).
+    A transformers model: ``model.save_pretrained`` (``model.safetensors`` and ``config.json``;
+    transformers handles the ties; ``safe_serialization=True`` where the version still takes it).
+    tinit's own model: ``safetensors.torch.save_file`` with each tied tensor once, under the first
+    name ``named_parameters`` gives, the other names in the metadata ("tied": {alias: name}), and
+    ``config.json`` (its ``GPTConfig``). Then ``tinit_init.json`` (``record``).
+
+    Everything is written into a new directory beside ``directory`` (same parent, a hidden
+    ``.<name>.tinit-*`` name), which is renamed to ``directory`` only when complete. An existing
+    ``directory`` (``check_save_dir`` allowed it: empty, or ``--force``) is first renamed aside and
+    deleted after the new one is in place. An interruption therefore leaves either the old
+    directory, or the complete new one, or (between the two renames) no ``directory`` and the old
+    one under its hidden name beside it; never a mix of two saves.
 
     Args:
         built: the model, initialised.
@@ -527,11 +559,39 @@ def save(built: Built, directory: str, record: dict, *, progress: bool = True) -
 
     Raises:
         ImportError: safetensors is not installed (tinit's own model).
-        OSError: the write failed.
+        OSError: the write failed (``directory`` is then as it was; the partial copy is removed).
     """
     target = Path(directory)
-    target.mkdir(parents=True, exist_ok=True)
-    start = time.time() - 1.0  # file times may be coarser than the clock
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = _fresh_dir(target, "new")
+    try:
+        written = _write_save(built, staging, record, progress)
+        aside = None
+        if target.exists():
+            aside = _fresh_dir(target, "old")
+            os.replace(target, aside / target.name)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+    return written
+
+
+def _fresh_dir(target: Path, what: str) -> Path:
+    """A new empty directory beside ``target`` (mode by the umask, as ``mkdir`` gives)."""
+    while True:
+        path = target.parent / f".{target.name}.tinit-{what}-{secrets.token_hex(4)}"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+
+
+def _write_save(built: Built, target: Path, record: dict, progress: bool) -> list[str]:
+    """``save``'s writes into the (new, empty) staging directory ``target``."""
     if built.hf:
         import inspect
 
@@ -548,7 +608,7 @@ def save(built: Built, directory: str, record: dict, *, progress: bool = True) -
         finally:
             if shown and not progress:
                 hf_logging.enable_progress_bar()
-        written = [p.name for p in target.iterdir() if p.is_file() and p.stat().st_mtime >= start]
+        written = [p.name for p in target.iterdir() if p.is_file()]
     else:
         try:
             from safetensors.torch import save_file

@@ -290,15 +290,34 @@ def _consumed(model_type: str, key: str, value) -> bool:
     name its constructor converts (transformers 5 folds ``rope_theta`` into ``rope_parameters``), seen
     as another field changing when ``key`` is given."""
     transformers = import_transformers()
-    try:
-        given = transformers.AutoConfig.for_model(model_type, **{key: value}).to_dict()
-    except Exception:  # noqa: BLE001 - a value the constructor rejects is one it reads
-        return True
     plain = transformers.AutoConfig.for_model(model_type).to_dict()
-    for data in (given, plain):
-        data.pop(key, None)
-        data.pop("transformers_version", None)
-    return given != plain
+    plain.pop(key, None)
+    plain.pop("transformers_version", None)
+    # The given value may equal the default it is folded into (Mixtral's rope_theta 1e6): a second,
+    # different value of the same type shows the read too.
+    for probe in (value, _another(value)):
+        if probe is None:
+            continue
+        try:
+            given = transformers.AutoConfig.for_model(model_type, **{key: probe}).to_dict()
+        except Exception:  # noqa: BLE001 - a value the constructor rejects is one it reads
+            return True
+        given.pop(key, None)
+        given.pop("transformers_version", None)
+        if given != plain:
+            return True
+    return False
+
+
+def _another(value):
+    """A value of ``value``'s type that differs from it (None where there is no obvious one)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value * 2 + 1
+    if isinstance(value, str):
+        return value + "_"
+    return None
 
 
 def unknown_fields(config, fields: Mapping, where: str = "") -> list[str]:
