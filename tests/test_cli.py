@@ -315,7 +315,7 @@ def test_progress_bars_on_stderr(flag, capsys):
     bars = (
         "tinit fill (gpt2): 100%",
         "measuring stds: 100%",
-        "torch.nn.init.trunc_normal_: 100%",
+        "torch.nn.init.normal_: 100%",
         "tinit fill again (gpt2): 100%",
     )
     n = len(list(_meta_gpt(1, 64).parameters()))
@@ -331,11 +331,17 @@ def test_compare_names_the_torch_call(capsys):
     assert main(["init", *SMALL, "--scheme", "xavier_uniform", "--compare"]) == 0
     out = capsys.readouterr().out
     assert "trunc_normal_" not in out
-    assert any(line.startswith("torch.nn.init.uniform_: ") and "same bounds" in line for line in out.splitlines())
+    line = next(line for line in out.splitlines() if line.startswith("torch.nn.init.uniform_: "))
+    assert "the recipe reference's call, same distribution per parameter" in line
     assert "x over torch.nn.init.uniform_ (" in out
+    # gpt2 (the default) is untruncated: Hugging Face's GPT-2 init calls normal_, and so does the comparison
     assert main(["init", *SMALL, "--compare"]) == 0
     out = capsys.readouterr().out
-    assert "x over torch.nn.init.trunc_normal_ (" in out and "uniform_" not in out
+    assert "x over torch.nn.init.normal_ (" in out and "trunc_normal_" not in out and "uniform_" not in out
+    # truncated by the user: trunc_normal_ with the recipe's bounds
+    assert main(["init", *SMALL, "--trunc", "2", "--compare"]) == 0
+    out = capsys.readouterr().out
+    assert "x over torch.nn.init.trunc_normal_ (" in out
 
 
 def test_torch_calls_of_specs():
@@ -344,6 +350,7 @@ def test_torch_calls_of_specs():
     normal = schemes.InitSpec(std=0.02, trunc=2.0)
     uniform = schemes.InitSpec(std=0.02, trunc=math.sqrt(3.0), distribution="uniform")
     assert _torch_calls(normal) == ("trunc_normal_",)
+    assert _torch_calls(schemes.InitSpec(std=0.02, trunc=math.inf)) == ("normal_",)
     assert _torch_calls(uniform) == ("uniform_",)
     assert _torch_calls(schemes.InitSpec(constant=1.0)) == ("constant_",)
     assert _torch_calls(schemes.InitSpec(parts=(uniform, normal, uniform))) == ("uniform_", "trunc_normal_")

@@ -788,3 +788,83 @@ def test_a_model_that_is_not_a_module_is_refused(model):
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
         tinit.init_model_(model, "gpt2", seed=0)
     assert torch.equal(torch.get_rng_state(), state)
+
+
+# Typos in the API: refused before anything is written or drawn, with the name that was meant.
+def _untouched(call):
+    """Run ``call`` on a toy GPT; return the error, after checking that no weight changed and torch's
+    RNG was not drawn from."""
+    model = GPT(TINY)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    rng = torch.get_rng_state()
+    with pytest.raises((TypeError, ValueError)) as error:
+        call(model)
+    assert torch.equal(torch.get_rng_state(), rng)
+    for name, param in model.named_parameters():
+        assert torch.equal(param.detach(), before[name]), name
+    return error.value
+
+
+def test_an_override_pattern_that_matches_nothing_is_refused():
+    error = _untouched(lambda m: tinit.init_model_(m, "gpt2", seed=0, overrides={r"lm_haed": "head"}))
+    assert isinstance(error, ValueError)
+    assert "override 'lm_haed' matches no parameter name" in str(error) and "lm_head.weight" in str(error)
+    # a pattern that matches a tied name only still counts
+    tinit.init_model_(GPT(TINY), "gpt2", seed=0, overrides={r"^lm_head\.weight$": "embedding"})
+
+
+@pytest.mark.parametrize(
+    ("scheme", "option", "meant"),
+    [("gpt2", "multiplyer", "multiplier"), ("gpt2", "trunk", "trunc"), ("t5", "dkv", "d_kv")],
+)
+def test_an_unknown_option_is_a_type_error_listing_the_options(scheme, option, meant):
+    error = _untouched(lambda m: tinit.init_model_(m, scheme, seed=0, **{option: 1.0}))
+    assert type(error) is TypeError
+    options = tinit.schemes.get(scheme).option_names()
+    assert f"scheme {scheme!r} has no option {option!r} (did you mean {meant!r}?)" in str(error)
+    assert f"its options: {list(options)}" in str(error)
+
+
+def test_option_names_are_what_each_scheme_accepts():
+    """Every scheme takes each of its option_names at its default and refuses any other name."""
+    import inspect
+
+    checked = 0
+    for name, scheme in tinit.schemes.SCHEMES.items():
+        names = scheme.option_names()
+        if names is None:  # forwards its options (rezero): its base checks them
+            continue
+        defaults = {}
+        for method in ("rule", "weight", "_std"):
+            function = getattr(type(scheme), method, None)
+            if function is not None:
+                for key, p in inspect.signature(function).parameters.items():
+                    if key in names and p.default is not inspect.Parameter.empty:
+                        defaults.setdefault(key, p.default)
+        kwargs = {"role": "attn_out", "layer_idx": 0, "n_layers": 2, "shape": (8, 8), "d_model": 8}
+        if defaults:
+            scheme.spec(**kwargs, **defaults)  # no TypeError
+            checked += 1
+        with pytest.raises(TypeError, match=f"scheme {name!r} has no option 'not_an_option'"):
+            scheme.spec(**kwargs, not_an_option=1)
+    assert checked >= 15
+    assert tinit.schemes.get("gpt2").option_names() == ("std", "multiplier")
+    assert tinit.schemes.get("xavier_uniform").option_names() == ("gain",)
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda m: tinit.init_model_(m, "gtp2", seed=0), "unknown tinit scheme 'gtp2' (did you mean 'gpt2'?)"),
+        (lambda m: tinit.fill_(m.lm_head.weight, "olmo_lama", role="head"), "(did you mean 'olmo_llama'?)"),
+        (
+            lambda m: tinit.init_model_(m, "gpt2", seed=0, overrides={"lm_head": "haed"}),
+            "override 'lm_head': unknown role 'haed' (did you mean 'head'?)",
+        ),
+        (lambda m: tinit.fill_(m.lm_head.weight, "gpt2", role="embeding"), "unknown role 'embeding' (did you mean"),
+    ],
+    ids=["scheme", "fill-scheme", "override-role", "fill-role"],
+)
+def test_did_you_mean_for_recipe_and_role_names(call, needle):
+    error = _untouched(call)
+    assert isinstance(error, tinit.schemes.UnknownNameError) and needle in str(error)

@@ -8,6 +8,7 @@ from them. The name rules are in ``tinit.roles``, each family's quirks in ``tini
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import math
@@ -89,9 +90,7 @@ def compile_overrides(overrides) -> list[tuple[re.Pattern, dict]]:
         if unknown:
             raise ValueError(f"override {pattern!r}: unknown keys {sorted(unknown)}; allowed {sorted(_OVERRIDE_KEYS)}")
         if "role" in entry and entry["role"] not in schemes.ROLES:
-            raise schemes.UnknownNameError(
-                f"override {pattern!r}: unknown role {entry['role']!r}; known: {list(schemes.ROLES)}"
-            )
+            raise schemes.UnknownNameError.of("role", entry["role"], schemes.ROLES, where=f"override {pattern!r}: ")
         if "value" in entry:
             value = entry["value"]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -342,7 +341,22 @@ def classify(model, prefix: str, overrides, modules=None) -> list[Param]:
     _ungated_up_projections(entries, walk.families)
     for entry in entries:  # the other names of a tied tensor, once the walk has seen them all
         entry.tied = tuple(entry.tied[1:]) if len(entry.tied) > 1 else ()
+    _refuse_unmatched(overrides, [name for names in aliases.values() for name in names], prefix)
     return entries
+
+
+def _refuse_unmatched(overrides: list, names: list[str], prefix: str) -> None:
+    """A ValueError for the first override pattern that ``re.search``-es no parameter name: a typo
+    (or a name of another model) would otherwise leave the parameter it meant to the default rule."""
+    for pattern, _ in overrides:
+        if not any(pattern.search(name) for name in names):
+            close = difflib.get_close_matches(pattern.pattern, names, n=1, cutoff=0.5)
+            hint = f" (the closest name: {close[0]!r})" if close else ""
+            where = f" under prefix {prefix!r}" if prefix else ""
+            raise ValueError(
+                f"override {pattern.pattern!r} matches no parameter name{where} of the model{hint}; "
+                "patterns are re.search-ed against the canonical names (named_parameters, wrappers removed)"
+            )
 
 
 def _entry(walk: _Walk, module, base: str, leaf: str, param, names: list[str], parsed: tuple) -> Param:

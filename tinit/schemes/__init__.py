@@ -156,7 +156,7 @@ def get(name: str) -> Scheme:
         # init_model_'s "hf" (the model's own init code) is no per-parameter scheme: say so where one is asked for
         hint = " ('hf' is init_model_'s: a Hugging Face model's own init, not a per-parameter scheme)"
         hint = hint if name == "hf" else ""
-        raise UnknownNameError(f"unknown tinit scheme {name!r}{hint}; known: {sorted(SCHEMES)}") from None
+        raise UnknownNameError.of("tinit scheme", name, sorted(SCHEMES), note=hint) from None
 
 
 def multipliers(name: str, **context) -> dict[str, float]:

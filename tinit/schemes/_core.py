@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import math
 import operator
 from collections.abc import Mapping
@@ -245,6 +248,26 @@ class UnknownNameError(KeyError, ValueError):
     def __str__(self) -> str:  # the message as written, not KeyError's repr of it
         return str(self.args[0]) if self.args else ""
 
+    @classmethod
+    def of(cls, kind: str, name, known, where: str = "", note: str = "") -> UnknownNameError:
+        """The error for an unknown ``name`` of ``kind`` ("tinit scheme", "role"), with the closest
+        known name (``difflib``, as the CLI's argparse choices suggest) and the list of known ones.
+
+        Args:
+            kind: what the name names, as the message says it.
+            name: the name given.
+            known: the known names, in the order to list them.
+            where: a prefix naming the argument ("override 'lm_head': ").
+            note: text after the name (a hint of why it is not one).
+
+        Returns:
+            An ``UnknownNameError`` (raise it).
+        """
+        known = list(known)
+        close = difflib.get_close_matches(name, known, n=1) if isinstance(name, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return cls(f"{where}unknown {kind} {name!r}{note}{hint}; known: {known}")
+
 
 class _NoFanError(ValueError):
     """A fan of zero: the weight has no elements, so a fan-based std is undefined (and unneeded)."""
@@ -417,6 +440,25 @@ def normal_spec(std: float) -> InitSpec:
     return InitSpec(std=std)
 
 
+@functools.cache
+def _option_names(kind: type) -> tuple[str, ...] | None:
+    """``Scheme.option_names`` of a scheme class (signatures read once per class)."""
+    names = []
+    for method in ("rule", "weight", "_std"):
+        function = getattr(kind, method, None)
+        if function is None:
+            continue
+        params = list(inspect.signature(function).parameters.values())[1:]  # self
+        names += [
+            p.name
+            for p in params
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in ("ctx", "fan_in", "fan_out")
+        ]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return tuple(dict.fromkeys(names))
+    return None
+
+
 class Scheme:
     """Base of every scheme: argument checks, truncation and variance preservation.
 
@@ -471,6 +513,16 @@ class Scheme:
         truncated normal ``spec`` of the parameter ``ctx``; ``default_trunc`` unless a scheme
         says otherwise (absolute bounds, as ``torch.nn.init.trunc_normal_``'s, are ``b / spec.std``)."""
         return self.default_trunc
+
+    def option_names(self) -> tuple[str, ...] | None:
+        """The options ``spec`` takes (the keyword parameters of ``rule`` and of the methods it hands
+        its ``**options`` to: ``weight``, ``_std``); None where a scheme forwards them further
+        (``rezero`` to its base, which checks them).
+
+        Returns:
+            The option names, in signature order, or None.
+        """
+        return _option_names(type(self))
 
     def depends_on_depth(self, **options) -> bool:
         """Whether ``layer_idx`` can change ``spec(**options)``'s result (``init_model_`` then
@@ -561,7 +613,15 @@ class Scheme:
                 ``model_spec`` that is not an ``InitSpec`` or None.
         """
         if role is not None and role not in ROLES:
-            raise UnknownNameError(f"unknown role {role!r}; known: {list(ROLES)}")
+            raise UnknownNameError.of("role", role, ROLES)
+        names = self.option_names()
+        unknown = [key for key in options if names is not None and key not in names]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], [*names, "trunc", "variance_preserving"], n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(
+                f"scheme {self.name!r} has no option {unknown[0]!r}{hint}; its options: {list(names) or 'none'}"
+            )
         if role is None and self.needs_role:
             raise ValueError(
                 f"scheme {self.name!r} needs the parameter's role (one of {list(ROLES)}); "

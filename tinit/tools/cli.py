@@ -154,20 +154,28 @@ def measure(summary, params: dict, progress=None) -> dict[tuple, Moments]:
 
 
 def _torch_calls(spec: schemes.InitSpec) -> tuple[str, ...]:
-    """The ``torch.nn.init`` functions that write the same distribution as ``spec``.
+    """The ``torch.nn.init`` functions that write the same distribution as ``spec``: the call the
+    recipe's reference makes (``normal_`` for an untruncated normal, as Hugging Face's GPT-2 and
+    Megatron's ``init_method_normal`` call; ``trunc_normal_`` with the bounds where it truncates).
 
     Args:
         spec: an ``InitSpec``.
 
     Returns:
-        Function names, e.g. ("trunc_normal_",), ("uniform_",), ("constant_",),
+        Function names, e.g. ("normal_",), ("trunc_normal_",), ("uniform_",), ("constant_",),
         or one per distinct slice of a fused spec, in slice order.
     """
     if spec.constant is not None:
         return ("constant_",)
     if spec.parts is not None:
         return tuple(dict.fromkeys(name for part in spec.parts for name in _torch_calls(part)))
-    return ("uniform_",) if spec.distribution == "uniform" else ("trunc_normal_",)
+    if spec.distribution == "uniform":
+        return ("uniform_",)
+    return ("normal_",) if _untruncated(spec) else ("trunc_normal_",)
+
+
+def _untruncated(spec: schemes.InitSpec) -> bool:
+    return all(math.isinf(bound) for bound in spec.bounds)
 
 
 def _torch_label(summary) -> str:
@@ -198,6 +206,8 @@ def _torch_spec_(param: torch.Tensor, spec: schemes.InitSpec) -> None:
             _torch_spec_(view, part)
     elif spec.distribution == "uniform":
         torch.nn.init.uniform_(param, *spec.bounds)
+    elif _untruncated(spec):
+        torch.nn.init.normal_(param, spec.mean, spec.std)
     else:
         torch.nn.init.trunc_normal_(param, spec.mean, spec.std, *spec.bounds)
 
@@ -683,10 +693,10 @@ def _compare(args, built: Built, summary, params: dict, seconds: float, moments,
     same = {k: (m.total, m.squares) for k, m in moments("measuring again").items()} == {
         k: (m.total, m.squares) for k, m in tinit_moments.items()
     }
-    what = "same bounds" if label.endswith(".uniform_") else "same std and bounds"
+    what = "the recipe reference's call" + ("s" if "/" in label else "")
     print(
         f"{label + ':':<29}{torch_s:8.3f} s  {count / torch_s / 1e9:8.3f} G elements/s"
-        f"  ({what} per parameter, constants by constant_; torch {torch.__version__})"
+        f"  ({what}, same distribution per parameter, constants by constant_; torch {torch.__version__})"
     )
     print(
         f"tinit again:                 {warm_s:8.3f} s  {count / warm_s / 1e9:8.3f} G elements/s"
