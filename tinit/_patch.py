@@ -67,7 +67,7 @@ from torch.nn.modules import module as torch_module
 
 from tinit._keys import Keys, block_of
 from tinit._model_init import stream_for
-from tinit._plan import check_seed
+from tinit._plan import check_seed, eager_under_compile
 from tinit.nn import init as tinit_init
 
 __all__ = ["patch_torch_init"]
@@ -186,18 +186,7 @@ def _scope_stream() -> int | None:
     return stream_for(f"{scope.name}:_init_weights[{index}]")
 
 
-def _eager(fn):
-    """``fn``, run eagerly under ``torch.compile`` (a graph break at the call): dynamo cannot trace the
-    host-side transform constants, and the call counter must advance once per call, not once per trace.
-    Outside compilation ``fn`` is called directly, without the disabled wrapper's cost."""
-    disabled = torch.compiler.disable(fn)
-
-    def run(*args, **kwargs):
-        if torch.compiler.is_compiling():
-            return disabled(*args, **kwargs)
-        return fn(*args, **kwargs)
-
-    return run
+_eager = eager_under_compile
 
 
 def _numbered(call: str, tensor) -> int:

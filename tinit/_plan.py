@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import operator
 import warnings
@@ -112,6 +113,36 @@ def _as_index(name: str, value, low: int = 0, high: int | None = None) -> int:
         bound = f"[{low}, 2**64)" if high == _U64 else (f"[{low}, {high})" if high is not None else f">= {low}")
         raise ValueError(f"{name} must be an int in {bound}, got {value!r}")
     return value
+
+
+def eager_under_compile(fn):
+    """``fn``, run eagerly under ``torch.compile`` (one graph break at the call): its host-side fp64
+    constants, cached checks, a key's draw (a host read of a tensor) and a call counter are not
+    graph material. Outside compilation ``fn`` is called directly, without the disabled wrapper's
+    cost.
+
+    The disabled wrapper is torch's ``torch._disable_dynamo``, which imports ``torch._dynamo`` at
+    its first call (only ever made while compiling, when dynamo is loaded), not at decoration:
+    ``torch.compiler.disable`` imports it at once, about 1.5 s of ``import tinit``. Dynamo skips
+    that wrapper's frame as torch's own code, so the call runs eagerly. A torch without it falls
+    back to ``torch.compiler.disable``.
+
+    Args:
+        fn: the function.
+
+    Returns:
+        A function of the same signature.
+    """
+    lazy = getattr(torch, "_disable_dynamo", None)
+    disabled = lazy(fn) if lazy is not None else torch.compiler.disable(fn)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            return disabled(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return run
 
 
 def check_seed(seed) -> int:

@@ -71,7 +71,7 @@ from torch.nn.init import (
 )
 from torch.overrides import handle_torch_function, has_torch_function_variadic
 
-from tinit._plan import Item, Plan
+from tinit._plan import Item, Plan, eager_under_compile
 from tinit.params import DtypeError, as_real, trunc_normal_record, uniform_record
 
 __all__ = [
@@ -225,19 +225,7 @@ def _one(tensor, what, generator, seed, stream, block=None) -> torch.Tensor:
     return tensor
 
 
-def _eager(fn):
-    """``fn``, run eagerly under ``torch.compile`` (one graph break at the call): its host-side fp64
-    constants, cached checks and the key's draw (a host read of a tensor) are not graph material.
-    Outside compilation ``fn`` is called directly, without the disabled wrapper's cost."""
-    disabled = torch.compiler.disable(fn)
-
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        if torch.compiler.is_compiling():
-            return disabled(*args, **kwargs)
-        return fn(*args, **kwargs)
-
-    return run
+_eager = eager_under_compile
 
 
 @_eager
