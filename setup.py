@@ -163,7 +163,63 @@ def _extensions():
         )
     else:
         ext = CppExtension(sources=sources, extra_compile_args={"cxx": cxx}, **kwargs)
-    return [ext], {"build_ext": BuildExtension.with_options(use_ninja=True)}
+    return [ext], {"build_ext": _one_line_failure(BuildExtension.with_options(use_ninja=True))}
+
+
+NO_EXTENSION_HINT = (
+    "install a C++17 compiler (e.g. `apt-get install g++`, or set CXX), or install tinit without its "
+    "native extension: `TINIT_NO_EXTENSION=1 pip install --no-build-isolation .` (the pure-torch "
+    "backend only: slower, same stream)"
+)
+
+
+def _compiler_problem() -> str | None:
+    """Why the C++ compiler cannot build the extension, in a few words; None when it can."""
+    import subprocess
+    import tempfile
+
+    compiler = os.environ.get("CXX") or "c++"
+    path = shutil.which(compiler.split()[0])
+    if path is None:
+        return f"no C++ compiler: {compiler!r} is not on PATH"
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "probe.cpp"
+        source.write_text("#include <cstdint>\nint main() { return static_cast<int>(sizeof(std::int64_t)) - 8; }\n")
+        try:
+            done = subprocess.run(
+                [*compiler.split(), "-std=c++17", "-c", str(source), "-o", str(Path(tmp) / "probe.o")],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as err:
+            return f"the C++ compiler {path} does not run ({err})"
+    if done.returncode != 0:
+        first = next((line for line in done.stderr.splitlines() if line.strip()), "no message")
+        return f"the C++ compiler {path} cannot compile C++17 ({first.strip()})"
+    return None
+
+
+def _one_line_failure(build_ext):
+    """``build_ext`` that first checks the compiler and ends a failed build with one line naming the
+    cause and ``TINIT_NO_EXTENSION=1``, not only torch's and setuptools' tracebacks."""
+
+    class Build(build_ext):
+        def run(self):
+            problem = _compiler_problem()
+            if problem is not None:
+                raise SystemExit(f"tinit setup: cannot build the native extension: {problem}; {NO_EXTENSION_HINT}")
+            try:
+                super().run()
+            except Exception as err:  # any build failure gets the same remedy line
+                raise SystemExit(
+                    f"tinit setup: the native extension failed to build ({type(err).__name__}: {err}); "
+                    f"{NO_EXTENSION_HINT}"
+                ) from err
+
+    Build.__name__ = build_ext.__name__
+    return Build
 
 
 ext_modules, cmdclass = _extensions()

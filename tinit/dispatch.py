@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -141,7 +142,7 @@ class Backend:
 
 def _native_reason() -> str | None:
     if not ops.native_available():
-        return f"native extension not built ({ops.native_load_error()}); {ops.BUILD_HINT}"
+        return f"{ops.native_load_error()}; {ops.BUILD_HINT}"
     return None
 
 
@@ -392,5 +393,16 @@ def _warn_fallback(reasons: dict[str, str]) -> None:
             + "; ".join(f"{k}: {v}" for k, v in reasons.items())
             + ")",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=_stacklevel_outside_tinit(),
         )
+
+
+def _stacklevel_outside_tinit() -> int:
+    """``warnings.warn``'s stacklevel of the first frame outside the tinit package (the user's
+    call), from the frame that calls ``warnings.warn``: a fixed number would point into tinit for
+    every entry point but one."""
+    root = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(2), 2  # the caller of _warn_fallback
+    while frame is not None and frame.f_code.co_filename.startswith(root):
+        frame, level = frame.f_back, level + 1
+    return level

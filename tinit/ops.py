@@ -10,6 +10,7 @@ ops run under FakeTensorMode, meta tensors and ``torch.compile``.
 from __future__ import annotations
 
 import functools
+import importlib.util
 
 import torch
 
@@ -24,7 +25,13 @@ try:
 
     _LOAD_ERROR: str | None = None
 except ImportError as exc:
-    _LOAD_ERROR = str(exc)
+    # No _C file is an install without it (the import then reads as a circular import: "cannot
+    # import name '_C' from partially initialized module 'tinit'"); a file that does not load is
+    # a broken build (a torch other than the one it was built against, a missing library).
+    if importlib.util.find_spec("tinit._C") is None:
+        _LOAD_ERROR = "tinit was installed without its native extension (TINIT_NO_EXTENSION=1, or its build failed)"
+    else:
+        _LOAD_ERROR = f"the native extension tinit._C does not load ({exc})"
 
 BUILD_HINT = "build it with `pip install --no-build-isolation -e .` from the tinit checkout"
 
