@@ -371,3 +371,39 @@ def test_cli_progress_bar(flag, tmp_path, capsys):
     assert "normal: Var(x_2L)" in err and "gpt2: Var(x_2L)" in err  # the per-scheme lines either way
     bar = "tinit report: 100%" in err and "2/2" in err
     assert bar == (not flag), err
+
+
+def test_schemes_with_the_same_specs_run_once_and_agree_with_a_run_of_their_own():
+    """gpt2 and megatron give every parameter of the stack the same spec: the second is not run
+    again (``same_as``), and its numbers are those of a report that runs it alone."""
+    both = report(schemes=["gpt2", "megatron", "normal"], **SMALL)
+    alone = report(schemes=["megatron"], **SMALL).results["megatron"]
+    aliased = both.results["megatron"]
+    assert aliased.same_as == "gpt2" and both.results["gpt2"].same_as is None
+    assert both.results["normal"].same_as is None
+    assert aliased.sublayers == alone.sublayers and aliased.loss == alone.loss
+    assert "`megatron`: the same spec for every parameter as `gpt2`" in both.markdown()
+    assert "## megatron" not in both.markdown() and "## gpt2" in both.markdown()
+
+
+def test_plot_merges_identical_schemes_and_names_all_zero_panels(tmp_path):
+    """One legend entry per group ("gpt2 = megatron"); a group whose curve is all zero on a panel
+    (rezero's gated branches: Var(F_l) = 0) says so in its label; colours and markers never repeat."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from tinit.tools import report as report_module
+
+    r = report(schemes=["gpt2", "megatron", "rezero", "normal"], **SMALL)
+    fig, axes = plt.subplots(2, 2, squeeze=False)
+    colours = [plt.get_cmap("tab10")(i) for i in range(10)]
+    labels = [h.get_label() for h in report_module._draw_curves(axes, r, colours)]
+    plt.close(fig)
+    assert labels[0] == "gpt2 = megatron" and labels[2] == "normal"
+    assert labels[1].startswith("rezero (zero: ") and "Var(F_l)" in labels[1]
+    # 25 groups: every (colour, marker) pair distinct
+    pairs = {(k % 10, (k // 10) % len(report_module._MARKERS)) for k in range(25)}
+    assert len(pairs) == 25

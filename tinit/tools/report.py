@@ -42,14 +42,14 @@ import re
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from tinit import init_model_, schemes as _schemes
+from tinit import init_model_, patch_torch_init, schemes as _schemes
 from tinit.tools.toy_models import NORMS, Stack, StackConfig
 
 __all__ = [
@@ -131,6 +131,9 @@ class SchemeReport:
             (DeepNorm's alpha on a deepnorm stack, else 1).
         notes: multipliers of the scheme (``Scheme.multipliers``) this stack
             could not apply, one line each.
+        same_as: the earlier scheme of the report whose every parameter spec and forward
+            multiplier this one shares, so whose weights and numbers are this one's (not run
+            again; the plot draws the two as one curve); None when it ran.
     """
 
     scheme: str
@@ -141,6 +144,7 @@ class SchemeReport:
     sublayers: tuple[SublayerStats, ...]
     residual_scale: float = 1.0
     notes: tuple[str, ...] = ()
+    same_as: str | None = None
 
     @property
     def resid_vars(self) -> list[float]:
@@ -202,9 +206,11 @@ def _rms(tensor: torch.Tensor) -> float:
     return _norm(tensor) / math.sqrt(tensor.numel())
 
 
-def _init(model: Stack, scheme: str, seed: int) -> None:
-    """``init_model_`` with the stack's L and d_model."""
-    init_model_(model, scheme, seed=seed, n_layers=model.config.n_layers, d_model=model.config.d_model)
+def _init(model: Stack, scheme: str, seed: int) -> tuple:
+    """``init_model_`` with the stack's L and d_model; the (name, spec) of every parameter written,
+    which with the seed decides every value (the stream of a parameter is its name's)."""
+    summary = init_model_(model, scheme, seed=seed, n_layers=model.config.n_layers, d_model=model.config.d_model)
+    return tuple((entry.name, entry.spec) for entry in summary)
 
 
 def _apply_multipliers(model: Stack, scheme: str) -> tuple[float, tuple[str, ...]]:
@@ -326,6 +332,11 @@ def measure(
     start = time.perf_counter()
     _init(model, scheme, seed)
     alpha, notes = _apply_multipliers(model, scheme)
+    return _observe(model, scheme, x, targets, backward, start, alpha, notes)
+
+
+def _observe(model: Stack, scheme: str, x, targets, backward: bool, start: float, alpha: float, notes) -> SchemeReport:
+    """``measure``'s pass over the initialised ``model``."""
     model.zero_grad(set_to_none=True)
     n = model.config.n_layers
     resid, delta, branch, sums, grads = {}, {}, {}, {}, {}
@@ -438,7 +449,9 @@ def report(
         _schemes.get(name)
     if model is None:
         config = StackConfig(n_layers=n_layers, d_model=d_model, norm=norm, d_ff=d_ff, n_heads=n_heads, vocab=vocab)
-        with torch.device("meta"):
+        # Under the patch the constructors' torch.nn.init calls write nothing on meta: torch's own
+        # meta normal_ (a Python decomposition) would import dynamo, seconds of a short report.
+        with torch.device("meta"), patch_torch_init():
             model = Stack(config)
         model.to_empty(device="cpu")
     config = model.config
@@ -446,15 +459,24 @@ def report(
     device = next(model.parameters()).device
     x, targets = x.to(device), targets.to(device)
     result = Report(config=config, seed=seed, batch=batch, seq=seq, inputs=inputs)
+    seen: dict[tuple, str] = {}  # (every parameter's name and spec, residual scale) -> first scheme
     for name in names:
+        start = time.perf_counter()
         try:
-            result.results[name] = measure(model, name, x, targets, seed=seed, backward=backward)
+            written = _init(model, name, seed)
+            alpha, notes = _apply_multipliers(model, name)
         except (KeyError, ValueError, TypeError, NotImplementedError) as err:
             result.skipped[name] = f"{type(err).__name__}: {err}"
             note = f"skipped ({result.skipped[name]})"
         else:
-            r = result.results[name]
-            note = f"Var(x_2L) {r.sublayers[-1].resid_var:.4g}, {r.seconds:.2f} s"
+            first = seen.setdefault((written, alpha), name)
+            if first != name:  # the same weights and stack as an earlier scheme: its numbers
+                done = time.perf_counter() - start
+                r = result.results[name] = replace(result.results[first], scheme=name, seconds=done, same_as=first)
+                note = f"same specs as {first}: not run again"
+            else:
+                r = result.results[name] = _observe(model, name, x, targets, backward, start, alpha, notes)
+                note = f"Var(x_2L) {r.sublayers[-1].resid_var:.4g}, {r.seconds:.2f} s"
         if progress is not None:
             progress(f"{name}: {note}")
     if not result.results:
@@ -593,10 +615,16 @@ def to_markdown(r: Report) -> str:
         lines += ["", "Skipped (the scheme does not apply to this stack):", ""]
         lines += [f"- `{name}`: {why}" for name, why in r.skipped.items()]
     notes = [f"- `{name}`: {note}" for name, s in r.results.items() for note in s.notes]
+    notes += [
+        f"- `{name}`: the same spec for every parameter as `{s.same_as}` (the same weights): its numbers"
+        for name, s in r.results.items()
+        if s.same_as is not None
+    ]
     if notes:
         lines += ["", "Notes:", "", *notes]
     for name, s in r.results.items():
-        lines += _scheme_section(r, name, s)
+        if s.same_as is None:
+            lines += _scheme_section(r, name, s)
     return "\n".join(lines) + "\n"
 
 
@@ -626,24 +654,58 @@ def _positive(values) -> list[float]:
     return [v if v > 0 and math.isfinite(v) else float("nan") for v in values]
 
 
-def _draw_curves(axes, r: Report, colours: list) -> None:
-    """``plot``'s curves: per scheme the stream, its gradient, and per sublayer kind Var(F_l) and the grad norm."""
-    pre = r.config.norm == "pre"
-    for k, (name, s) in enumerate(r.results.items()):
-        colour = colours[k % len(colours)]
-        stream = s.resid_vars if pre else [s.input_var] + [x.sum_var for x in s.sublayers]
-        axes[0, 0].plot(range(len(stream)), _positive(stream), color=colour, label=name)
-        grads = [s.input_grad_rms] + [x.stream_grad_rms for x in s.sublayers]
-        axes[1, 1].plot(range(len(grads)), _positive(grads), color=colour)
-        for ax, attr in ((axes[0, 1], "branch_var"), (axes[1, 0], "grad_norm")):
-            for kind, style in (("mlp", "-"), ("attn", "--")):
-                picked = [x for x in s.sublayers if x.kind == kind]
-                ax.plot(
-                    [x.index for x in picked],
-                    _positive([getattr(x, attr) for x in picked]),
-                    linestyle=style,
-                    color=colour,
+# (panel row, column, title of the legend note) of plot's four panels
+_PANELS = ((0, 0, "stream"), (0, 1, "Var(F_l)"), (1, 0, "grad norm"), (1, 1, "stream grad"))
+# a scheme's marker after its colour: 10 colours x 8 markers before a pair repeats
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def _groups(r: Report) -> list[list[str]]:
+    """The schemes that ran, grouped with those that share their numbers (``same_as``), in order."""
+    groups: dict[str, list[str]] = {}
+    for name, s in r.results.items():
+        groups.setdefault(s.same_as or name, []).append(name)
+    return list(groups.values())
+
+
+def _series(r: Report, name: str) -> dict[tuple[int, int], list[tuple[str, list, list]]]:
+    """A scheme's curves per panel: (kind's line style, x, y)."""
+    s = r.results[name]
+    stream = s.resid_vars if r.config.norm == "pre" else [s.input_var] + [x.sum_var for x in s.sublayers]
+    grads = [s.input_grad_rms] + [x.stream_grad_rms for x in s.sublayers]
+    out = {(0, 0): [("-", list(range(len(stream))), stream)], (1, 1): [("-", list(range(len(grads))), grads)]}
+    for key, attr in (((0, 1), "branch_var"), ((1, 0), "grad_norm")):
+        out[key] = []
+        for kind, style in (("mlp", "-"), ("attn", "--")):
+            picked = [x for x in s.sublayers if x.kind == kind]
+            out[key].append((style, [x.index for x in picked], [getattr(x, attr) for x in picked]))
+    return out
+
+
+def _draw_curves(axes, r: Report, colours: list) -> list:
+    """``plot``'s curves, one colour and marker per group of schemes with the same numbers; the
+    legend handles, each labelled with its schemes and the panels where it is all zero (a log axis
+    cannot draw those, so the label says it)."""
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for k, group in enumerate(_groups(r)):
+        colour, marker = colours[k % len(colours)], _MARKERS[(k // len(colours)) % len(_MARKERS)]
+        zero = []
+        series = _series(r, group[0])
+        for row, col, title in _PANELS:
+            curves, drawn = series[row, col], False
+            for style, xs, ys in curves:
+                shown = _positive(ys)
+                drawn = drawn or any(math.isfinite(v) for v in shown)
+                axes[row, col].plot(
+                    xs, shown, linestyle=style, color=colour, marker=marker, markevery=max(1, len(xs) // 8), ms=4
                 )
+            if not drawn and any(math.isfinite(v) for _, _, ys in curves for v in ys):
+                zero.append(title)
+        label = " = ".join(group) + (f" (zero: {', '.join(zero)})" if zero else "")
+        handles.append(Line2D([], [], color=colour, marker=marker, ms=4, label=label))
+    return handles
 
 
 def _style_panel(ax, title: str, ylabel: str, scalar_formatter) -> None:
@@ -674,10 +736,12 @@ def plot(r: Report, path: str | Path) -> Path:
     Residual-stream variance Var(x_l) (l = 0 is the input; for post-LN and
     DeepNorm stacks, whose stream is a LayerNorm output, the variance of the
     sum before the norm instead), sublayer output variance Var(F_l), parameter gradient norm per
-    sublayer, and RMS of the stream gradient; one colour per scheme, MLP sublayers solid and attention
-    sublayers dashed. A panel whose values span more than a factor of 30 gets
-    a log y axis (zeros, e.g. zero-initialised projections, are then not
-    drawn), a narrower one a linear axis without offset.
+    sublayer, and RMS of the stream gradient; MLP sublayers solid and attention
+    sublayers dashed. Schemes with the same spec for every parameter (``SchemeReport.same_as``)
+    are one curve, labelled "a = b"; ten colours, each with a marker per round of ten, keep any
+    number of groups apart. A panel whose values span more than a factor of 30 gets a log y axis
+    (zeros, e.g. zero-initialised projections, are then not drawn, and the legend label says
+    "zero: <panel>"), a narrower one a linear axis without offset.
 
     Args:
         r: a ``Report`` with at least one result.
@@ -702,8 +766,8 @@ def plot(r: Report, path: str | Path) -> Path:
     path = Path(path)
     fig, axes = plt.subplots(2, 2, figsize=(15, 9), sharex=True, layout="constrained")
     pre = r.config.norm == "pre"
-    # tab10, then tab20's light shades: the first ten schemes get ten distinct hues
-    colours = [plt.get_cmap("tab10")(i) for i in range(10)] + [plt.get_cmap("tab20")(2 * i + 1) for i in range(10)]
+    # tab10's ten hues, each with a marker per round of ten (_MARKERS): no two groups look alike
+    colours = [plt.get_cmap("tab10")(i) for i in range(10)]
     panels = [
         (
             axes[0, 0],
@@ -717,7 +781,7 @@ def plot(r: Report, path: str | Path) -> Path:
         (axes[1, 1], "Stream gradient RMS", "rms(d loss / d x_l)"),
     ]
 
-    _draw_curves(axes, r, colours)
+    handles = _draw_curves(axes, r, colours)
     for ax, title, ylabel in panels:
         _style_panel(ax, title, ylabel, ScalarFormatter)
     for ax in axes[1]:
@@ -726,7 +790,7 @@ def plot(r: Report, path: str | Path) -> Path:
         Line2D([], [], color="black", linestyle="-", label="MLP sublayer"),
         Line2D([], [], color="black", linestyle="--", label="attention sublayer"),
     ]
-    fig.legend(handles=[*axes[0, 0].get_lines(), *kinds], title="scheme", loc="outside right upper", fontsize="small")
+    fig.legend(handles=[*handles, *kinds], title="scheme", loc="outside right upper", fontsize="small")
     fig.suptitle(f"tinit step-zero report: {_describe(r)}", fontsize="medium")
     fig.savefig(path, dpi=110)
     plt.close(fig)
