@@ -424,6 +424,10 @@ TWO_SIDED_WINDOWS = {
     # fp32 subnormal values: the bf16/fp16 stores round subnormals too
     "N(0,1e-39)_[-2e-39,2e-39]": (0.0, 1e-39, -2e-39, 2e-39),
     "N(0,1)_[0,inf)": (0.0, 1.0, 0.0, INF),  # a zero bound: the clamp by compares
+    # both sides, split off the middle, not mirrored (the centred-split entries need 2^31 - 1)
+    "N(0,1)_[-3,1]": (0.0, 1.0, -3.0, 1.0),
+    "N(0,1e-35)_[-3e-35,1e-35]": (0.0, 1e-35, -3e-35, 1e-35),  # the same, precise
+    "N(0,1e-35)_[-1e-35,3e-35]": (0.0, 1e-35, -1e-35, 3e-35),  # mirrored, precise
 }
 LOW_DTYPES = {
     "f32": (torch.float32, torch.int32),

@@ -49,12 +49,22 @@ const FastRows kFast;
 
 TINIT_AVX2_FMA inline __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
 
+// mask ? b : a by the sign bit of each lane of mask, one vblendvps. Not the
+// intrinsic: GCC rewrites _mm256_blendv_ps as a select on mask < 0 and, for a
+// mask that feeds several blends, computes that compare into a register
+// first (one vpcmpgtd more per mask and vector).
+TINIT_AVX2_FMA inline __m256 blend(__m256 a, __m256 b, __m256 mask) {
+  __m256 r;
+  asm("vblendvps %3, %2, %1, %0" : "=x"(r) : "x"(a), "xm"(b), "x"(mask));
+  return r;
+}
+
 // clamp_to. vmaxps(x, lo) returns lo when x == lo, the same bits unless x
 // and lo are zeros of opposite signs, so a zero bound takes the compares.
 TINIT_AVX2_FMA inline __m256 clamp8(__m256 x, __m256 lo, __m256 hi, bool zero_bound) {
   if (!zero_bound) return _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  x = _mm256_blendv_ps(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
-  return _mm256_blendv_ps(x, hi, _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+  x = blend(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+  return blend(x, hi, _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
 }
 
 // The per-call constants of TruncNormalParams<float>, broadcast once.
@@ -80,10 +90,13 @@ struct Consts8 {
 };
 
 // What two_sided_s and ndtri_segment / ndtri_variable give one vector.
-// neg: the sign bit on upper lanes (z = -Phi^-1(s)), also their blend mask;
-// central: all ones where s >= 1/4; top = bits(s) >> 22 (the row is 255 - top).
+// neg: the sign bit on upper lanes (z = -Phi^-1(s)); m: ndtri_table_pair's
+// multiplier of the row's polynomial (q on central lanes, s >= 1/4, else 1),
+// in kTwoSided with neg's sign already applied: (-m) p = -(m p) exactly, so
+// z = m p is the portable code's (lower ? zl : -zl) bit for bit;
+// top = bits(s) >> 22 (the row is 255 - top).
 struct Lanes {
-  __m256 neg, central, q, t;
+  __m256 neg, m, t;
   __m256i top;
 };
 
@@ -94,45 +107,65 @@ TINIT_AVX2_FMA inline __m256 u32_to_float(__m256i w) {
   return fma(high, _mm256_set1_ps(65536.0f), low);
 }
 
+// The side of each lane, mirrored or not, and the word it converts.
 // Flip: the window was mirrored (P.flip = ~0), so the frame's word is ~w.
 // Lower lanes are those with wf = w ^ flip <= split and take wf, the others
 // ~wf: with the flip known at compile time, one mask m of the lanes that
-// take ~w and wsel = w ^ m, without forming wf.
-template <bool Flip>
+// take ~w and wsel = w ^ m, without forming wf. Centred: split = 2^31 - 1
+// and no flip (every symmetric window): the upper lanes are those with the
+// top bit set, and every lane's wsel is below 2^31, so the signed conversion
+// is exact.
+enum class Split { kAny, kFlip, kCentred };
+
+template <Split Kind, bool Precise>
 TINIT_AVX2_FMA inline Lanes two_sided_lanes(__m256i w, const Consts8& K) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   Lanes l;
-  __m256i m;
-  if constexpr (Flip) {  // lower lanes: ~w <= split <=> w >= ~split <=> max(w, ~split) == w; they take ~w
-    m = _mm256_cmpeq_epi32(_mm256_max_epu32(w, K.split_not), w);
-    l.neg = _mm256_andnot_ps(_mm256_castsi256_ps(m), sign);
-  } else {  // upper lanes: w > split, compared as signed with the sign bits flipped; they take ~w
-    m = _mm256_cmpgt_epi32(_mm256_xor_si256(w, _mm256_set1_epi32(static_cast<int>(0x80000000u))), K.split_biased);
-    l.neg = _mm256_and_ps(_mm256_castsi256_ps(m), sign);
+  __m256 fw, mask;
+  if constexpr (Kind == Split::kCentred) {
+    mask = _mm256_castsi256_ps(w);  // upper lanes by the sign bit
+    l.neg = _mm256_and_ps(mask, sign);
+    fw = _mm256_cvtepi32_ps(_mm256_xor_si256(w, _mm256_srai_epi32(w, 31)));
+  } else if constexpr (Kind == Split::kFlip) {
+    // lower lanes: ~w <= split <=> w >= ~split <=> max(w, ~split) == w; they take ~w
+    const __m256i m = _mm256_cmpeq_epi32(_mm256_max_epu32(w, K.split_not), w);
+    mask = _mm256_castsi256_ps(m);
+    l.neg = _mm256_andnot_ps(mask, sign);
+    fw = u32_to_float(_mm256_xor_si256(w, m));
+  } else {
+    // upper lanes: w > split, compared as signed with the sign bits flipped; they take ~w
+    const __m256i m =
+        _mm256_cmpgt_epi32(_mm256_xor_si256(w, _mm256_set1_epi32(static_cast<int>(0x80000000u))), K.split_biased);
+    mask = _mm256_castsi256_ps(m);
+    l.neg = _mm256_and_ps(mask, sign);
+    fw = u32_to_float(_mm256_xor_si256(w, m));
   }
-  const __m256 fw = u32_to_float(_mm256_xor_si256(w, m));
-  l.q = fma(fw, K.step, _mm256_blendv_ps(K.a_half, K.b_half, l.neg));
-  const __m256 s = fma(fw, K.step, _mm256_blendv_ps(K.a_cdf, K.b_sf, l.neg));
-  l.central = _mm256_cmp_ps(s, _mm256_set1_ps(0.25f), _CMP_GE_OQ);
+  // blend picks its second operand where the mask is set: the lower lanes' constants under kFlip
+  const bool mask_lower = Kind == Split::kFlip;
+  const __m256 q = fma(fw, K.step, mask_lower ? blend(K.b_half, K.a_half, mask) : blend(K.a_half, K.b_half, mask));
+  const __m256 s = fma(fw, K.step, mask_lower ? blend(K.b_sf, K.a_cdf, mask) : blend(K.a_cdf, K.b_sf, mask));
+  const __m256 central = _mm256_cmp_ps(s, _mm256_set1_ps(0.25f), _CMP_GE_OQ);
   l.top = _mm256_srli_epi32(_mm256_castps_si256(s), 22);
   const __m256 r = _mm256_sub_ps(_mm256_or_ps(_mm256_and_ps(s, _mm256_castsi256_ps(_mm256_set1_epi32(0x003fffff))),
                                               _mm256_castsi256_ps(_mm256_set1_epi32(0x3f800000))),
                                  _mm256_set1_ps(1.25f));
-  l.t = _mm256_blendv_ps(r, _mm256_mul_ps(l.q, l.q), l.central);
+  l.t = blend(r, _mm256_mul_ps(q, q), central);
+  l.m = blend(_mm256_set1_ps(1.0f), q, central);
+  if constexpr (!Precise) l.m = _mm256_xor_ps(l.m, l.neg);
   return l;
 }
 
 // Coefficient row[k] of each lane's row from FastRows' c[k] (`c`): Groups
 // = 2 for rows 0..15 (the upper 16 positions), 4 for rows 0..31. bit3 and
-// bit4 carry bits 3 and 4 of top in their sign bits (blendv reads only that).
+// bit4 carry bits 3 and 4 of top in their sign bits (blend reads only that).
 template <int Groups>
 TINIT_AVX2_FMA inline __m256 fast_coefficient(const float* c, __m256i top, __m256 bit3, __m256 bit4) {
-  const __m256 upper16 = _mm256_blendv_ps(_mm256_permutevar8x32_ps(_mm256_load_ps(c + 16), top),
-                                          _mm256_permutevar8x32_ps(_mm256_load_ps(c + 24), top), bit3);
+  const __m256 upper16 = blend(_mm256_permutevar8x32_ps(_mm256_load_ps(c + 16), top),
+                               _mm256_permutevar8x32_ps(_mm256_load_ps(c + 24), top), bit3);
   if constexpr (Groups == 2) return upper16;
-  const __m256 lower16 = _mm256_blendv_ps(_mm256_permutevar8x32_ps(_mm256_load_ps(c), top),
-                                          _mm256_permutevar8x32_ps(_mm256_load_ps(c + 8), top), bit3);
-  return _mm256_blendv_ps(lower16, upper16, bit4);
+  const __m256 lower16 = blend(_mm256_permutevar8x32_ps(_mm256_load_ps(c), top),
+                               _mm256_permutevar8x32_ps(_mm256_load_ps(c + 8), top), bit3);
+  return blend(lower16, upper16, bit4);
 }
 
 // ndtri_poly's Horner steps with the row coefficients c[0..7] (c[7]: c0_lo).
@@ -173,13 +206,12 @@ template <bool Precise>
 TINIT_AVX2_FMA inline __m256 finish(const Lanes& l, const Poly& p, const Consts8& K) {
   __m256 x;
   if constexpr (!Precise) {
-    const __m256 zl = _mm256_blendv_ps(p.p_hi, _mm256_mul_ps(l.q, p.p_hi), l.central);
-    const __m256 z = _mm256_xor_ps(zl, l.neg);
+    const __m256 z = _mm256_mul_ps(l.m, p.p_hi);
     x = fma(K.sd_hi, z, fma(K.sd_lo, z, K.mean));
   } else {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256 p_lo = _mm256_add_ps(fma(p.acc, l.t, _mm256_sub_ps(p.c0, p.p_hi)), p.c7);
-    const __m256 m = _mm256_blendv_ps(_mm256_set1_ps(1.0f), l.q, l.central);
+    const __m256 m = l.m;
     const __m256 zl_hi = _mm256_mul_ps(m, p.p_hi);
     const __m256 zl_lo = _mm256_add_ps(fma(m, p.p_hi, _mm256_xor_ps(zl_hi, sign)), _mm256_mul_ps(m, p_lo));
     const __m256 z_hi = _mm256_xor_ps(zl_hi, l.neg);
@@ -230,25 +262,27 @@ TINIT_AVX2_FMA inline bool any_below(__m256i top, int bound) {
 }
 
 // V vectors of 8 words from w into out.
-template <int V, typename out_t, bool Precise, bool Flip>
+template <int V, typename out_t, bool Precise, Split Kind>
 TINIT_AVX2_FMA inline void two_sided_step(out_t* out, const uint32_t* w, const Consts8& K) {
   Lanes l[V];
-  __m256i shallowest = _mm256_set1_epi32(255);  // the least top, i.e. the deepest row
 #pragma GCC unroll 4
   for (int j = 0; j < V; ++j) {
-    l[j] = two_sided_lanes<Flip>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 8 * j)), K);
-    shallowest = _mm256_min_epi32(shallowest, l[j].top);
+    l[j] = two_sided_lanes<Kind, Precise>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 8 * j)), K);
   }
-  // One test per step, on the deepest lane of all.
   Poly p[V];
-  if (__builtin_expect(!any_below(shallowest, kTop16), 1)) {
-#pragma GCC unroll 4
-    for (int j = 0; j < V; ++j) p[j] = row_poly<2, Precise>(l[j]);
-  } else if (!any_below(shallowest, kTop32)) {
-#pragma GCC unroll 4
-    for (int j = 0; j < V; ++j) p[j] = row_poly<4, Precise>(l[j]);
-  } else {  // a lane below s = 2^-15 (~1e-3 of the steps when untruncated)
-    for (int j = 0; j < V; ++j) p[j] = row_poly<0, Precise>(l[j]);
+  // One row test per pair of vectors, on its deepest lane (the least top).
+  constexpr int pair = V < 2 ? V : 2;
+#pragma GCC unroll 2
+  for (int h = 0; h < V; h += pair) {
+    __m256i shallowest = l[h].top;
+    for (int j = h + 1; j < h + pair; ++j) shallowest = _mm256_min_epi32(shallowest, l[j].top);
+    if (__builtin_expect(!any_below(shallowest, kTop16), 1)) {
+      for (int j = h; j < h + pair; ++j) p[j] = row_poly<2, Precise>(l[j]);
+    } else if (!any_below(shallowest, kTop32)) {
+      for (int j = h; j < h + pair; ++j) p[j] = row_poly<4, Precise>(l[j]);
+    } else {  // a lane below s = 2^-15 (~1e-3 of the pairs when untruncated)
+      for (int j = h; j < h + pair; ++j) p[j] = row_poly<0, Precise>(l[j]);
+    }
   }
   if constexpr (V % 2 == 0) {
 #pragma GCC unroll 2
@@ -261,21 +295,24 @@ TINIT_AVX2_FMA inline void two_sided_step(out_t* out, const uint32_t* w, const C
   }
 }
 
-// Vectors per step: independent chains for the scheduler and one row test
-// per step, within AVX2's sixteen registers.
-constexpr int kVectors = 2;
+// Vectors per step, written stage by stage so that the scheduler has
+// independent chains (as two_sided_avx512's kVectors); AVX2's sixteen
+// registers spill a few values. The row test per pair keeps the two-vector
+// rows path for 78% of the pairs of an untruncated window (16 lanes in rows
+// 0..15), against 60% for a test per step of 32 lanes.
+constexpr int kVectors = 4;
 
-template <typename out_t, bool Precise, bool Flip>
+template <typename out_t, bool Precise, Split Kind>
 TINIT_AVX2_FMA void two_sided_loop(out_t* out, const uint32_t* w, int64_t n, const TruncNormalParams<float>& P) {
   const Consts8 K(P);
   int64_t i = 0;
-  for (; i + 8 * kVectors <= n; i += 8 * kVectors) two_sided_step<kVectors, out_t, Precise, Flip>(out + i, w + i, K);
-  for (; i + 8 <= n; i += 8) two_sided_step<1, out_t, Precise, Flip>(out + i, w + i, K);
+  for (; i + 8 * kVectors <= n; i += 8 * kVectors) two_sided_step<kVectors, out_t, Precise, Kind>(out + i, w + i, K);
+  for (; i + 8 <= n; i += 8) two_sided_step<1, out_t, Precise, Kind>(out + i, w + i, K);
   if (i < n) {  // the last 1..7: through buffers (AVX2 has no 16-bit masked store); word 0 pads
     alignas(32) uint32_t words[8] = {};
     alignas(32) out_t values[8];
     std::memcpy(words, w + i, sizeof(uint32_t) * (n - i));
-    two_sided_step<1, out_t, Precise, Flip>(values, words, K);
+    two_sided_step<1, out_t, Precise, Kind>(values, words, K);
     std::memcpy(out + i, values, sizeof(out_t) * (n - i));
   }
 }
@@ -283,10 +320,13 @@ TINIT_AVX2_FMA void two_sided_loop(out_t* out, const uint32_t* w, int64_t n, con
 template <typename out_t, bool Precise>
 TINIT_AVX2_FMA void two_sided_range(void* out, const uint32_t* w, int64_t n, const void* params) {
   const TruncNormalParams<float>& P = *static_cast<const TruncNormalParams<float>*>(params);
+  out_t* o = static_cast<out_t*>(out);
   if (P.flip != 0) {
-    two_sided_loop<out_t, Precise, true>(static_cast<out_t*>(out), w, n, P);
+    two_sided_loop<out_t, Precise, Split::kFlip>(o, w, n, P);
+  } else if (P.split == 0x7fffffffu) {
+    two_sided_loop<out_t, Precise, Split::kCentred>(o, w, n, P);
   } else {
-    two_sided_loop<out_t, Precise, false>(static_cast<out_t*>(out), w, n, P);
+    two_sided_loop<out_t, Precise, Split::kAny>(o, w, n, P);
   }
 }
 
