@@ -3,16 +3,17 @@
 // The same operations, in the same order, as tinit::two_sided_value and
 // tinit::two_sided_precise_value, eight lanes at a time, so the bits equal
 // the portable code's (tests compare the two). The structure is
-// transform_avx512.cpp's with masks held as vectors. AVX2 has no unsigned
+// two_sided_avx512's with masks held as vectors. AVX2 has no unsigned
 // compare or conversion: the side test compares the words with their sign
 // bits flipped (or by an unsigned max), and float(word) is
 // fma(float(w >> 16), 2^16, float(w & 0xffff)), whose product is exact, so
-// its one rounding is the conversion's. A lane finds its row of the ndtri
-// table by vpermps from rows held eight to a vector in memory: rows 0..15
-// (s >= 2^-7, |z| <= 2.4) in two vectors per coefficient and one blend,
-// rows 0..31 (s >= 2^-15) in four and three blends; a step with a lane
-// deeper than that gathers its rows. The portable loop, compiled for
-// x86-64-v3, stays scalar.
+// its one rounding is the conversion's (a symmetric window, split 2^31 - 1,
+// converts every lane's word as a signed one). A lane finds its row of the
+// ndtri table by vpermps from rows held eight to a vector in memory: rows
+// 0..15 (s >= 2^-7, |z| <= 2.4) in two vectors per coefficient and one
+// blend, rows 0..31 (s >= 2^-15) in four and three blends; a pair of vectors
+// with a lane deeper than that gathers its rows. The compiler cannot do this
+// itself: the portable loop, compiled for x86-64-v3, stays scalar.
 #include "transform_avx2.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
