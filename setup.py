@@ -141,7 +141,14 @@ def _extensions():
     ]
     sources = ["csrc/ops.cpp"] + [
         f"csrc/cpu/{name}.cpp"
-        for name in ("stream_words", "transform_kernels", "transform_avx512", "trunc_normal", "trunc_normal_grouped")
+        for name in (
+            "stream_words",
+            "transform_kernels",
+            "transform_avx2",
+            "transform_avx512",
+            "trunc_normal",
+            "trunc_normal_grouped",
+        )
     ]
     kwargs = {
         "name": "tinit._C",

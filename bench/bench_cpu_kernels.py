@@ -1,9 +1,10 @@
-"""Per-kernel cost of the CPU's AVX-512 paths, without torch or threads in the way.
+"""Per-kernel cost of the CPU's AVX-512 and AVX2 paths, without torch or threads in the way.
 
     python bench/bench_cpu_kernels.py
 
-Compiles ``bench/bench_cpu_kernels.cpp`` (which includes the kernels'
-sources: ``philox_blocks_avx512`` and ``two_sided_avx512``) with g++ and the
+Compiles ``bench/bench_cpu_kernels.cpp`` with the kernels' sources
+(``philox_blocks_avx512`` / ``philox_blocks_avx2``, ``two_sided_avx512`` /
+``two_sided_avx2``; each ISA the CPU has is measured) with g++ and the
 extension's flags that matter here (-O3 -ffp-contract=off), feeds it the
 packed constants of a few windows (``tinit.params.transform_constants``) and
 prints ns per word / element on one thread, a 1024-element chunk in L1. The
@@ -51,6 +52,8 @@ def main() -> int:
                 "-w",
                 *includes,
                 str(ROOT / "bench" / "bench_cpu_kernels.cpp"),
+                str(ROOT / "csrc" / "cpu" / "transform_avx512.cpp"),
+                str(ROOT / "csrc" / "cpu" / "transform_avx2.cpp"),
                 "-o",
                 str(exe),
             ],
@@ -63,8 +66,9 @@ def main() -> int:
     names = list(WINDOWS)
     for line in result.stdout.splitlines():
         if line.startswith("window "):
-            index = int(line.split()[1])
-            line = f"{names[index]}: {line.split(':', 1)[1].strip()}"
+            head, figures = line.split(":", 1)
+            index, entry = head.split(" ", 2)[1:]
+            line = f"{names[int(index)]}, {entry}: {figures.strip()}"
         print(line)
     return 0
 

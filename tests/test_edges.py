@@ -6,8 +6,8 @@ mean != 0, std below the fp32 subnormal step, narrow fp32 windows (missing
 values), windows whose alpha and beta are the same double. Version 2
 (csrc/include/tinit/transform.h, tinit/params.py) handles each; these tests
 pin that down on the cpu backend, check that the pure-torch reference backend
-computes the same function, that the AVX-512 two-sided entries equal the
-portable ones bit for bit, and which mode the host picks for each edge.
+computes the same function, that the AVX-512 and AVX2 two-sided entries equal
+the portable ones bit for bit, and which mode the host picks for each edge.
 
 The oracle (``mp_quantile``) is an mpmath inversion at enough digits for the
 window: x = mean + std sign F^-1(u) in the mirrored frame of
@@ -389,16 +389,29 @@ def test_alpha_beta_same_double_accuracy():
     check_oracle(SAME_DOUBLE, torch.float64, seed=1, numel=64, max_ulp=F64_MAX_ULP, what=f"fp64 {SAME_DOUBLE}")
 
 
-# --------------------------------------------------- 7. AVX-512 vs portable
+# ---------------------------------------- 7. AVX-512 / AVX2 vs portable
 
 
-def _has_avx512f() -> bool:
+def _cpu_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo") as f:
-            return " avx512f" in f.read()
+            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
     except OSError:
-        return torch.backends.cpu.get_cpu_capability() == "AVX512"
+        return set()
 
+
+def _simd_entries() -> str | None:
+    """The hand-vectorised two-sided entries this CPU takes (avx512_available, else avx2_available), or None."""
+    flags = _cpu_flags()
+    if flags >= {"avx512f", "avx512bw", "avx512dq", "avx512vl"}:
+        return "AVX-512"
+    if flags >= {"avx2", "fma", "f16c"}:
+        return "AVX2"
+    return None
+
+
+SIMD = _simd_entries()
+needs_simd = pytest.mark.skipif(SIMD is None, reason="CPU has neither AVX-512 nor AVX2+FMA: only the portable entries")
 
 TWO_SIDED_WINDOWS = {
     "N(0,1)_[-2,2]": (0.0, 1.0, -2.0, 2.0),
@@ -410,12 +423,21 @@ TWO_SIDED_WINDOWS = {
     "N(-3,0.5)_[-1,inf)": (-3.0, 0.5, -1.0, INF),  # mirrored (flip) and precise
     # fp32 subnormal values: the bf16/fp16 stores round subnormals too
     "N(0,1e-39)_[-2e-39,2e-39]": (0.0, 1e-39, -2e-39, 2e-39),
+    "N(0,1)_[0,inf)": (0.0, 1.0, 0.0, INF),  # a zero bound: the clamp by compares
+    # both sides, split off the middle, not mirrored (the centred-split entries need 2^31 - 1)
+    "N(0,1)_[-3,1]": (0.0, 1.0, -3.0, 1.0),
+    "N(0,1e-35)_[-3e-35,1e-35]": (0.0, 1e-35, -3e-35, 1e-35),  # the same, precise
+    "N(0,1e-35)_[-1e-35,3e-35]": (0.0, 1e-35, -1e-35, 3e-35),  # mirrored, precise
 }
 LOW_DTYPES = {
     "f32": (torch.float32, torch.int32),
     "bf16": (torch.bfloat16, torch.int16),
     "f16": (torch.float16, torch.int16),
 }
+# Lengths around the vector widths (8 and 16 lanes, steps of 2 and 4 vectors) and a long one whose
+# steps take every row path (16 / 32 rows in registers, gathered).
+SIMD_LENGTHS = (1, 7, 8, 9, 17, 1000, 65537)
+SIMD_LONG = 1000003
 
 
 @contextlib.contextmanager
@@ -433,7 +455,7 @@ def cpu_portable(on: bool):
 
 
 def _both_entries(numel, dtype, window, *, seed, stream, offset):
-    """(AVX-512 entry's values, portable entry's values) of one cpu fill."""
+    """(SIMD entry's values, portable entry's values) of one cpu fill."""
     out = []
     for portable in (False, True):
         with cpu_portable(portable):
@@ -441,14 +463,15 @@ def _both_entries(numel, dtype, window, *, seed, stream, offset):
     return tuple(out)
 
 
-@pytest.mark.skipif(not _has_avx512f(), reason="CPU has no avx512f: only the portable entries exist")
+@needs_simd
 @pytest.mark.parametrize("dtype_name", LOW_DTYPES)
 @pytest.mark.parametrize("window", TWO_SIDED_WINDOWS.values(), ids=TWO_SIDED_WINDOWS.keys())
-def test_avx512_equals_portable(window, dtype_name):
+def test_simd_equals_portable(window, dtype_name):
     mode = Mode(int(transform_constants(*window, torch.float32).mode))
     assert mode in (Mode.TWO_SIDED, Mode.TWO_SIDED_PRECISE), f"{window} takes {mode.name}"
     dtype, int_dtype = LOW_DTYPES[dtype_name]
-    cases = [(numel, offset, 9, 2**40 + 5) for numel in (1, 17, 1000, 65537) for offset in (0, 1, 3, 2**34 + 1)]
+    cases = [(numel, offset, 9, 2**40 + 5) for numel in SIMD_LENGTHS for offset in (0, 1, 3, 2**34 + 1)]
+    cases += [(SIMD_LONG, 5, 11, 3)]
     # Extreme words (deep table rows on either side) alone, four to a fill (masked
     # tail vector), and inside a 64-word fill (the unmasked four-vector body).
     for seed, stream, offset, _ in place_words(EXTREME_WORDS):
@@ -458,18 +481,37 @@ def test_avx512_equals_portable(window, dtype_name):
     for numel, offset, seed, stream in cases:
         fast, portable = _both_entries(numel, dtype, window, seed=seed, stream=stream, offset=offset)
         assert torch.equal(fast.view(int_dtype), portable.view(int_dtype)), (
-            f"AVX-512 != portable, {dtype_name} {window}, numel {numel}, seed {seed}, stream {stream}, "
+            f"{SIMD} != portable, {dtype_name} {window}, numel {numel}, seed {seed}, stream {stream}, "
             f"offset {offset}: {int((fast.view(int_dtype) != portable.view(int_dtype)).sum())} values differ"
         )
 
 
-@pytest.mark.skipif(not _has_avx512f(), reason="CPU has no avx512f: only the portable entries exist")
+def _frame_s(window, words) -> np.ndarray:
+    """s of each word in the two-sided frame (fp64; the kernels' fp32 s is within an ulp of it)."""
+    p = transform_constants(*window, torch.float32)
+    w = np.asarray(words, dtype=np.float64)
+    frame = w if p.sign > 0 else WORDS - 1 - w
+    lower = frame <= p.split
+    return np.where(lower, p.a_cdf + p.step * frame, p.b_sf + p.step * (WORDS - 1 - frame))
+
+
 def test_extreme_words_reach_deep_rows():
-    """The placed extreme words take s < 2^-15 (table rows >= 32, gathered) in these windows."""
+    """The placed extreme words take s < 2^-15 (table rows >= 32, gathered) in these windows, and
+    s in [2^-15, 2^-7) (rows 16..31: the AVX2 entries' second register path)."""
     for name in ("N(0,0.02)_[-2,2]", "N(0,1)_line", "N(1,1/7)_(-inf,0]", "N(3,0.5)_(-inf,1]"):
-        p = transform_constants(*TWO_SIDED_WINDOWS[name], torch.float32)
-        s = [p.a_cdf + p.step * (w if p.sign > 0 else WORDS - 1 - w) for w in EXTREME_WORDS]
-        assert min(s) < 2.0**-15, f"{name}: smallest s {min(s):.3g} stays in the register rows"
+        s = _frame_s(TWO_SIDED_WINDOWS[name], EXTREME_WORDS)
+        assert s.min() < 2.0**-15, f"{name}: smallest s {s.min():.3g} stays in the register rows"
+    for name in ("N(0,0.02)_[-2,2]", "N(0,1)_line"):
+        s = _frame_s(TWO_SIDED_WINDOWS[name], EXTREME_WORDS)
+        assert ((s >= 2.0**-15) & (s < 2.0**-7)).any(), f"{name}: no placed word in rows 16..31"
+
+
+def test_long_fill_reaches_every_row_path():
+    """The SIMD_LONG fill of the untruncated window has words in every row band of the SIMD entries."""
+    s = _frame_s(TWO_SIDED_WINDOWS["N(0,1)_line"], philox_words(SIMD_LONG, 11, 3, 5).numpy())
+    bands = {"rows 0..15": s >= 2.0**-7, "rows 16..31": (s >= 2.0**-15) & (s < 2.0**-7), "rows >= 32": s < 2.0**-15}
+    for band, hit in bands.items():
+        assert hit.sum() >= 10, f"{band}: {int(hit.sum())} of {SIMD_LONG} words"
 
 
 # ---------------------------------------------------------- 8. mode choice

@@ -52,37 +52,33 @@ def test_cpu_only_machine_explains_cuda(printed):
     assert "why not" in cuda_lines or "cuda tensors: no" in cuda_lines, cuda_lines
 
 
+_V3 = {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave", "abm"}
+_V4 = _V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+
+
 @pytest.mark.parametrize(
-    "flags,philox,transform",
+    "flags,philox,transform,two_sided",
     [
-        pytest.param(
-            {
-                "avx512f",
-                "avx512bw",
-                "avx512cd",
-                "avx512dq",
-                "avx512vl",
-                "avx2",
-                "bmi1",
-                "bmi2",
-                "f16c",
-                "fma",
-                "movbe",
-                "xsave",
-                "abm",
-            },
-            "AVX-512",
-            "x86-64-v4",
-            id="v4",
-        ),
-        pytest.param({"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave", "abm"}, "AVX2", "x86-64-v3", id="v3"),
-        pytest.param({"avx512f", "avx2"}, "AVX-512", "default", id="avx512f-only"),
-        pytest.param({"sse4_2"}, "scalar", "default", id="sse"),
-        pytest.param(set(), "scalar", "default", id="none"),
+        pytest.param(_V4, "AVX-512", "x86-64-v4", "AVX-512", id="v4"),
+        pytest.param(_V3, "AVX2", "x86-64-v3", "AVX2", id="v3"),
+        pytest.param({"avx2", "fma", "f16c"}, "AVX2", "default", "AVX2", id="avx2-fma-f16c-only"),
+        pytest.param({"avx2", "fma"}, "AVX2", "default", "portable", id="avx2-without-f16c"),
+        pytest.param({"avx512f", "avx2"}, "AVX-512", "default", "portable", id="avx512f-only"),
+        pytest.param({"sse4_2"}, "scalar", "default", "portable", id="sse"),
+        pytest.param(set(), "scalar", "default", "portable", id="none"),
     ],
 )
-def test_cpu_simd_level(flags, philox, transform):
-    assert info.cpu_simd_level(flags) == {"philox": philox, "transform": transform}
+def test_cpu_simd_level(flags, philox, transform, two_sided):
+    want = {"philox": philox, "transform": transform, "two_sided": two_sided}
+    assert info.cpu_simd_level(flags, portable=False) == want
+    assert info.cpu_simd_level(flags, portable=True) == {**want, "two_sided": "portable"}
+
+
+def test_cpu_simd_level_reads_tinit_cpu_portable(monkeypatch):
+    monkeypatch.setenv("TINIT_CPU_PORTABLE", "1")
+    assert info.cpu_simd_level(_V3)["two_sided"] == "portable"
+    monkeypatch.setenv("TINIT_CPU_PORTABLE", "0")
+    assert info.cpu_simd_level(_V3)["two_sided"] == "AVX2"
 
 
 def test_cli_subcommand_prints_the_same_report(printed, capsys):

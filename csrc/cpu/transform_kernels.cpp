@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "stream_words.h"
+#include "transform_avx2.h"
 #include "transform_avx512.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -60,6 +61,17 @@ TINIT_TRANSFORM_MODES(transform_f64, double, double)
 #undef TINIT_TRANSFORM_MODES
 #undef TINIT_TRANSFORM_ENTRY
 
+// The hand-vectorised entry of a two-sided mode for this CPU (AVX-512, else
+// AVX2), or nullptr for the portable one. TINIT_CPU_PORTABLE=1 keeps the
+// portable entries (the tests compare both).
+ChunkFn two_sided_simd(c10::ScalarType dtype, bool precise) {
+  const char* portable = std::getenv("TINIT_CPU_PORTABLE");
+  if (portable && portable[0] == '1') return nullptr;
+  if (avx512_available()) return two_sided_avx512(dtype, precise);
+  if (avx2_available()) return two_sided_avx2(dtype, precise);
+  return nullptr;
+}
+
 // Indexed by TransformMode.
 struct ModeSet {
   ChunkFn fn[kModeCount];
@@ -98,11 +110,8 @@ ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed,
   } else {
     t.pf = TruncNormalParams<float>::from_packed(packed);
     t.fn = set[t.pf.mode];
-    // TINIT_CPU_PORTABLE=1 keeps the portable entries (the tests compare both).
-    const char* portable = std::getenv("TINIT_CPU_PORTABLE");
-    const bool two_sided = t.pf.mode == kTwoSided || t.pf.mode == kTwoSidedPrecise;
-    if (two_sided && !(portable && portable[0] == '1') && avx512_available()) {
-      if (ChunkFn fn = two_sided_avx512(dtype, t.pf.mode == kTwoSidedPrecise)) t.fn = fn;
+    if (t.pf.mode == kTwoSided || t.pf.mode == kTwoSidedPrecise) {
+      if (ChunkFn fn = two_sided_simd(dtype, t.pf.mode == kTwoSidedPrecise)) t.fn = fn;
     }
   }
   return t;

@@ -46,23 +46,32 @@ def cpu_flags() -> set[str]:
 # GCC's x86-64-v4 / -v3 levels (the target_clones of the CPU transform, ``TINIT_SIMD_CLONES``).
 _X86_64_V4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
 _X86_64_V3 = {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave"}
+# The hand-vectorised two-sided transform entries (avx512_available, avx2_available).
+_TWO_SIDED_AVX512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl"}
+_TWO_SIDED_AVX2 = {"avx2", "fma", "f16c"}
 
 
-def cpu_simd_level(flags: set[str] | None = None) -> dict[str, str]:
+def cpu_simd_level(flags: set[str] | None = None, portable: bool | None = None) -> dict[str, str]:
     """The SIMD paths the CPU kernels pick at load time on this CPU.
 
     Mirrors the CPU kernels' load-time choice (``pick_blocks_fn``,
     ``TINIT_SIMD_CLONES``): Philox uses AVX-512 when
     ``__builtin_cpu_supports("avx512f")``, else AVX2 when "avx2", else scalar
-    code; the transform runs the x86-64-v4, x86-64-v3 or default clone. Read
-    from /proc/cpuinfo flags (Linux x86-64), so it can differ from GCC's own
-    detection on exotic systems.
+    code; the transform runs the x86-64-v4, x86-64-v3 or default clone,
+    except in the two-sided modes of fp32/bf16/fp16, which take the
+    hand-vectorised AVX-512 entries (``two_sided_avx512``: F, BW, DQ, VL),
+    else the AVX2 ones (``two_sided_avx2``: AVX2, FMA, F16C), unless
+    TINIT_CPU_PORTABLE=1 keeps the clone. Read from /proc/cpuinfo flags
+    (Linux x86-64), so it can differ from GCC's own detection on exotic
+    systems.
 
     Args:
         flags: CPU flags to judge; None reads /proc/cpuinfo.
+        portable: whether TINIT_CPU_PORTABLE=1 holds; None reads the environment.
 
     Returns:
-        {"philox": "AVX-512" | "AVX2" | "scalar", "transform": clone name}.
+        {"philox": "AVX-512" | "AVX2" | "scalar", "transform": clone name,
+        "two_sided": "AVX-512" | "AVX2" | "portable"}.
     """
     flags = cpu_flags() if flags is None else flags
     philox = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "scalar"
@@ -73,7 +82,17 @@ def cpu_simd_level(flags: set[str] | None = None) -> dict[str, str]:
         transform = "x86-64-v3"
     else:
         transform = "default"
-    return {"philox": philox, "transform": transform}
+    if portable is None:
+        portable = os.environ.get("TINIT_CPU_PORTABLE", "").startswith("1")
+    if portable:
+        two_sided = "portable"
+    elif flags >= _TWO_SIDED_AVX512:
+        two_sided = "AVX-512"
+    elif flags >= _TWO_SIDED_AVX2:
+        two_sided = "AVX2"
+    else:
+        two_sided = "portable"
+    return {"philox": philox, "transform": transform, "two_sided": two_sided}
 
 
 def nvcc_version() -> str | None:
@@ -213,7 +232,10 @@ def report() -> str:
         ),
         f"  triton: {build['triton'] or 'missing'}",
         f"  nvcc: {build['nvcc'] or 'not found'}",
-        f"  CPU SIMD: Philox {simd['philox']}, transform clone {simd['transform']}",
+        (
+            f"  CPU SIMD: Philox {simd['philox']}, transform clone {simd['transform']}, "
+            f"two-sided entries {simd['two_sided']}"
+        ),
         "devices",
     ]
     for dev in device_info():
