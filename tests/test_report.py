@@ -407,3 +407,39 @@ def test_plot_merges_identical_schemes_and_names_all_zero_panels(tmp_path):
     # 25 groups: every (colour, marker) pair distinct
     pairs = {(k % 10, (k // 10) % len(report_module._MARKERS)) for k in range(25)}
     assert len(pairs) == 25
+
+
+def test_usage_md_figures_come_from_its_command(deep):
+    """docs/usage.md quotes a ``tinit report`` command and its figures: the command is the ``deep``
+    configuration, and the figures are what it gives (at the digits quoted)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text().replace("\n", " ")
+    command = re.search(r"`tinit report ([^`]*)`", text).group(1).split()
+    args = build_parser().parse_args(["report", *command])
+    assert (args.layers, args.d_model, args.batch, args.seq, args.seed, args.norm) == (
+        DEEP["n_layers"],
+        DEEP["d_model"],
+        DEEP["batch"],
+        DEEP["seq"],
+        DEEP["seed"],
+        "pre",
+    )
+    assert args.no_backward and args.schemes == ["normal", "gpt2"] and args.d_ff in (None, DEEP["d_ff"])
+    normal, gpt2 = deep.results["normal"], deep.results["gpt2"]
+    depth = np.arange(2 * DEEP["n_layers"] + 1, dtype=np.float64)
+    *_, r2 = _fit(depth, np.array(normal.resid_vars) - normal.input_var)
+    sigma_f2 = float(np.mean([s.branch_var for s in normal.sublayers]))
+    quoted = re.search(
+        r"R² ([\d.]+); Var\(x_160\) = ([\d.]+) against 1 \+ 2L·σ_F² = ([\d.]+).*?about (\d+)× less.*?"
+        r"Var\(x_160\) = ([\d.]+)\.",
+        text,
+    ).groups()
+    assert quoted == (
+        f"{r2:.4f}",
+        f"{normal.sublayers[-1].resid_var:.4g}",
+        f"{1 + 2 * DEEP['n_layers'] * sigma_f2:.4g}",
+        f"{round(normal.added_var / gpt2.added_var, -1):.0f}",
+        f"{gpt2.sublayers[-1].resid_var:.4g}",
+    )
