@@ -524,6 +524,17 @@ class Scheme:
         """
         return _option_names(type(self))
 
+    def _check_options(self, options) -> None:
+        """TypeError for an option ``option_names`` does not list, with the closest name."""
+        names = self.option_names()
+        unknown = [key for key in options if names is not None and key not in names]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], [*names, "trunc", "variance_preserving"], n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(
+                f"scheme {self.name!r} has no option {unknown[0]!r}{hint}; its options: {list(names) or 'none'}"
+            )
+
     def depends_on_depth(self, **options) -> bool:
         """Whether ``layer_idx`` can change ``spec(**options)``'s result (``init_model_`` then
         computes one spec per block instead of sharing one between blocks)."""
@@ -614,14 +625,7 @@ class Scheme:
         """
         if role is not None and role not in ROLES:
             raise UnknownNameError.of("role", role, ROLES)
-        names = self.option_names()
-        unknown = [key for key in options if names is not None and key not in names]
-        if unknown:
-            close = difflib.get_close_matches(unknown[0], [*names, "trunc", "variance_preserving"], n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise TypeError(
-                f"scheme {self.name!r} has no option {unknown[0]!r}{hint}; its options: {list(names) or 'none'}"
-            )
+        self._check_options(options)
         if role is None and self.needs_role:
             raise ValueError(
                 f"scheme {self.name!r} needs the parameter's role (one of {list(ROLES)}); "

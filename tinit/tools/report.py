@@ -461,22 +461,7 @@ def report(
     result = Report(config=config, seed=seed, batch=batch, seq=seq, inputs=inputs)
     seen: dict[tuple, str] = {}  # (every parameter's name and spec, residual scale) -> first scheme
     for name in names:
-        start = time.perf_counter()
-        try:
-            written = _init(model, name, seed)
-            alpha, notes = _apply_multipliers(model, name)
-        except (KeyError, ValueError, TypeError, NotImplementedError) as err:
-            result.skipped[name] = f"{type(err).__name__}: {err}"
-            note = f"skipped ({result.skipped[name]})"
-        else:
-            first = seen.setdefault((written, alpha), name)
-            if first != name:  # the same weights and stack as an earlier scheme: its numbers
-                done = time.perf_counter() - start
-                r = result.results[name] = replace(result.results[first], scheme=name, seconds=done, same_as=first)
-                note = f"same specs as {first}: not run again"
-            else:
-                r = result.results[name] = _observe(model, name, x, targets, backward, start, alpha, notes)
-                note = f"Var(x_2L) {r.sublayers[-1].resid_var:.4g}, {r.seconds:.2f} s"
+        note = _run_scheme(result, seen, model, name, x, targets, seed, backward)
         if progress is not None:
             progress(f"{name}: {note}")
     if not result.results:
@@ -495,6 +480,25 @@ def report(
         result.json_path = folder / "report.json"
         result.json_path.write_text(json.dumps(to_dict(result), indent=1, allow_nan=True))
     return result
+
+
+def _run_scheme(result: Report, seen: dict, model: Stack, name: str, x, targets, seed: int, backward: bool) -> str:
+    """``report``'s step for one scheme: into ``result.results`` (or ``skipped``); its progress line.
+    A scheme whose specs and residual scale an earlier one had (``seen``) takes that one's numbers."""
+    start = time.perf_counter()
+    try:
+        written = _init(model, name, seed)
+        alpha, notes = _apply_multipliers(model, name)
+    except (KeyError, ValueError, TypeError, NotImplementedError) as err:
+        result.skipped[name] = f"{type(err).__name__}: {err}"
+        return f"skipped ({result.skipped[name]})"
+    first = seen.setdefault((written, alpha), name)
+    if first != name:  # the same weights and stack as an earlier scheme: its numbers
+        done = time.perf_counter() - start
+        result.results[name] = replace(result.results[first], scheme=name, seconds=done, same_as=first)
+        return f"same specs as {first}: not run again"
+    r = result.results[name] = _observe(model, name, x, targets, backward, start, alpha, notes)
+    return f"Var(x_2L) {r.sublayers[-1].resid_var:.4g}, {r.seconds:.2f} s"
 
 
 def _describe(r: Report) -> str:
