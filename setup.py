@@ -28,6 +28,7 @@ per-ISA clones (GCC target_clones) chosen at load time.
 """
 
 import os
+import platform
 import shutil
 import sys
 from pathlib import Path
@@ -37,6 +38,15 @@ from setuptools import setup
 ROOT = Path(__file__).resolve().parent
 DEBUG = os.environ.get("DEBUG", "0") == "1"
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
+# The torch-free CPU kernels (no ATen, no torch library: c10 types only): the extension links them, and
+# the portability check (portability_check.build) builds them, with cxx_flags, for other architectures.
+CPU_KERNEL_SOURCES = [
+    "csrc/cpu/stream_words.cpp",
+    "csrc/cpu/transform_kernels.cpp",
+    # x86 code inside an x86 guard; elsewhere the stubs that say it is unavailable.
+    "csrc/cpu/transform_avx2.cpp",
+    "csrc/cpu/transform_avx512.cpp",
+]
 # Every .cpp and .cu under csrc/cuda/ (test_setup_lists_every_cuda_source checks it): the torch bindings,
 # compiled by the host compiler, and the torch-free kernels, compiled by nvcc.
 CUDA_SOURCES = [
@@ -115,16 +125,14 @@ def _ninja_beside_python() -> None:
         os.environ["PATH"] = f"{beside.parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-def _extensions():
-    if os.environ.get("TINIT_NO_EXTENSION", "0") == "1":
-        return [], {}
-    _require_torch()
-    _ninja_beside_python()
-    use_cuda = _cuda_build()  # first: it may set CUDA_HOME for torch.utils.cpp_extension
-    from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
-
+def cxx_flags(target_machine: str) -> list[str]:
+    """The host compiler's flags for a build on ``target_machine`` (``platform.machine()`` spelling:
+    x86_64, aarch64, s390x, ppc64le): the x86-only options only on x86, which GCC for other
+    architectures rejects."""
     opt = ["-O0", "-g"] if DEBUG else ["-O3"]
-    cxx = opt + [
+    x86 = target_machine in ("x86_64", "AMD64", "i386", "i686")
+    return [
+        *opt,
         "-std=c++17",
         # Bit-identical results across ISA clones and backends: no FMA fusion.
         "-ffp-contract=off",
@@ -134,22 +142,23 @@ def _extensions():
         # are ever enabled or inspected).
         "-fno-trapping-math",
         # The AVX-512 clone may use 512-bit vectors (no effect on other clones).
-        "-mprefer-vector-width=512",
+        *(["-mprefer-vector-width=512"] if x86 else []),
         # at::parallel_for is OpenMP in torch's CPU builds; without this flag
         # its pragmas compile away and the op runs on one thread.
         "-fopenmp",
     ]
-    sources = ["csrc/ops.cpp"] + [
-        f"csrc/cpu/{name}.cpp"
-        for name in (
-            "stream_words",
-            "transform_kernels",
-            "transform_avx2",
-            "transform_avx512",
-            "trunc_normal",
-            "trunc_normal_grouped",
-        )
-    ]
+
+
+def _extensions():
+    if os.environ.get("TINIT_NO_EXTENSION", "0") == "1":
+        return [], {}
+    _require_torch()
+    _ninja_beside_python()
+    use_cuda = _cuda_build()  # first: it may set CUDA_HOME for torch.utils.cpp_extension
+    from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+
+    cxx = cxx_flags(platform.machine())
+    sources = ["csrc/ops.cpp", *CPU_KERNEL_SOURCES, "csrc/cpu/trunc_normal.cpp", "csrc/cpu/trunc_normal_grouped.cpp"]
     kwargs = {
         "name": "tinit._C",
         "include_dirs": [str(ROOT / "csrc" / "include")],
