@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 from pathlib import Path
 
 import torch
-from _env import check_values, environment, median_s, write_report  # bench/_env.py
+from _env import check_values, environment, load_average, median_s, write_report  # bench/_env.py
 
 import tinit
 
@@ -52,12 +53,14 @@ def _window_row(
     t_tinit = median_s(lambda: tinit.trunc_normal_at_(x, mean, std, a, b, seed=1), repeats)
     x.normal_(mean, std)
     t_normal = median_s(lambda: x.normal_(mean, std), repeats)
+    t_zero = median_s(x.zero_, repeats)
     row = {
         "case": name,
         "dtype": str(dtype).replace("torch.", ""),
         "numel": numel,
         "tinit_g_per_s": numel / t_tinit / 1e9,
         "normal_g_per_s": numel / t_normal / 1e9,
+        "zero_g_per_s": numel / t_zero / 1e9,
     }
     if torch_trunc and dtype == torch.float32 and math.isfinite(a) and b - a < 1.0:
         torch.nn.init.trunc_normal_(x, mean, std, a, b)
@@ -78,12 +81,14 @@ def _uniform_row(dtype: torch.dtype, numel: int, repeats: int) -> dict:
     check_values(w.data, -bound, bound, "tinit xavier_uniform", round_bounds=False)
     t_tinit = median_s(fill, repeats)
     t_uniform = median_s(lambda: w.data.uniform_(-bound, bound), repeats)
+    t_zero = median_s(w.data.zero_, repeats)
     return {
         "case": "xavier_uniform (fill_) vs uniform_",
         "dtype": str(dtype).replace("torch.", ""),
         "numel": w.numel(),
         "tinit_g_per_s": w.numel() / t_tinit / 1e9,
         "uniform_g_per_s": w.numel() / t_uniform / 1e9,
+        "zero_g_per_s": w.numel() / t_zero / 1e9,
     }
 
 
@@ -92,23 +97,42 @@ def run(numel: int, repeats: int, torch_trunc: bool) -> list[dict]:
     return rows + [_uniform_row(dtype, numel, repeats) for dtype in (torch.float32, torch.bfloat16)]
 
 
-def table(rows: list[dict]) -> str:
+def _spread(values: list[float], digits: int = 3) -> str:
+    """The median, with the range over rounds when there are several."""
+    mid = statistics.median(values)
+    if len(values) == 1:
+        return f"{mid:.{digits}f}"
+    return f"{mid:.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
+def table(rounds: list[list[dict]]) -> str:
+    """One row per case: medians over the rounds (their range in brackets); the ratios are per
+    round (tinit and its baseline timed back to back), then their median and range."""
     lines = [
         (
-            "| case | dtype | tinit | `normal_` / `uniform_` | `nn.init.trunc_normal_` | tinit / baseline | "
-            "tinit / `trunc_normal_` |"
+            "| case | dtype | tinit | `normal_` / `uniform_` | `zero_` (store limit) | tinit / `zero_` | "
+            "`nn.init.trunc_normal_` | tinit / baseline | tinit / `trunc_normal_` |"
         ),
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for r in rows:
-        rate = r["tinit_g_per_s"]
-        base = r.get("normal_g_per_s", r.get("uniform_g_per_s"))
-        trunc = r.get("torch_trunc_g_per_s")
-        trunc_cell = "" if trunc is None else f"{trunc:.4f}"
-        trunc_ratio = "" if trunc is None else f"{rate / trunc:.0f}x"
+    for k, first in enumerate(rounds[0]):
+        rows = [rnd[k] for rnd in rounds]
+
+        def col(key, rows=rows):
+            return [r[key] for r in rows]
+
+        base_key = "normal_g_per_s" if "normal_g_per_s" in first else "uniform_g_per_s"
+        rate, base, zero = col("tinit_g_per_s"), col(base_key), col("zero_g_per_s")
+        ratio = [t / b for t, b in zip(rate, base, strict=True)]
+        store = [t / z for t, z in zip(rate, zero, strict=True)]
+        trunc_cell = trunc_ratio = ""
+        if "torch_trunc_g_per_s" in first:
+            trunc = col("torch_trunc_g_per_s")
+            trunc_cell = _spread(trunc, 4)
+            trunc_ratio = _spread([t / b for t, b in zip(rate, trunc, strict=True)], 0) + "x"
         lines.append(
-            f"| {r['case']} | {r['dtype']} | {rate:.3f} | {base:.3f} | {trunc_cell} | "
-            f"{rate / base:.2f}x | {trunc_ratio} |"
+            f"| {first['case']} | {first['dtype']} | {_spread(rate)} | {_spread(base)} | {_spread(zero)} | "
+            f"{_spread(store, 2)} | {trunc_cell} | {_spread(ratio, 2)}x | {trunc_ratio} |"
         )
     return "\n".join(lines)
 
@@ -118,22 +142,26 @@ def main(argv=None) -> int:
     parser.add_argument("--numel", type=int, default=64 << 20, help="elements per tensor (default 64 M)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per case (median)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of every case, interleaved (a range)")
     parser.add_argument("--no-torch-trunc", action="store_true", help="skip torch.nn.init.trunc_normal_ (slow)")
     parser.add_argument("--label", default=None, help="name of the tinit under test (default: its version)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    rows = run(args.numel, args.repeats, not args.no_torch_trunc)
+    before = load_average()
+    rounds = [run(args.numel, args.repeats, not args.no_torch_trunc) for _ in range(args.rounds)]
     env = environment()
+    env["load_average_1_5_15"] = {"before": before, "after": load_average()}
     label = args.label or f"tinit {tinit.__version__}"
     stream = getattr(tinit, "STREAM_VERSION", 1)
     header = (
         f"{label} (stream version {stream}, {tinit.__file__}), {args.threads} threads, "
-        f"{args.numel} elements, median of {args.repeats}; torch {torch.__version__}; {env}"
+        f"{args.numel} elements, median of {args.repeats} per round, {args.rounds} rounds; "
+        f"torch {torch.__version__}; {env}"
     )
-    md = f"{header}\n\n{table(rows)}\n"
+    md = f"{header}\n\n{table(rounds)}\n"
     print(md)
-    payload = {"label": label, "stream_version": stream, "threads": args.threads, "rows": rows}
+    payload = {"label": label, "stream_version": stream, "threads": args.threads, "rounds": rounds}
     write_report(args.out, env, f"_cpu_modes_{label.replace(' ', '_')}", md, payload)
     return 0
 
