@@ -51,6 +51,9 @@ TORCH_LIBRARY(tinit, m) {
   // One raw Philox4x32-10 call on explicit counter and key words (each a
   // uint32 in an int), for the known-answer test of the engine itself.
   m.def("philox4x32_10(int[] counter, int[] key) -> int[]");
+  // tinit::log_pos(double) of each value (finite, >= 0), for the accuracy test
+  // of the fp64 transform's logarithm.
+  m.def("log_f64(float[] x) -> float[]");
 }
 
 TORCH_LIBRARY(tinit_bench, m) {

@@ -112,7 +112,7 @@ def test_init_prints_the_stream_version(capsys):
     assert main(["init", *SMALL]) == 0
     out = capsys.readouterr().out
     assert f"stream version {tinit.STREAM_VERSION} (tinit {tinit.__version__}" in out
-    assert tinit.STREAM_VERSION == 2
+    assert tinit.STREAM_VERSION == 3
 
 
 def test_residual_std_follows_depth(capsys):

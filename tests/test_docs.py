@@ -491,3 +491,20 @@ def test_stream_version_1_commit_is_in_the_history():
     assert re.search(r'^__version__ = "0\.1\.0"', _git("show", f"{full}:tinit/__init__.py"), re.MULTILINE)
     child = _git("rev-list", "--ancestry-path", "--reverse", f"{full}..HEAD").split()[0]
     assert _stream_version_at(child) == 2, f"{full} is not the last commit of version 1"
+
+
+def test_stream_version_2_commit_is_in_the_history():
+    """docs/stream.md and CHANGELOG.md name, by its hash, the last commit of stream version 2: an
+    ancestor of HEAD with ``STREAM_VERSION = 2``; HEAD has version 3."""
+    row = re.search(r"^\| 2 \| .*?`([0-9a-f]{12,40})`", _text(ROOT / "docs" / "stream.md"), re.MULTILINE)
+    assert row, "docs/stream.md's version table names no commit for version 2"
+    full = max(re.findall(rf"\b({row.group(1)}[0-9a-f]*)\b", _text(ROOT / "docs" / "stream.md")), key=len)
+    assert len(full) == 40 and full in _text(ROOT / "CHANGELOG.md"), "CHANGELOG.md names another commit"
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (or no git): the history cannot be read")
+    if _git("rev-parse", "--is-shallow-repository").strip() == "true":
+        pytest.skip("a shallow clone: the commit of stream version 2 may be outside the fetched history")
+    ancestor = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", full, "HEAD"], check=False)
+    assert ancestor.returncode == 0, f"{full} is not in the history of HEAD"
+    assert _stream_version_at(full) == 2
+    assert _stream_version_at("HEAD") == 3

@@ -82,8 +82,8 @@ def trunc_normal_at_(
     All checks happen before anything is written.
 
     Formula: inversion sampling, Phi^-1(Phi(alpha) + u (Phi(beta) - Phi(alpha))),
-    stream version 2 (docs/stream.md): a table of polynomials as Phi^-1 in
-    fp32 (AS 241, Wichura 1988, for fp64 tensors), the uniform mode for
+    stream version 3 (docs/stream.md): a table of polynomials as Phi^-1 in
+    fp32 (AS 241, Wichura 1988, refined by a Newton step, for fp64 tensors), the uniform mode for
     windows narrow against std, the excursion from the bound beyond 8 std
     (the native ``tinit::trunc_normal_value``).
     """

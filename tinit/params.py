@@ -43,8 +43,9 @@ _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 _DTYPE_NAMES = "float32, float64, bfloat16 or float16"
 
 # The version of the values: stream index -> value. Version 1 is release
-# v0.1.0; version 2 (this one) is documented in docs/stream.md.
-STREAM_VERSION = 2
+# v0.1.0, version 2 v0.2.0; version 3 (this one: fp64 values changed, fp32,
+# bf16 and fp16 as in version 2) is documented in docs/stream.md.
+STREAM_VERSION = 3
 # Windows whose upper edge (after mirroring) lies this many std below the
 # mean take the tail mode (the excursion from the nearer bound): from here on
 # the two-sided modes' mean + std z would lose digits next to a bound near 0,

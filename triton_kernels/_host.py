@@ -30,7 +30,7 @@ if triton is not None and not hasattr(torch.library, "triton_op"):
     IMPORT_ERROR = f"torch {torch.__version__} has no torch.library.triton_op (torch >= 2.6 has)"
 
 INSTALL_HINT = "install triton (`pip install triton`, or tinit[triton]) to use the triton backend"
-# tinit's dtypes but fp64, whose transform uses libm log, which Triton cannot reproduce bit for bit.
+# tinit's dtypes but fp64, whose transform (the C++ double path) is not ported to Triton.
 SUPPORTED_DTYPES = tuple(d for d in params.SUPPORTED_DTYPES if d != torch.float64)
 # Counter blocks (four elements each) per program and warps per program. The
 # interpreter's cost is per program, so it takes larger programs.

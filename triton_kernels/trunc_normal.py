@@ -9,8 +9,8 @@ Launches pass ``enable_fp_fusion=False`` so that no multiply-add is contracted b
 ones, as the C++ build does with ``-ffp-contract=off``. On a GPU the values are therefore
 bit-identical to the CPU kernel's for fp32, bf16 and fp16 tensors (all computed in fp32, rounded
 once on store); under ``TRITON_INTERPRET=1`` they are too (the interpreter's ``tl.fma`` is a true
-fused multiply-add). fp64 tensors are not supported by this backend (the C++ ``double`` path uses
-libm ``log``, which has no bit-exact Triton counterpart).
+fused multiply-add). fp64 tensors are not supported by this backend (the C++ ``double`` path, AS 241 with fdlibm's
+``log`` and a Newton refinement, is not ported to Triton).
 
 The fill is registered as the op ``torch.ops.tinit.trunc_normal_triton_``
 (``torch.library.triton_op`` + ``wrap_triton``), so it can be traced by
@@ -86,7 +86,7 @@ def why_not(tensor: torch.Tensor) -> str | None:
     if not triton_available():
         return f"{IMPORT_ERROR}; {INSTALL_HINT}"
     if tensor.dtype not in SUPPORTED_DTYPES:
-        why = "the fp64 transform uses libm log, which Triton cannot reproduce bit for bit"
+        why = "the fp64 transform (the C++ double path) is not ported to Triton"
         return f"{dtype_refusal(tensor.dtype)} ({why})"
     if tensor.device.type == "cpu" and not interpreted():
         return "runs on GPU tensors (CPU tensors only under TRITON_INTERPRET=1, set before import)"

@@ -17,6 +17,7 @@
 
 #include "stream_words.h"
 #include "tinit/philox.h"
+#include "tinit/transform.h"
 #include "../checks.h"
 #include "run_map.h"
 #include "transform_kernels.h"
@@ -106,10 +107,19 @@ std::vector<int64_t> philox_words_raw(at::IntArrayRef counter, at::IntArrayRef k
   return {c[0], c[1], c[2], c[3]};
 }
 
+std::vector<double> log_f64(at::ArrayRef<double> x) {
+  std::vector<double> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = log_pos(x[i]);
+  return out;
+}
+
 }  // namespace
 
 // Device-independent: registered for every backend.
-TORCH_LIBRARY_IMPL(tinit, CompositeExplicitAutograd, m) { m.impl("philox4x32_10", &philox_words_raw); }
+TORCH_LIBRARY_IMPL(tinit, CompositeExplicitAutograd, m) {
+  m.impl("philox4x32_10", &philox_words_raw);
+  m.impl("log_f64", &log_f64);
+}
 
 TORCH_LIBRARY_IMPL(tinit, CPU, m) {
   m.impl("trunc_normal_", &trunc_normal_cpu);

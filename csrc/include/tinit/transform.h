@@ -1,9 +1,10 @@
-// Uniform word -> truncated normal (stream version 2), host and device code.
+// Uniform word -> truncated normal (stream version 3), host and device code.
 //
 // Computed in T = float for fp32/bf16/fp16 tensors and T = double for fp64
-// tensors. The float path uses IEEE basic operations only (+ - * / sqrt,
-// fma_rn, compares, bit casts): no libm/libdevice call and no fp64, so every
-// backend (CPU, CUDA, Triton) computes the same float bits. Builds disable
+// tensors. Both paths use IEEE basic operations only (+ - * / sqrt, fma_rn,
+// compares, bit casts): no libm/libdevice call, and the float path no fp64,
+// so every backend (CPU, CUDA, Triton) computes the same float bits and the
+// CPU and CUDA the same double bits. Builds disable
 // contraction (-ffp-contract=off, --fmad=false, enable_fp_fusion=False);
 // fused steps are explicit fma_rn calls. The stream that feeds it is
 // tinit::philox_block's; the specification, with its accuracy bounds, is
@@ -233,7 +234,64 @@ TINIT_HD float log_pos(float x) {
   return fma_rn(e, 0.693359375f, r);
 }
 
-TINIT_HD double log_pos(double x) { return ::log(x); }
+TINIT_HD uint64_t double_as_bits(double x) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(x));
+#else
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  return u;
+#endif
+}
+
+TINIT_HD double bits_as_double(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  double x;
+  std::memcpy(&x, &u, sizeof(x));
+  return x;
+#endif
+}
+
+// Natural log for finite x > 0 (subnormal included) in double, IEEE basic
+// operations only: fdlibm's __ieee754_log (Sun Microsystems, 1993), below
+// 1 ulp. x = 2^k (1 + f), 1 + f in [sqrt(2)/2, sqrt(2)); with s = f / (2 + f),
+// log(1 + f) = f - s (f - R(s^2)), R the minimax polynomial Lg1..Lg7;
+// k ln2 is added as ln2_hi k (exact: ln2_hi has 32 bits) and ln2_lo k.
+// Gives -inf for +0; the fills only pass normal x in (0, 1] (tail_value)
+// and [~1e-25, 1/2 + 2^-25] (two_sided_value) or [1, ~2] (tail_correction).
+TINIT_HD double log_pos(double x) {
+  if (x == 0.0) return -1.0 / 0.0;
+  int k = 0;
+  uint64_t bits = double_as_bits(x);
+  if ((bits >> 52) == 0) {  // subnormal: scale by 2^54
+    k = -54;
+    bits = double_as_bits(x * 18014398509481984.0);
+  }
+  uint32_t hx = static_cast<uint32_t>(bits >> 32);
+  k += static_cast<int>(hx >> 20) - 1023;
+  hx &= 0x000fffffu;
+  const uint32_t i = (hx + 0x95f64u) & 0x100000u;  // 1 + f >= sqrt(2): halve it
+  const double m = bits_as_double((static_cast<uint64_t>(hx | (i ^ 0x3ff00000u)) << 32) | (bits & 0xffffffffu));
+  k += static_cast<int>(i >> 20);
+  const double f = m - 1.0;
+  const double dk = static_cast<double>(k);
+  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+  const double s = f / (2.0 + f);
+  const double z = s * s;
+  const double w = z * z;
+  const double t1 = w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01 + w * 1.531383769920937332e-01));
+  const double t2 =
+      z * (6.666666666666735130e-01 +
+           w * (2.857142874366239149e-01 + w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
+  const double R = t2 + t1;
+  if (hx >= 0x6147au && hx <= 0x6b851u) {  // |f| > 0.29 (fdlibm: (hx - 0x6147a) | (0x6b851 - hx) > 0)
+    const double hfsq = 0.5 * f * f;
+    return dk * ln2_hi - ((hfsq - (s * (hfsq + R) + dk * ln2_lo)) - f);
+  }
+  return dk * ln2_hi - ((s * (f - R) - dk * ln2_lo) - f);
+}
 TINIT_HD float sqrt_rn(float x) { return ::sqrtf(x); }
 TINIT_HD double sqrt_rn(double x) { return ::sqrt(x); }
 
@@ -433,24 +491,45 @@ TINIT_HD float two_sided_precise_value(uint32_t w, const TruncNormalParams<float
   return clamp_to<float>(rescale<float>(main + small, P.scale), P);
 }
 
-// The two-sided modes in double (fp64 tensors): AS 241 and libm log.
+// Mills ratio R(y) = Q(y) / phi(y), double only: Laplace's continued
+// fraction 1/(y + 1/(y + 2/(y + 3/(y + ...)))), evaluated from `terms` terms
+// down. Against mpmath: 16 terms reach 1.5e-18 relative at y = 8 (the tail
+// mode, y >= 8; checked by test_f64_tail_window_far_from_the_mean); for the
+// two-sided refinement (y >= 2) 32 terms 1e-16 at y = 4, 48 2.5e-16 at y = 3,
+// 64 3.7e-16 at y = 2.5, 128 7e-19 at y = 2.
+TINIT_HD double mills_ratio(double y, int terms = 16) {
+  double t = 0.0;
+  for (int k = terms; k >= 1; --k) t = k / (y + t);
+  return 1.0 / (y + t);
+}
+
+// The two-sided modes in double (fp64 tensors): z = AS 241, then, for
+// z < -2, one Newton step on log Phi, z1 = z - (log Phi(z) - log s) R(-z),
+// log Phi(z) = -z^2/2 - log sqrt(2 pi) + log R(-z), with z^2 as an exact pair.
+// AS 241 is within ~4 ulp of z; the step leaves the error of log s (half an
+// ulp of |log s| <= 38, divided by |z|) and keeps the correction dz apart,
+// x = mean + sd z + sd dz, so a value where mean + sd z cancels (mean many
+// std from a window near 0) keeps its digits.
 TINIT_HD double two_sided_value(uint32_t w, const TruncNormalParams<double>& P) {
   bool lower;
   double q;
   const double s = two_sided_s(w ^ P.flip, P, lower, q);
-  const double zl = ndtri_lower_f64(q, log_pos(s));
+  const double log_s = log_pos(s);
+  const double zl = ndtri_lower_f64(q, log_s);
+  double dzl = 0.0;
+  if (zl < -2.0) {
+    const double y = -zl;
+    const double r = mills_ratio(y, y >= 4.0 ? 32 : y >= 3.0 ? 48 : y >= 2.5 ? 64 : 128);
+    const double h = 0.5 * y * y;
+    const double h_lo = 0.5 * fma_rn(y, y, -(y * y));
+    // g = log Phi(z) - log s, log sqrt(2 pi) = 0.918938533204672741780... as a pair
+    const double g = ((-h - log_s) - 0.9189385332046728) + ((log_pos(r) - h_lo) + 3.8782941580672414e-17);
+    dzl = -g * r;
+  }
   const double z = lower ? zl : -zl;
-  return clamp_to<double>(rescale<double>(fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean)), P.scale), P);
-}
-
-// Mills ratio R(y) = Q(y) / phi(y) for y >= 8, double only: Laplace's
-// continued fraction 1/(y + 1/(y + 2/(y + 3/(y + ...)))), evaluated from 16
-// terms down (14 reach 1e-17 relative at y = 8 against mpmath; the values
-// are checked by test_f64_tail_window_far_from_the_mean).
-TINIT_HD double mills_ratio(double y) {
-  double t = 0.0;
-  for (int k = 16; k >= 1; --k) t = k / (y + t);
-  return 1.0 / (y + t);
+  const double dz = lower ? dzl : -dzl;
+  const double x = fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean));
+  return clamp_to<double>(rescale<double>(fma_rn(P.sd_hi, dz, x), P.scale), P);
 }
 
 // l(e) = log(R(b0) / R(b0 + e)), R(y) = Q(y) / phi(y): the tail mode's
