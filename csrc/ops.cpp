@@ -2,6 +2,9 @@
 // The public ops are the `tinit` library; ops only the benchmarks call are the
 // separate `tinit_bench` library, so they are not part of the public schema.
 // Python registers the fake (meta) kernels in tinit.ops.
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <Python.h>
 #include <torch/csrc/autograd/VariableTypeUtils.h>
 #include <torch/library.h>
@@ -51,6 +54,11 @@ TORCH_LIBRARY(tinit, m) {
   // One raw Philox4x32-10 call on explicit counter and key words (each a
   // uint32 in an int), for the known-answer test of the engine itself.
   m.def("philox4x32_10(int[] counter, int[] key) -> int[]");
+  // The CPU engine of this process (csrc/cpu/isa.h: "scalar", "avx2" or
+  // "avx512"), chosen once: TINIT_CPU_ISA or the best this CPU runs.
+  m.def("cpu_isa() -> str");
+  // The CPU engines this CPU runs, scalar first.
+  m.def("cpu_isas() -> str[]");
 }
 
 TORCH_LIBRARY(tinit_bench, m) {
