@@ -23,12 +23,21 @@ Environment:
     TINIT_FORCE_CUDA=1      build the CUDA kernels or fail saying why (no
                             silent CPU-only build)
     TORCH_CUDA_ARCH_LIST    CUDA targets (read by torch.utils.cpp_extension)
+    TINIT_EXTRA_CXXFLAGS    appended to the host compiler's flags (e.g. "-ffp-contract=fast":
+                            the sources turn contraction off themselves, tests/test_isa.py)
 The default build is portable: no host-specific -march flag. The CPU kernels carry
-per-ISA clones (GCC target_clones) chosen at load time.
+one set of entries per engine (scalar, AVX2, AVX-512: csrc/cpu/isa.h), one engine
+chosen per process at the first op.
+
+CPU_KERNEL_SOURCES and cxx_flags(target_machine) are module-level and side-effect free
+(setup() runs only as __main__), so tests and the portability check import them.
 """
 
 import os
+import platform
+import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,6 +53,59 @@ CUDA_SOURCES = [
     "csrc/cuda/trunc_normal_kernel.cu",
     "csrc/cuda/trunc_normal_grouped_kernel.cu",
 ]
+
+# The torch-free CPU kernel sources (c10 headers only, no torch library), which the
+# cross-compile test and the portability check build for foreign targets; on a
+# non-x86 target transform_avx512.cpp compiles to its fallback (no entries).
+CPU_KERNEL_SOURCES = [
+    "csrc/cpu/isa.cpp",
+    "csrc/cpu/stream_words.cpp",
+    "csrc/cpu/transform_kernels.cpp",
+    "csrc/cpu/transform_avx512.cpp",
+]
+# The op sources (torch's dispatcher and at::parallel_for).
+CPU_OP_SOURCES = ["csrc/ops.cpp", "csrc/cpu/trunc_normal.cpp", "csrc/cpu/trunc_normal_grouped.cpp"]
+
+
+def _is_x86(target_machine: str) -> bool:
+    arch = target_machine.split("-", 1)[0].lower()
+    return arch in ("x86_64", "amd64", "x86", "i386", "i486", "i586", "i686", "x64")
+
+
+def cxx_flags(target_machine: str, debug: bool = False) -> list[str]:
+    """The host compiler's flags for a compiler targeting `target_machine` (a GCC triplet as
+    `g++ -dumpmachine` prints it, e.g. "x86_64-linux-gnu", "aarch64-linux-gnu", or an
+    architecture as platform.machine() names it). x86-only options only for x86."""
+    flags = (["-O0", "-g"] if debug else ["-O3"]) + [
+        "-std=c++17",
+        # Bit-identical results across engines and backends: no FMA fusion. The sources say
+        # it too (tinit/fp_contract.h), so a build without this flag computes the same bits.
+        "-ffp-contract=off",
+        # Lets sqrt vectorise; tinit never relies on errno.
+        "-fno-math-errno",
+        # Lets the compiler if-convert the branch-free transform (no FP traps
+        # are ever enabled or inspected).
+        "-fno-trapping-math",
+    ]
+    if _is_x86(target_machine):
+        # The avx512 engine's entries may use 512-bit vectors (no effect on the others).
+        flags.append("-mprefer-vector-width=512")
+    # at::parallel_for is OpenMP in torch's CPU builds; without this flag
+    # its pragmas compile away and the op runs on one thread.
+    flags.append("-fopenmp")
+    return flags
+
+
+def target_machine() -> str:
+    """What the host compiler ($CXX, else c++) targets: its -dumpmachine, else this machine."""
+    cxx = shlex.split(os.environ.get("CXX") or "c++")
+    try:
+        out = subprocess.run(cxx + ["-dumpmachine"], capture_output=True, text=True, timeout=60, check=True)
+        if out.stdout.strip():
+            return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return platform.machine()
 
 
 def _flag(name: str) -> bool:
@@ -123,26 +185,8 @@ def _extensions():
     use_cuda = _cuda_build()  # first: it may set CUDA_HOME for torch.utils.cpp_extension
     from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
-    opt = ["-O0", "-g"] if DEBUG else ["-O3"]
-    cxx = opt + [
-        "-std=c++17",
-        # Bit-identical results across ISA clones and backends: no FMA fusion.
-        "-ffp-contract=off",
-        # Lets sqrt vectorise; tinit never relies on errno.
-        "-fno-math-errno",
-        # Lets the compiler if-convert the branch-free transform (no FP traps
-        # are ever enabled or inspected).
-        "-fno-trapping-math",
-        # The AVX-512 clone may use 512-bit vectors (no effect on other clones).
-        "-mprefer-vector-width=512",
-        # at::parallel_for is OpenMP in torch's CPU builds; without this flag
-        # its pragmas compile away and the op runs on one thread.
-        "-fopenmp",
-    ]
-    sources = ["csrc/ops.cpp"] + [
-        f"csrc/cpu/{name}.cpp"
-        for name in ("stream_words", "transform_kernels", "transform_avx512", "trunc_normal", "trunc_normal_grouped")
-    ]
+    cxx = cxx_flags(target_machine(), debug=DEBUG) + shlex.split(os.environ.get("TINIT_EXTRA_CXXFLAGS", ""))
+    sources = CPU_OP_SOURCES + CPU_KERNEL_SOURCES
     kwargs = {
         "name": "tinit._C",
         "include_dirs": [str(ROOT / "csrc" / "include")],
@@ -166,7 +210,7 @@ def _extensions():
     return [ext], {"build_ext": BuildExtension.with_options(use_ninja=True)}
 
 
-ext_modules, cmdclass = _extensions()
-
-# Name, version (tinit.__version__), packages, dependencies and entry points: pyproject.toml.
-setup(ext_modules=ext_modules, cmdclass=cmdclass)
+if __name__ == "__main__":  # setuptools runs setup.py as __main__; importing it builds nothing
+    ext_modules, cmdclass = _extensions()
+    # Name, version (tinit.__version__), packages, dependencies and entry points: pyproject.toml.
+    setup(ext_modules=ext_modules, cmdclass=cmdclass)
