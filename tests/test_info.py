@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -28,7 +29,7 @@ def test_mentions_every_backend_and_state(printed):
 
 
 def test_reports_the_build(printed):
-    for key in ("tinit ", "torch ", "torch CUDA", "native extension", "triton:", "nvcc:", "CPU SIMD"):
+    for key in ("tinit ", "torch ", "torch CUDA", "native extension", "triton:", "nvcc:", "CPU engine"):
         assert key in printed, f"{key!r} missing from:\n{printed}"
     assert torch.__version__ in printed
 
@@ -52,37 +53,24 @@ def test_cpu_only_machine_explains_cuda(printed):
     assert "why not" in cuda_lines or "cuda tensors: no" in cuda_lines, cuda_lines
 
 
-@pytest.mark.parametrize(
-    "flags,philox,transform",
-    [
-        pytest.param(
-            {
-                "avx512f",
-                "avx512bw",
-                "avx512cd",
-                "avx512dq",
-                "avx512vl",
-                "avx2",
-                "bmi1",
-                "bmi2",
-                "f16c",
-                "fma",
-                "movbe",
-                "xsave",
-                "abm",
-            },
-            "AVX-512",
-            "x86-64-v4",
-            id="v4",
-        ),
-        pytest.param({"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave", "abm"}, "AVX2", "x86-64-v3", id="v3"),
-        pytest.param({"avx512f", "avx2"}, "AVX-512", "default", id="avx512f-only"),
-        pytest.param({"sse4_2"}, "scalar", "default", id="sse"),
-        pytest.param(set(), "scalar", "default", id="none"),
-    ],
-)
-def test_cpu_simd_level(flags, philox, transform):
-    assert info.cpu_simd_level(flags) == {"philox": philox, "transform": transform}
+def _flags() -> set[str]:
+    return info.cpu_flags()
+
+
+@pytest.mark.skipif(not info.ops.native_available(), reason="native extension not built")
+def test_cpu_engine_is_the_best_this_cpu_runs(printed):
+    """The engines the extension reports, against /proc/cpuinfo's flags (an independent reading)."""
+    flags = _flags()
+    if not flags:
+        pytest.skip("no /proc/cpuinfo flags here")
+    v3 = {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe"} <= flags and ("abm" in flags or "lzcnt" in flags)
+    v4 = v3 and {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= flags
+    expected = ["scalar"] + (["avx2"] if v3 else []) + (["avx512"] if v4 else [])
+    engine = info.cpu_engine()
+    assert engine["available"] == expected
+    if "TINIT_CPU_ISA" not in os.environ:
+        assert engine["chosen"] == expected[-1]
+    assert f"CPU engine: {engine['chosen']} (available: {', '.join(expected)}" in printed
 
 
 def test_cli_subcommand_prints_the_same_report(printed, capsys):

@@ -21,9 +21,9 @@ from tinit import dispatch, ops
 __all__ = [
     "backend_info",
     "build_info",
+    "cpu_engine",
     "cpu_flags",
     "cpu_model",
-    "cpu_simd_level",
     "device_info",
     "main",
     "nvcc_version",
@@ -43,37 +43,21 @@ def cpu_flags() -> set[str]:
     return set()
 
 
-# GCC's x86-64-v4 / -v3 levels (the target_clones of the CPU transform, ``TINIT_SIMD_CLONES``).
-_X86_64_V4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
-_X86_64_V3 = {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave"}
-
-
-def cpu_simd_level(flags: set[str] | None = None) -> dict[str, str]:
-    """The SIMD paths the CPU kernels pick at load time on this CPU.
-
-    Mirrors the CPU kernels' load-time choice (``pick_blocks_fn``,
-    ``TINIT_SIMD_CLONES``): Philox uses AVX-512 when
-    ``__builtin_cpu_supports("avx512f")``, else AVX2 when "avx2", else scalar
-    code; the transform runs the x86-64-v4, x86-64-v3 or default clone. Read
-    from /proc/cpuinfo flags (Linux x86-64), so it can differ from GCC's own
-    detection on exotic systems.
-
-    Args:
-        flags: CPU flags to judge; None reads /proc/cpuinfo.
+def cpu_engine() -> dict[str, object]:
+    """The CPU engine of the native kernels (csrc/cpu/isa.h), from the extension itself.
 
     Returns:
-        {"philox": "AVX-512" | "AVX2" | "scalar", "transform": clone name}.
+        {"chosen": "scalar" | "avx2" | "avx512" | None, "available": [...], "error": str | None}:
+        chosen is None, with the reason in error, when the extension is missing or refuses
+        (``TINIT_CPU_ISA`` naming an engine this CPU lacks, a failed load-time self-test).
     """
-    flags = cpu_flags() if flags is None else flags
-    philox = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "scalar"
-    lzcnt = "abm" in flags or "lzcnt" in flags
-    if flags >= _X86_64_V4 and flags >= _X86_64_V3 and lzcnt:
-        transform = "x86-64-v4"
-    elif flags >= _X86_64_V3 and lzcnt:
-        transform = "x86-64-v3"
-    else:
-        transform = "default"
-    return {"philox": philox, "transform": transform}
+    if not ops.native_available():
+        return {"chosen": None, "available": [], "error": "native extension not loaded"}
+    try:
+        chosen, error = ops.cpu_isa(), None
+    except RuntimeError as exc:
+        chosen, error = None, str(exc).splitlines()[0]
+    return {"chosen": chosen, "available": ops.cpu_isas(), "error": error}
 
 
 def nvcc_version() -> str | None:
@@ -109,7 +93,7 @@ def build_info() -> dict[str, object]:
     Returns:
         tinit, python, torch and torch CUDA versions, whether the native
         extension loaded and has its CUDA kernels, the Triton version (None
-        when missing), nvcc (None when not found) and the CPU SIMD paths.
+        when missing), nvcc (None when not found) and the CPU engine (cpu_engine).
     """
     return {
         "tinit": tinit.__version__,
@@ -121,7 +105,7 @@ def build_info() -> dict[str, object]:
         "native_cuda_kernels": ops.native_has_cuda(),
         "triton": triton_version(),
         "nvcc": nvcc_version(),
-        "cpu_simd": cpu_simd_level(),
+        "cpu_isa": cpu_engine(),
     }
 
 
@@ -200,7 +184,7 @@ def report() -> str:
     env_backend = os.environ.get("TINIT_BACKEND")
     if env_backend:
         lines.append(f"  TINIT_BACKEND={env_backend} replaces 'auto'")
-    simd = build["cpu_simd"]
+    engine = build["cpu_isa"]
     lines += [
         "build",
         f"  tinit {build['tinit']}, python {build['python']}",
@@ -213,7 +197,8 @@ def report() -> str:
         ),
         f"  triton: {build['triton'] or 'missing'}",
         f"  nvcc: {build['nvcc'] or 'not found'}",
-        f"  CPU SIMD: Philox {simd['philox']}, transform clone {simd['transform']}",
+        f"  CPU engine: {engine['chosen'] or 'none (' + str(engine['error']) + ')'}"
+        + (f" (available: {', '.join(engine['available'])}; TINIT_CPU_ISA overrides)" if engine["available"] else ""),
         "devices",
     ]
     for dev in device_info():
