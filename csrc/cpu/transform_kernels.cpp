@@ -120,13 +120,11 @@ ModeSet mode_set(c10::ScalarType dtype, Isa isa) {
 #undef TINIT_MODE_SET
 
 // TINIT_CPU_PORTABLE=1: the avx512 engine keeps its compiled two-sided
-// entries instead of the hand-vectorised ones (the tests compare both). Read once.
+// entries instead of the hand-vectorised ones (the tests compare both, in
+// one process: read per tensor, not once).
 bool portable_two_sided() {
-  static const bool portable = [] {
-    const char* v = std::getenv("TINIT_CPU_PORTABLE");
-    return v != nullptr && v[0] == '1';
-  }();
-  return portable;
+  const char* v = std::getenv("TINIT_CPU_PORTABLE");
+  return v != nullptr && v[0] == '1';
 }
 
 }  // namespace
