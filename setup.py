@@ -79,7 +79,7 @@ def cxx_flags(target_machine: str, debug: bool = False) -> list[str]:
     flags = (["-O0", "-g"] if debug else ["-O3"]) + [
         "-std=c++17",
         # Bit-identical results across engines and backends: no FMA fusion. The sources say
-        # it too (tinit/fp_contract.h), so a build without this flag computes the same bits.
+        # it too (fp_contract.h), so a build without this flag computes the same bits.
         "-ffp-contract=off",
         # Lets sqrt vectorise; tinit never relies on errno.
         "-fno-math-errno",

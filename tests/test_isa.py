@@ -295,7 +295,7 @@ def test_known_answers_catch_ftz_and_the_guard_clears_it(harness):
 
 
 def test_every_source_turns_contraction_off_first():
-    """tinit/fp_contract.h is the first include of every CPU and shared source (the generated
+    """fp_contract.h is the first include of every CPU and shared source (the generated
     coefficient table holds no code)."""
     files = [*CPU.glob("*.cpp"), *CPU.glob("*.h"), *(ROOT / "csrc").glob("*.cpp"), *(ROOT / "csrc").glob("*.h")]
     files += [p for p in (INCLUDE / "tinit").glob("*.h") if p.name not in ("fp_contract.h", "ndtri_table.h")]

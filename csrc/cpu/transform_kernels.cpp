@@ -3,7 +3,7 @@
 // Each entry is compiled once per engine of isa.h (a target attribute:
 // default, x86-64-v3, x86-64-v4) and the engine chosen once per process
 // (tinit::cpu::chosen_isa) picks the set, so one binary is portable and fast.
-// Contraction is off (tinit/fp_contract.h), so every engine computes the same
+// Contraction is off (fp_contract.h), so every engine computes the same
 // bits.
 #include "tinit/fp_contract.h"
 // (first: contraction off)
@@ -151,7 +151,7 @@ std::string self_test_failure(Isa isa) {
                     bits, k.bits,
                     k.catches == kContraction
                         ? "the build contracts a*b + c into an fma (-ffp-contract=fast, or a compiler that "
-                          "ignores tinit/fp_contract.h)"
+                          "ignores fp_contract.h)"
                         : "subnormals are flushed to zero (FTZ/DAZ) although DenormalGuard cleared them");
       return what;
     }
