@@ -23,13 +23,21 @@ Environment:
     TINIT_FORCE_CUDA=1      build the CUDA kernels or fail saying why (no
                             silent CPU-only build)
     TORCH_CUDA_ARCH_LIST    CUDA targets (read by torch.utils.cpp_extension)
+    TINIT_EXTRA_CXXFLAGS    appended to the host compiler's flags (e.g. "-ffp-contract=fast":
+                            the sources turn contraction off themselves, tests/test_isa.py)
 The default build is portable: no host-specific -march flag. The CPU kernels carry
-per-ISA clones (GCC target_clones) chosen at load time.
+one set of entries per engine (scalar, AVX2, AVX-512: csrc/cpu/isa.h), one engine
+chosen per process at the first op.
+
+CPU_KERNEL_SOURCES and cxx_flags(target_machine) are module-level and side-effect free
+(setup() runs only as __main__), so tests and the portability check import them.
 """
 
 import os
 import platform
+import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,15 +46,6 @@ from setuptools import setup
 ROOT = Path(__file__).resolve().parent
 DEBUG = os.environ.get("DEBUG", "0") == "1"
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
-# The torch-free CPU kernels (no ATen, no torch library: c10 types only): the extension links them, and
-# the portability check (portability_check.build) builds them, with cxx_flags, for other architectures.
-CPU_KERNEL_SOURCES = [
-    "csrc/cpu/stream_words.cpp",
-    "csrc/cpu/transform_kernels.cpp",
-    # x86 code inside an x86 guard; elsewhere the stubs that say it is unavailable.
-    "csrc/cpu/transform_avx2.cpp",
-    "csrc/cpu/transform_avx512.cpp",
-]
 # Every .cpp and .cu under csrc/cuda/ (test_setup_lists_every_cuda_source checks it): the torch bindings,
 # compiled by the host compiler, and the torch-free kernels, compiled by nvcc.
 CUDA_SOURCES = [
@@ -54,6 +53,60 @@ CUDA_SOURCES = [
     "csrc/cuda/trunc_normal_kernel.cu",
     "csrc/cuda/trunc_normal_grouped_kernel.cu",
 ]
+
+# The torch-free CPU kernel sources (c10 headers only, no torch library), which the
+# cross-compile test and the portability check build for foreign targets; on a
+# non-x86 target transform_avx2.cpp and transform_avx512.cpp compile to their fallbacks (no entries).
+CPU_KERNEL_SOURCES = [
+    "csrc/cpu/isa.cpp",
+    "csrc/cpu/stream_words.cpp",
+    "csrc/cpu/transform_kernels.cpp",
+    "csrc/cpu/transform_avx2.cpp",
+    "csrc/cpu/transform_avx512.cpp",
+]
+# The op sources (torch's dispatcher and at::parallel_for).
+CPU_OP_SOURCES = ["csrc/ops.cpp", "csrc/cpu/trunc_normal.cpp", "csrc/cpu/trunc_normal_grouped.cpp"]
+
+
+def _is_x86(target_machine: str) -> bool:
+    arch = target_machine.split("-", 1)[0].lower()
+    return arch in ("x86_64", "amd64", "x86", "i386", "i486", "i586", "i686", "x64")
+
+
+def cxx_flags(target_machine: str, debug: bool = False) -> list[str]:
+    """The host compiler's flags for a compiler targeting `target_machine` (a GCC triplet as
+    `g++ -dumpmachine` prints it, e.g. "x86_64-linux-gnu", "aarch64-linux-gnu", or an
+    architecture as platform.machine() names it). x86-only options only for x86."""
+    flags = (["-O0", "-g"] if debug else ["-O3"]) + [
+        "-std=c++17",
+        # Bit-identical results across engines and backends: no FMA fusion. The sources say
+        # it too (fp_contract.h), so a build without this flag computes the same bits.
+        "-ffp-contract=off",
+        # Lets sqrt vectorise; tinit never relies on errno.
+        "-fno-math-errno",
+        # Lets the compiler if-convert the branch-free transform (no FP traps
+        # are ever enabled or inspected).
+        "-fno-trapping-math",
+    ]
+    if _is_x86(target_machine):
+        # The avx512 engine's entries may use 512-bit vectors (no effect on the others).
+        flags.append("-mprefer-vector-width=512")
+    # at::parallel_for is OpenMP in torch's CPU builds; without this flag
+    # its pragmas compile away and the op runs on one thread.
+    flags.append("-fopenmp")
+    return flags
+
+
+def target_machine() -> str:
+    """What the host compiler ($CXX, else c++) targets: its -dumpmachine, else this machine."""
+    cxx = shlex.split(os.environ.get("CXX") or "c++")
+    try:
+        out = subprocess.run(cxx + ["-dumpmachine"], capture_output=True, text=True, timeout=60, check=True)
+        if out.stdout.strip():
+            return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return platform.machine()
 
 
 def _flag(name: str) -> bool:
@@ -125,30 +178,6 @@ def _ninja_beside_python() -> None:
         os.environ["PATH"] = f"{beside.parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-def cxx_flags(target_machine: str) -> list[str]:
-    """The host compiler's flags for a build on ``target_machine`` (``platform.machine()`` spelling:
-    x86_64, aarch64, s390x, ppc64le): the x86-only options only on x86, which GCC for other
-    architectures rejects."""
-    opt = ["-O0", "-g"] if DEBUG else ["-O3"]
-    x86 = target_machine in ("x86_64", "AMD64", "i386", "i686")
-    return [
-        *opt,
-        "-std=c++17",
-        # Bit-identical results across ISA clones and backends: no FMA fusion.
-        "-ffp-contract=off",
-        # Lets sqrt vectorise; tinit never relies on errno.
-        "-fno-math-errno",
-        # Lets the compiler if-convert the branch-free transform (no FP traps
-        # are ever enabled or inspected).
-        "-fno-trapping-math",
-        # The AVX-512 clone may use 512-bit vectors (no effect on other clones).
-        *(["-mprefer-vector-width=512"] if x86 else []),
-        # at::parallel_for is OpenMP in torch's CPU builds; without this flag
-        # its pragmas compile away and the op runs on one thread.
-        "-fopenmp",
-    ]
-
-
 def _extensions():
     if os.environ.get("TINIT_NO_EXTENSION", "0") == "1":
         return [], {}
@@ -157,8 +186,8 @@ def _extensions():
     use_cuda = _cuda_build()  # first: it may set CUDA_HOME for torch.utils.cpp_extension
     from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
-    cxx = cxx_flags(platform.machine())
-    sources = ["csrc/ops.cpp", *CPU_KERNEL_SOURCES, "csrc/cpu/trunc_normal.cpp", "csrc/cpu/trunc_normal_grouped.cpp"]
+    cxx = cxx_flags(target_machine(), debug=DEBUG) + shlex.split(os.environ.get("TINIT_EXTRA_CXXFLAGS", ""))
+    sources = CPU_OP_SOURCES + CPU_KERNEL_SOURCES
     kwargs = {
         "name": "tinit._C",
         "include_dirs": [str(ROOT / "csrc" / "include")],
@@ -238,7 +267,7 @@ def _one_line_failure(build_ext):
     return Build
 
 
-ext_modules, cmdclass = _extensions()
-
-# Name, version (tinit.__version__), packages, dependencies and entry points: pyproject.toml.
-setup(ext_modules=ext_modules, cmdclass=cmdclass)
+if __name__ == "__main__":  # setuptools runs setup.py as __main__; importing it builds nothing
+    ext_modules, cmdclass = _extensions()
+    # Name, version (tinit.__version__), packages, dependencies and entry points: pyproject.toml.
+    setup(ext_modules=ext_modules, cmdclass=cmdclass)

@@ -122,11 +122,13 @@ def environment() -> dict:
     import torch
 
     import tinit
+    from tinit import ops
 
     commit, dirty = git_commit()
     return {
         "cpu_model": cpu_model(),
         "cpu_simd": simd_summary(),
+        "cpu_isa": ops.cpu_isa(),
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),

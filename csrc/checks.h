@@ -6,6 +6,9 @@
 // and what keeps the kernels inside their memory.
 #pragma once
 
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
 #include <c10/util/ArrayRef.h>

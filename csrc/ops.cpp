@@ -2,6 +2,9 @@
 // The public ops are the `tinit` library; ops only the benchmarks call are the
 // separate `tinit_bench` library, so they are not part of the public schema.
 // Python registers the fake (meta) kernels in tinit.ops.
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <Python.h>
 #include <torch/csrc/autograd/VariableTypeUtils.h>
 #include <torch/library.h>
@@ -54,6 +57,11 @@ TORCH_LIBRARY(tinit, m) {
   // tinit::log_pos(double) of each value (finite, >= 0), for the accuracy test
   // of the fp64 transform's logarithm.
   m.def("log_f64(float[] x) -> float[]");
+  // The CPU engine of this process (csrc/cpu/isa.h: "scalar", "avx2" or
+  // "avx512"), chosen once: TINIT_CPU_ISA or the best this CPU runs.
+  m.def("cpu_isa() -> str");
+  // The CPU engines this CPU runs, scalar first.
+  m.def("cpu_isas() -> str[]");
 }
 
 TORCH_LIBRARY(tinit_bench, m) {

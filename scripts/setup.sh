@@ -66,7 +66,7 @@ build_hash() {
     sha256sum setup.py pyproject.toml
     "$PY" -c 'import sys, torch; print(sys.version, torch.__version__, torch.version.cuda)'
     echo "root=$ROOT nvcc=$(command -v nvcc || true)"
-    for name in DEBUG TINIT_NO_EXTENSION TINIT_NO_CUDA TINIT_FORCE_CUDA TORCH_CUDA_ARCH_LIST CUDA_HOME CUDA_PATH; do
+    for name in DEBUG TINIT_NO_EXTENSION TINIT_NO_CUDA TINIT_FORCE_CUDA TINIT_EXTRA_CXXFLAGS CXX TORCH_CUDA_ARCH_LIST CUDA_HOME CUDA_PATH; do
       echo "$name=${!name-}"
     done
   } | sha256sum | cut -d' ' -f1

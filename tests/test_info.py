@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -28,7 +29,7 @@ def test_mentions_every_backend_and_state(printed):
 
 
 def test_reports_the_build(printed):
-    for key in ("tinit ", "torch ", "torch CUDA", "native extension", "triton:", "nvcc:", "CPU SIMD"):
+    for key in ("tinit ", "torch ", "torch CUDA", "native extension", "triton:", "nvcc:", "CPU engine"):
         assert key in printed, f"{key!r} missing from:\n{printed}"
     assert torch.__version__ in printed
 
@@ -52,33 +53,24 @@ def test_cpu_only_machine_explains_cuda(printed):
     assert "why not" in cuda_lines or "cuda tensors: no" in cuda_lines, cuda_lines
 
 
-_V3 = {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave", "abm"}
-_V4 = _V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+def _flags() -> set[str]:
+    return info.cpu_flags()
 
 
-@pytest.mark.parametrize(
-    "flags,philox,transform,two_sided",
-    [
-        pytest.param(_V4, "AVX-512", "x86-64-v4", "AVX-512", id="v4"),
-        pytest.param(_V3, "AVX2", "x86-64-v3", "AVX2", id="v3"),
-        pytest.param({"avx2", "fma", "f16c"}, "AVX2", "default", "AVX2", id="avx2-fma-f16c-only"),
-        pytest.param({"avx2", "fma"}, "AVX2", "default", "portable", id="avx2-without-f16c"),
-        pytest.param({"avx512f", "avx2"}, "AVX-512", "default", "portable", id="avx512f-only"),
-        pytest.param({"sse4_2"}, "scalar", "default", "portable", id="sse"),
-        pytest.param(set(), "scalar", "default", "portable", id="none"),
-    ],
-)
-def test_cpu_simd_level(flags, philox, transform, two_sided):
-    want = {"philox": philox, "transform": transform, "two_sided": two_sided}
-    assert info.cpu_simd_level(flags, portable=False) == want
-    assert info.cpu_simd_level(flags, portable=True) == {**want, "two_sided": "portable"}
-
-
-def test_cpu_simd_level_reads_tinit_cpu_portable(monkeypatch):
-    monkeypatch.setenv("TINIT_CPU_PORTABLE", "1")
-    assert info.cpu_simd_level(_V3)["two_sided"] == "portable"
-    monkeypatch.setenv("TINIT_CPU_PORTABLE", "0")
-    assert info.cpu_simd_level(_V3)["two_sided"] == "AVX2"
+@pytest.mark.skipif(not info.ops.native_available(), reason="native extension not built")
+def test_cpu_engine_is_the_best_this_cpu_runs(printed):
+    """The engines the extension reports, against /proc/cpuinfo's flags (an independent reading)."""
+    flags = _flags()
+    if not flags:
+        pytest.skip("no /proc/cpuinfo flags here")
+    v3 = {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe"} <= flags and ("abm" in flags or "lzcnt" in flags)
+    v4 = v3 and {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= flags
+    expected = ["scalar"] + (["avx2"] if v3 else []) + (["avx512"] if v4 else [])
+    engine = info.cpu_engine()
+    assert engine["available"] == expected
+    if "TINIT_CPU_ISA" not in os.environ:
+        assert engine["chosen"] == expected[-1]
+    assert f"CPU engine: {engine['chosen']} (available: {', '.join(expected)}" in printed
 
 
 def test_cli_subcommand_prints_the_same_report(printed, capsys):

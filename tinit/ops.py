@@ -15,6 +15,8 @@ import importlib.util
 import torch
 
 __all__ = [
+    "cpu_isa",
+    "cpu_isas",
     "native_available",
     "philox_words",
     "trunc_normal_compute_only",
@@ -44,6 +46,26 @@ def native_available() -> bool:
 def native_load_error() -> str | None:
     """Why the C++ extension could not be loaded, or None when it is loaded."""
     return _LOAD_ERROR
+
+
+def cpu_isa() -> str | None:
+    """The CPU engine of the native kernels in this process (``torch.ops.tinit.cpu_isa``):
+    "scalar", "avx2" or "avx512", chosen once, by ``TINIT_CPU_ISA`` or the best this CPU runs.
+
+    Returns:
+        None when the extension is missing.
+
+    Raises:
+        RuntimeError: ``TINIT_CPU_ISA`` names an engine this CPU lacks or none, or the
+            load-time self-test failed (the message says which).
+    """
+    return torch.ops.tinit.cpu_isa() if native_available() else None
+
+
+def cpu_isas() -> list[str]:
+    """The CPU engines this CPU runs, scalar first (``torch.ops.tinit.cpu_isas``); [] without
+    the extension."""
+    return list(torch.ops.tinit.cpu_isas()) if native_available() else []
 
 
 def native_has_cuda() -> bool:

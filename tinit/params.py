@@ -372,6 +372,31 @@ def uniform_constants(low, high, dtype: torch.dtype) -> TruncNormalParams:
     return uniform_record(low, high, dtype)
 
 
+# The smallest subnormal fp64: a product with it is 0 only while this thread flushes subnormals.
+_SUBNORMAL = 5e-324
+
+
+def _with_gradual_underflow(fn):
+    """``fn`` run with FTZ/DAZ off: ``torch.set_flush_denormal(True)`` sets this thread's MXCSR/FPCR,
+    under which CPython's float compares and products treat subnormal stds, bounds and constants
+    as 0 (and a record computed so would move values). The caller's setting, read with one
+    float product, is restored after; the cache (``fn``'s lru_cache) holds only correct records."""
+
+    @functools.wraps(fn)
+    def call(*args):
+        if _SUBNORMAL * 1.0 != 0.0:
+            return fn(*args)
+        torch.set_flush_denormal(False)
+        try:
+            return fn(*args)
+        finally:
+            torch.set_flush_denormal(True)
+
+    call.cache_info, call.cache_clear = fn.cache_info, fn.cache_clear
+    return call
+
+
+@_with_gradual_underflow
 @functools.lru_cache(maxsize=4096)
 def uniform_record(low: float, high: float, dtype: torch.dtype) -> TruncNormalParams:
     """``uniform_constants`` of arguments already checked (floats, a dtype of ``SUPPORTED_DTYPES``), cached.
@@ -439,6 +464,7 @@ def _window_checked(mean: float, std: float, a: float, b: float, dtype: torch.dt
 # A model's thousands of tensors share a handful of (std, bounds): computing
 # the constants once each keeps per-tensor Python cost small, and a cache hit
 # is a C call (no Python frame on the path of ``tinit.trunc_normal_``).
+@_with_gradual_underflow
 @functools.lru_cache(maxsize=4096)
 def trunc_normal_record(mean: float, std: float, a: float, b: float, dtype: torch.dtype) -> TruncNormalParams:
     """``transform_constants`` of arguments already checked (floats, a dtype of ``SUPPORTED_DTYPES``), cached.

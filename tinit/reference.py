@@ -16,6 +16,8 @@ of the tensor's size.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from tinit.params import Mode, TruncNormalParams
@@ -142,13 +144,34 @@ def transform(words: torch.Tensor, constants) -> torch.Tensor:
     return x.clamp_(p.lo, p.hi)
 
 
+_SMALLEST_NORMAL = 2.0**-126
+
+
+@contextlib.contextmanager
+def _gradual_underflow(device: torch.device):
+    """FTZ/DAZ off for the fill, as the native CPU fill's DenormalGuard: ``torch.set_flush_denormal(True)``
+    (this thread's MXCSR/FPCR) would flush subnormal fp32/fp64 values and the casts to them. The
+    caller's setting is read with one scalar product and restored on exit; CUDA fills are not
+    affected by it."""
+    flushed = device.type == "cpu" and (torch.tensor(_SMALLEST_NORMAL) * 0.5).item() == 0.0
+    if flushed:
+        torch.set_flush_denormal(False)
+    try:
+        yield
+    finally:
+        if flushed:
+            torch.set_flush_denormal(True)
+
+
 def trunc_normal_(tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: tuple[float, ...]) -> None:
     """Fill contiguous ``tensor`` in place (same contract as the native op)."""
-    words = stream_words(tensor.numel(), seed, stream, offset, device=tensor.device)
-    tensor.copy_(transform(words, constants).view(tensor.shape))
+    with _gradual_underflow(tensor.device):
+        words = stream_words(tensor.numel(), seed, stream, offset, device=tensor.device)
+        tensor.copy_(transform(words, constants).view(tensor.shape))
 
 
 def trunc_normal_runs_(tensor: torch.Tensor, seed: int, stream: int, runs, constants: tuple[float, ...]) -> None:
     """Fill contiguous ``tensor`` laid out as ``runs`` (``tinit.sharding.StreamRuns``), like the native op."""
-    words = words_at(runs.stream_indices().to(tensor.device), seed, stream)
-    tensor.copy_(transform(words, constants).view(tensor.shape))
+    with _gradual_underflow(tensor.device):
+        words = words_at(runs.stream_indices().to(tensor.device), seed, stream)
+        tensor.copy_(transform(words, constants).view(tensor.shape))

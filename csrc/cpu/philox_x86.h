@@ -5,9 +5,12 @@
 // in 64-bit lanes; AVX2: the even/odd pattern). They compute exactly
 // tinit::philox4x32_10 for 8 blocks at a time and store
 // the words interleaved in element order
-// (block b's four words at 4b .. 4b+3). Callers pick one at run time with
-// __builtin_cpu_supports; tinit::philox4x32_10 handles any remainder.
+// (block b's four words at 4b .. 4b+3). The engine of isa.h picks one
+// (stream_words.cpp); tinit::philox4x32_10 handles any remainder.
 #pragma once
+
+#include "tinit/fp_contract.h"
+// (first: contraction off)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

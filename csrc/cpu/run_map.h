@@ -3,6 +3,9 @@
 // trunc_normal_grouped_runs_), checked by check_runs.
 #pragma once
 
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <cstdint>
 
 #include "../checks.h"

@@ -1,9 +1,13 @@
-// Philox words for the CPU kernels (see stream_words.h): SIMD engine chosen
-// at load time, and the run map of shards.
+// Philox words for the CPU kernels (see stream_words.h): the engine of
+// isa.h, and the run map of shards.
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include "stream_words.h"
 
 #include <algorithm>
 
+#include "isa.h"
 #include "philox_x86.h"
 #include "tinit/philox.h"
 
@@ -33,20 +37,21 @@ void philox_blocks_simd(uint32_t* out, uint64_t blk0, int64_t nblk, uint64_t see
 }
 #endif
 
-BlocksFn pick_blocks_fn() {
+BlocksFn blocks_fn(Isa isa) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
-    return &philox_blocks_simd<8, x86::philox_blocks_avx512>;
-  }
-  if (__builtin_cpu_supports("avx2")) {
-    return &philox_blocks_simd<8, x86::philox_blocks_avx2>;
-  }
+  if (isa == Isa::kAvx512) return &philox_blocks_simd<8, x86::philox_blocks_avx512>;
+  if (isa == Isa::kAvx2) return &philox_blocks_simd<8, x86::philox_blocks_avx2>;
 #endif
+  (void)isa;
   return &philox_blocks_scalar;
 }
 
-const BlocksFn philox_blocks = pick_blocks_fn();
+// The engine's kernel, fixed at the first call (the ops call chosen_isa
+// before any worker thread runs, so a bad TINIT_CPU_ISA is refused there).
+void philox_blocks(uint32_t* out, uint64_t blk0, int64_t nblk, uint64_t seed, uint64_t stream) {
+  static const BlocksFn fn = blocks_fn(chosen_isa());
+  fn(out, blk0, nblk, seed, stream);
+}
 
 }  // namespace
 

@@ -10,6 +10,9 @@
 // whatever the thread, chunk or grouping.
 #pragma once
 
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <cstdint>
 #include <vector>
 

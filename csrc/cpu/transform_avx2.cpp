@@ -14,6 +14,9 @@
 // blend, rows 0..31 (s >= 2^-15) in four and three blends; a pair of vectors
 // with a lane deeper than that gathers its rows. The compiler cannot do this
 // itself: the portable loop, compiled for x86-64-v3, stays scalar.
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include "transform_avx2.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)

@@ -4,6 +4,9 @@
 // at run time (avx2_available) on CPUs where two_sided_avx512 is not taken.
 #pragma once
 
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <c10/core/ScalarType.h>
 
 #include "transform_kernels.h"

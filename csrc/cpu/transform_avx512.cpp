@@ -9,6 +9,9 @@
 // gathers its rows from memory instead. The compiler cannot do this itself: it
 // vectorises the portable loop with eight gathers per vector, which is
 // several times slower (measured by bench_trunc_normal).
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include "transform_avx512.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -265,12 +268,6 @@ TINIT_AVX512 void two_sided_range(void* out, const uint32_t* w, int64_t n, const
 
 }  // namespace
 
-bool avx512_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return ok;
-}
-
 ChunkFn two_sided_avx512(c10::ScalarType dtype, bool precise) {
   switch (dtype) {
     case c10::kFloat:
@@ -291,7 +288,6 @@ ChunkFn two_sided_avx512(c10::ScalarType dtype, bool precise) {
 
 namespace tinit {
 namespace cpu {
-bool avx512_available() { return false; }
 ChunkFn two_sided_avx512(c10::ScalarType, bool) { return nullptr; }
 }  // namespace cpu
 }  // namespace tinit

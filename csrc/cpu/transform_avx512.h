@@ -1,8 +1,11 @@
 // Hand-vectorised AVX-512 entries of the two-sided transform modes for
 // float-compute dtypes (fp32, bf16, fp16), bit-identical to the portable
-// entries of transform_kernels.cpp. Compiled with a target attribute, chosen
-// at run time (avx512_available), so the default build stays portable.
+// entries of transform_kernels.cpp. Compiled with a target attribute and used
+// by the avx512 engine only (isa.h), so the default build stays portable.
 #pragma once
+
+#include "tinit/fp_contract.h"
+// (first: contraction off)
 
 #include <c10/core/ScalarType.h>
 
@@ -10,9 +13,6 @@
 
 namespace tinit {
 namespace cpu {
-
-// Whether this CPU runs the AVX-512 entries (F, BW, DQ, VL).
-bool avx512_available();
 
 // The entry for `dtype` (kFloat, kBFloat16, kHalf) in kTwoSided
 // (precise = false) or kTwoSidedPrecise; nullptr for other dtypes.

@@ -1,25 +1,35 @@
-// SIMD clones of the transform loop (see transform_kernels.h).
+// Per-engine entries of the transform loop (see transform_kernels.h).
 //
-// Each entry is compiled several times with GCC target_clones and the best
-// one for the running CPU is chosen at load time, so one binary is portable
-// and fast. Contraction is off (-ffp-contract=off), so every clone computes
-// the same bits.
+// Each entry is compiled once per engine of isa.h (a target attribute:
+// default, x86-64-v3, x86-64-v4) and the engine chosen once per process
+// (tinit::cpu::chosen_isa) picks the set, so one binary is portable and fast.
+// Contraction is off (fp_contract.h), so every engine computes the same
+// bits.
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include "transform_kernels.h"
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Half.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
 
+#include "denormal_guard.h"
+#include "isa.h"
+#include "known_answers.h"
 #include "stream_words.h"
 #include "transform_avx2.h"
 #include "transform_avx512.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define TINIT_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TINIT_SIMD_CLONES
+#if defined(__GNUC__) && defined(__x86_64__)
+#define TINIT_X86_ENGINES 1
+#define TINIT_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
+#define TINIT_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
 #endif
 
 namespace tinit {
@@ -35,6 +45,7 @@ TINIT_HD c10::BFloat16 store_cast<c10::BFloat16, float>(float x) {
   return c10::BFloat16(float_to_bf16_bits(x), c10::BFloat16::from_bits());
 }
 
+// Inlined into each engine's entry, so it is compiled for that engine.
 template <typename out_t, typename T, int Mode>
 TINIT_HD void transform_range(out_t* __restrict out, const uint32_t* __restrict w, int64_t n,
                               const TruncNormalParams<T>& params) {
@@ -44,33 +55,32 @@ TINIT_HD void transform_range(out_t* __restrict out, const uint32_t* __restrict 
   }
 }
 
-// One non-template entry per (dtype, mode) so target_clones applies.
-#define TINIT_TRANSFORM_ENTRY(name, out_t, T, Mode)                                                                \
-  TINIT_SIMD_CLONES void name(void* out, const uint32_t* w, int64_t n, const void* P) {                            \
+// One non-template entry per (engine, dtype, mode): a target attribute
+// applies to a function, not to the template it inlines.
+#define TINIT_TRANSFORM_ENTRY(attr, name, out_t, T, Mode)                                                          \
+  attr void name(void* out, const uint32_t* w, int64_t n, const void* P) {                                         \
     transform_range<out_t, T, Mode>(static_cast<out_t*>(out), w, n, *static_cast<const TruncNormalParams<T>*>(P)); \
   }
-#define TINIT_TRANSFORM_MODES(prefix, out_t, T)                       \
-  TINIT_TRANSFORM_ENTRY(prefix##_uniform, out_t, T, kUniform)         \
-  TINIT_TRANSFORM_ENTRY(prefix##_two, out_t, T, kTwoSided)            \
-  TINIT_TRANSFORM_ENTRY(prefix##_precise, out_t, T, kTwoSidedPrecise) \
-  TINIT_TRANSFORM_ENTRY(prefix##_tail, out_t, T, kTail)
-TINIT_TRANSFORM_MODES(transform_f32, float, float)
-TINIT_TRANSFORM_MODES(transform_bf16, c10::BFloat16, float)
-TINIT_TRANSFORM_MODES(transform_f16, c10::Half, float)
-TINIT_TRANSFORM_MODES(transform_f64, double, double)
+#define TINIT_TRANSFORM_MODES(attr, prefix, out_t, T)                       \
+  TINIT_TRANSFORM_ENTRY(attr, prefix##_uniform, out_t, T, kUniform)         \
+  TINIT_TRANSFORM_ENTRY(attr, prefix##_two, out_t, T, kTwoSided)            \
+  TINIT_TRANSFORM_ENTRY(attr, prefix##_precise, out_t, T, kTwoSidedPrecise) \
+  TINIT_TRANSFORM_ENTRY(attr, prefix##_tail, out_t, T, kTail)
+#define TINIT_TRANSFORM_DTYPES(attr, engine)                        \
+  namespace engine {                                                \
+  TINIT_TRANSFORM_MODES(attr, transform_f32, float, float)          \
+  TINIT_TRANSFORM_MODES(attr, transform_bf16, c10::BFloat16, float) \
+  TINIT_TRANSFORM_MODES(attr, transform_f16, c10::Half, float)      \
+  TINIT_TRANSFORM_MODES(attr, transform_f64, double, double)        \
+  }
+TINIT_TRANSFORM_DTYPES(, scalar)
+#if defined(TINIT_X86_ENGINES)
+TINIT_TRANSFORM_DTYPES(TINIT_TARGET_AVX2, avx2)
+TINIT_TRANSFORM_DTYPES(TINIT_TARGET_AVX512, avx512)
+#endif
+#undef TINIT_TRANSFORM_DTYPES
 #undef TINIT_TRANSFORM_MODES
 #undef TINIT_TRANSFORM_ENTRY
-
-// The hand-vectorised entry of a two-sided mode for this CPU (AVX-512, else
-// AVX2), or nullptr for the portable one. TINIT_CPU_PORTABLE=1 keeps the
-// portable entries (the tests compare both).
-ChunkFn two_sided_simd(c10::ScalarType dtype, bool precise) {
-  const char* portable = std::getenv("TINIT_CPU_PORTABLE");
-  if (portable && portable[0] == '1') return nullptr;
-  if (avx512_available()) return two_sided_avx512(dtype, precise);
-  if (avx2_available()) return two_sided_avx2(dtype, precise);
-  return nullptr;
-}
 
 // Indexed by TransformMode.
 struct ModeSet {
@@ -78,28 +88,101 @@ struct ModeSet {
   ChunkFn operator[](int mode) const { return fn[mode]; }
 };
 
+#define TINIT_MODE_SET(ns, prefix)                                                    \
+  {                                                                                   \
+    {                                                                                 \
+      ns::prefix##_uniform, ns::prefix##_two, ns::prefix##_precise, ns::prefix##_tail \
+    }                                                                                 \
+  }
+
+// The entries of `dtype` for `isa` (an unsupported dtype: all null).
+ModeSet mode_set(c10::ScalarType dtype, Isa isa) {
+#define TINIT_ENGINE_SETS(ns)                            \
+  switch (dtype) {                                       \
+    case c10::kFloat:                                    \
+      return ModeSet TINIT_MODE_SET(ns, transform_f32);  \
+    case c10::kBFloat16:                                 \
+      return ModeSet TINIT_MODE_SET(ns, transform_bf16); \
+    case c10::kHalf:                                     \
+      return ModeSet TINIT_MODE_SET(ns, transform_f16);  \
+    case c10::kDouble:                                   \
+      return ModeSet TINIT_MODE_SET(ns, transform_f64);  \
+    default:                                             \
+      return ModeSet{};                                  \
+  }
+#if defined(TINIT_X86_ENGINES)
+  if (isa == Isa::kAvx512) TINIT_ENGINE_SETS(avx512)
+  if (isa == Isa::kAvx2) TINIT_ENGINE_SETS(avx2)
+#endif
+  (void)isa;
+  TINIT_ENGINE_SETS(scalar)
+#undef TINIT_ENGINE_SETS
+}
+#undef TINIT_MODE_SET
+
+// The hand-vectorised entry of a two-sided mode for the engine (two_sided_avx512 for avx512,
+// two_sided_avx2 for avx2), or nullptr: the compiled entries. TINIT_CPU_PORTABLE=1 keeps the
+// compiled entries (the tests compare both, in one process: read per tensor, not once).
+ChunkFn hand_two_sided(c10::ScalarType dtype, bool precise, Isa isa) {
+  const char* v = std::getenv("TINIT_CPU_PORTABLE");
+  if (v != nullptr && v[0] == '1') return nullptr;
+  if (isa == Isa::kAvx512) return two_sided_avx512(dtype, precise);
+  if (isa == Isa::kAvx2) return two_sided_avx2(dtype, precise);
+  return nullptr;
+}
+
 }  // namespace
+
+std::string self_test_failure(Isa isa) {
+  const DenormalGuard gradual_underflow;
+  volatile float tiny = 0x1p-140f, half = 0.5f;  // volatile: computed at run time
+  if (tiny * half == 0.0f) {
+    return "subnormal arithmetic flushes to zero (FTZ/DAZ set, and DenormalGuard cannot clear it on this target)";
+  }
+  const ModeSet set = mode_set(c10::kFloat, isa);
+  for (const KnownAnswer& k : kKnownAnswers) {
+    const TruncNormalParams<float> P = TruncNormalParams<float>::from_packed(k.packed);
+    ChunkFn fn = set[P.mode];
+    if (P.mode == kTwoSided || P.mode == kTwoSidedPrecise) {
+      if (ChunkFn hand = hand_two_sided(c10::kFloat, P.mode == kTwoSidedPrecise, isa)) fn = hand;
+    }
+    float x = 0.0f;
+    fn(&x, &k.word, 1, &P);
+    const uint32_t bits = float_as_bits(x);
+    if (bits != k.bits) {
+      char what[400];
+      std::snprintf(what, sizeof(what), "known answer for %s, word %u: 0x%08x instead of 0x%08x: %s", k.window, k.word,
+                    bits, k.bits,
+                    k.catches == kContraction
+                        ? "the build contracts a*b + c into an fma (-ffp-contract=fast, or a compiler that "
+                          "ignores fp_contract.h)"
+                        : "subnormals are flushed to zero (FTZ/DAZ) although DenormalGuard cleared them");
+      return what;
+    }
+  }
+  return {};
+}
+
+void require_cpu_engine(const char* op) {
+  Isa isa;
+  try {
+    isa = chosen_isa();
+  } catch (const std::runtime_error& err) {
+    TORCH_CHECK(false, op, ": ", err.what());
+  }
+  static const std::string failure = self_test_failure(isa);
+  TORCH_CHECK(failure.empty(), op, ": refused: the CPU self-test failed on engine ", isa_name(isa), ": ", failure,
+              " (every CPU op refuses: its values would differ from the stream's)");
+}
 
 ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed, const char* op) {
   ChunkTransform t;
-  ModeSet set{};
-  switch (dtype) {
-    case c10::kFloat:
-      set = {{transform_f32_uniform, transform_f32_two, transform_f32_precise, transform_f32_tail}};
-      break;
-    case c10::kBFloat16:
-      set = {{transform_bf16_uniform, transform_bf16_two, transform_bf16_precise, transform_bf16_tail}};
-      break;
-    case c10::kHalf:
-      set = {{transform_f16_uniform, transform_f16_two, transform_f16_precise, transform_f16_tail}};
-      break;
-    case c10::kDouble:
-      set = {{transform_f64_uniform, transform_f64_two, transform_f64_precise, transform_f64_tail}};
-      t.is_double = true;
-      break;
-    default:
-      TORCH_CHECK(false, op, ": unsupported dtype ", dtype, " (expected float32, float64, bfloat16 or float16)");
-  }
+  require_cpu_engine(op);
+  const Isa isa = chosen_isa();
+  const ModeSet set = mode_set(dtype, isa);
+  TORCH_CHECK(set.fn[0] != nullptr, op, ": unsupported dtype ", dtype,
+              " (expected float32, float64, bfloat16 or float16)");
+  t.is_double = dtype == c10::kDouble;
   // An unknown mode would index past ModeSet: the callers' check_record refused it; this guard stays
   // with the table it protects.
   TORCH_CHECK(valid_mode(packed[kPackedMode]) && valid_params(packed), op, ": invalid transform record");
@@ -111,7 +194,7 @@ ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed,
     t.pf = TruncNormalParams<float>::from_packed(packed);
     t.fn = set[t.pf.mode];
     if (t.pf.mode == kTwoSided || t.pf.mode == kTwoSidedPrecise) {
-      if (ChunkFn fn = two_sided_simd(dtype, t.pf.mode == kTwoSidedPrecise)) t.fn = fn;
+      if (ChunkFn fn = hand_two_sided(dtype, t.pf.mode == kTwoSidedPrecise, isa)) t.fn = fn;
     }
   }
   return t;

@@ -3,9 +3,15 @@
 // shard and grouped kernels share one set of SIMD clones.
 #pragma once
 
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <string>
+
+#include "isa.h"
 
 #include "tinit/transform.h"
 
@@ -30,6 +36,16 @@ struct ChunkTransform {
 // The transform for a tensor of `dtype` with the kParamCount packed
 // constants of tinit.params.transform_constants. TORCH_CHECK-fails for other dtypes.
 ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed, const char* op);
+
+// The engine of this process (isa.h), checked once by self_test_failure:
+// TORCH_CHECK-fails, naming `op` and the cause, for a bad TINIT_CPU_ISA or a
+// failed self-test (at this and every later call). make_chunk_transform calls it.
+void require_cpu_engine(const char* op);
+
+// Empty, or why the engine computes wrong values: the known answers of
+// known_answers.h through its fp32 entries, and a subnormal product, under a
+// DenormalGuard (as every fill runs).
+std::string self_test_failure(Isa isa);
 
 }  // namespace cpu
 }  // namespace tinit

@@ -8,17 +8,23 @@
 // (transform_kernels.h), then the store. The word for element j is a fixed
 // stream word (tinit::philox_block), so results do not depend on the thread count
 // or chunking.
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "stream_words.h"
 #include "tinit/philox.h"
 #include "tinit/transform.h"
 #include "../checks.h"
+#include "denormal_guard.h"
+#include "isa.h"
 #include "run_map.h"
 #include "transform_kernels.h"
 
@@ -29,6 +35,7 @@ namespace {
 void fill(const at::Tensor& self, uint64_t seed, uint64_t stream, const RunMap& map, const ChunkTransform& tf) {
   auto* base = static_cast<char*>(self.data_ptr());
   at::parallel_for(0, self.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    const DenormalGuard gradual_underflow;  // this worker's FTZ/DAZ off, restored on exit
     alignas(64) uint32_t storage[kWordBuffer];
     alignas(64) uint32_t scratch[kScratch];
     for (int64_t j = begin; j < end; j += kChunk) {
@@ -54,6 +61,8 @@ void words(const at::Tensor& self, uint64_t seed, uint64_t stream, const RunMap&
 }
 
 void trunc_normal_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, at::ArrayRef<double> transform) {
+  // The record's checks and its fp32 conversion (subnormal bounds, scale) on this thread too.
+  const DenormalGuard gradual_underflow;
   const Where where{"tinit::trunc_normal_"};
   check_target(self, c10::DeviceType::CPU, where);
   check_transform(transform, where);
@@ -67,6 +76,8 @@ void trunc_normal_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t off
 
 void trunc_normal_runs_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset, int64_t run,
                            at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts, at::ArrayRef<double> transform) {
+  // The record's checks and its fp32 conversion (subnormal bounds, scale) on this thread too.
+  const DenormalGuard gradual_underflow;
   const char* op = "tinit::trunc_normal_runs_";
   const Where where{op};
   check_target(self, c10::DeviceType::CPU, where);
@@ -83,6 +94,7 @@ void philox_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offset) {
   check_target(self, c10::DeviceType::CPU, where);
   check_words(self, where);
   check_offset(offset, self.numel(), where);
+  require_cpu_engine(where.op);
   if (self.numel() == 0) return;
   words(self, static_cast<uint64_t>(seed), static_cast<uint64_t>(stream),
         RunMap::contiguous(static_cast<uint64_t>(offset), self.numel()));
@@ -94,6 +106,7 @@ void philox_runs_cpu(at::Tensor self, int64_t seed, int64_t stream, int64_t offs
   const Where where{op};
   check_target(self, c10::DeviceType::CPU, where);
   check_words(self, where);
+  require_cpu_engine(op);
   if (self.numel() == 0) return;
   words(self, static_cast<uint64_t>(seed), static_cast<uint64_t>(stream),
         runs_map(self, offset, run, outer_sizes, outer_starts, op));
@@ -113,12 +126,25 @@ std::vector<double> log_f64(at::ArrayRef<double> x) {
   return out;
 }
 
+std::string cpu_isa_op() {
+  require_cpu_engine("tinit::cpu_isa");
+  return isa_name(chosen_isa());
+}
+
+std::vector<std::string> cpu_isas_op() {
+  std::vector<std::string> names;
+  for (Isa isa : available_isas()) names.emplace_back(isa_name(isa));
+  return names;
+}
+
 }  // namespace
 
 // Device-independent: registered for every backend.
 TORCH_LIBRARY_IMPL(tinit, CompositeExplicitAutograd, m) {
   m.impl("philox4x32_10", &philox_words_raw);
   m.impl("log_f64", &log_f64);
+  m.impl("cpu_isa", &cpu_isa_op);
+  m.impl("cpu_isas", &cpu_isas_op);
 }
 
 TORCH_LIBRARY_IMPL(tinit, CPU, m) {

@@ -9,6 +9,9 @@
 // one dispatch, not one each. Each element's value is the one
 // tinit::trunc_normal_ gives it alone: the word of element j of tensor t is
 // the stream word offsets[t] + j of (seed, streams[t]).
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "../checks.h"
+#include "denormal_guard.h"
 #include "run_map.h"
 #include "stream_words.h"
 #include "transform_kernels.h"
@@ -36,6 +40,7 @@ struct Entry {
 void fill_entries(const std::vector<Entry>& entries, const std::vector<int64_t>& first, at::IntArrayRef streams,
                   uint64_t seed) {
   at::parallel_for(0, first.back(), kGrain, [&](int64_t begin, int64_t end) {
+    const DenormalGuard gradual_underflow;  // this worker's FTZ/DAZ off, restored on exit
     alignas(64) uint32_t storage[kWordBuffer];
     alignas(64) uint32_t scratch[kScratch];
     // The last tensor starting at or before `begin`.
@@ -57,6 +62,8 @@ void fill_entries(const std::vector<Entry>& entries, const std::vector<int64_t>&
 
 void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed, at::IntArrayRef streams, at::IntArrayRef offsets,
                               at::ArrayRef<double> transforms) {
+  // The record's checks and its fp32 conversion (subnormal bounds, scale) on this thread too.
+  const DenormalGuard gradual_underflow;
   const char* op = "tinit::trunc_normal_grouped_";
   const auto n = static_cast<int64_t>(tensors.size());
   check_grouped_lists(n, streams, offsets, transforms, op);
@@ -86,6 +93,8 @@ void trunc_normal_grouped_runs_cpu(at::TensorList tensors, int64_t seed, at::Int
                                    at::IntArrayRef offsets, at::IntArrayRef runs, at::IntArrayRef outer_dims,
                                    at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts,
                                    at::ArrayRef<double> transforms) {
+  // The record's checks and its fp32 conversion (subnormal bounds, scale) on this thread too.
+  const DenormalGuard gradual_underflow;
   const char* op = "tinit::trunc_normal_grouped_runs_";
   const auto n = static_cast<int64_t>(tensors.size());
   check_grouped_lists(n, streams, offsets, transforms, op);

@@ -15,6 +15,9 @@
 // walked by one launch per element type: the caching host allocator keeps the
 // pinned buffer until the copy has run, and the device copy is freed in
 // stream order.
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

@@ -21,9 +21,9 @@ from tinit import dispatch, ops
 __all__ = [
     "backend_info",
     "build_info",
+    "cpu_engine",
     "cpu_flags",
     "cpu_model",
-    "cpu_simd_level",
     "device_info",
     "main",
     "nvcc_version",
@@ -43,56 +43,21 @@ def cpu_flags() -> set[str]:
     return set()
 
 
-# GCC's x86-64-v4 / -v3 levels (the target_clones of the CPU transform, ``TINIT_SIMD_CLONES``).
-_X86_64_V4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
-_X86_64_V3 = {"avx2", "bmi1", "bmi2", "f16c", "fma", "movbe", "xsave"}
-# The hand-vectorised two-sided transform entries (avx512_available, avx2_available).
-_TWO_SIDED_AVX512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl"}
-_TWO_SIDED_AVX2 = {"avx2", "fma", "f16c"}
-
-
-def cpu_simd_level(flags: set[str] | None = None, portable: bool | None = None) -> dict[str, str]:
-    """The SIMD paths the CPU kernels pick at load time on this CPU.
-
-    Mirrors the CPU kernels' load-time choice (``pick_blocks_fn``,
-    ``TINIT_SIMD_CLONES``): Philox uses AVX-512 when
-    ``__builtin_cpu_supports("avx512f")``, else AVX2 when "avx2", else scalar
-    code; the transform runs the x86-64-v4, x86-64-v3 or default clone,
-    except in the two-sided modes of fp32/bf16/fp16, which take the
-    hand-vectorised AVX-512 entries (``two_sided_avx512``: F, BW, DQ, VL),
-    else the AVX2 ones (``two_sided_avx2``: AVX2, FMA, F16C), unless
-    TINIT_CPU_PORTABLE=1 keeps the clone. Read from /proc/cpuinfo flags
-    (Linux x86-64), so it can differ from GCC's own detection on exotic
-    systems.
-
-    Args:
-        flags: CPU flags to judge; None reads /proc/cpuinfo.
-        portable: whether TINIT_CPU_PORTABLE=1 holds; None reads the environment.
+def cpu_engine() -> dict[str, object]:
+    """The CPU engine of the native kernels (csrc/cpu/isa.h), from the extension itself.
 
     Returns:
-        {"philox": "AVX-512" | "AVX2" | "scalar", "transform": clone name,
-        "two_sided": "AVX-512" | "AVX2" | "portable"}.
+        {"chosen": "scalar" | "avx2" | "avx512" | None, "available": [...], "error": str | None}:
+        chosen is None, with the reason in error, when the extension is missing or refuses
+        (``TINIT_CPU_ISA`` naming an engine this CPU lacks, a failed load-time self-test).
     """
-    flags = cpu_flags() if flags is None else flags
-    philox = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "scalar"
-    lzcnt = "abm" in flags or "lzcnt" in flags
-    if flags >= _X86_64_V4 and flags >= _X86_64_V3 and lzcnt:
-        transform = "x86-64-v4"
-    elif flags >= _X86_64_V3 and lzcnt:
-        transform = "x86-64-v3"
-    else:
-        transform = "default"
-    if portable is None:
-        portable = os.environ.get("TINIT_CPU_PORTABLE", "").startswith("1")
-    if portable:
-        two_sided = "portable"
-    elif flags >= _TWO_SIDED_AVX512:
-        two_sided = "AVX-512"
-    elif flags >= _TWO_SIDED_AVX2:
-        two_sided = "AVX2"
-    else:
-        two_sided = "portable"
-    return {"philox": philox, "transform": transform, "two_sided": two_sided}
+    if not ops.native_available():
+        return {"chosen": None, "available": [], "error": "native extension not loaded"}
+    try:
+        chosen, error = ops.cpu_isa(), None
+    except RuntimeError as exc:
+        chosen, error = None, str(exc).splitlines()[0]
+    return {"chosen": chosen, "available": ops.cpu_isas(), "error": error}
 
 
 def nvcc_version() -> str | None:
@@ -128,7 +93,7 @@ def build_info() -> dict[str, object]:
     Returns:
         tinit, python, torch and torch CUDA versions, whether the native
         extension loaded and has its CUDA kernels, the Triton version (None
-        when missing), nvcc (None when not found) and the CPU SIMD paths.
+        when missing), nvcc (None when not found) and the CPU engine (cpu_engine).
     """
     return {
         "tinit": tinit.__version__,
@@ -140,7 +105,7 @@ def build_info() -> dict[str, object]:
         "native_cuda_kernels": ops.native_has_cuda(),
         "triton": triton_version(),
         "nvcc": nvcc_version(),
-        "cpu_simd": cpu_simd_level(),
+        "cpu_isa": cpu_engine(),
     }
 
 
@@ -219,7 +184,7 @@ def report() -> str:
     env_backend = os.environ.get("TINIT_BACKEND")
     if env_backend:
         lines.append(f"  TINIT_BACKEND={env_backend} replaces 'auto'")
-    simd = build["cpu_simd"]
+    engine = build["cpu_isa"]
     lines += [
         "build",
         f"  tinit {build['tinit']}, python {build['python']}",
@@ -232,10 +197,15 @@ def report() -> str:
         ),
         f"  triton: {build['triton'] or 'missing'}",
         f"  nvcc: {build['nvcc'] or 'not found'}",
-        (
-            f"  CPU SIMD: Philox {simd['philox']}, transform clone {simd['transform']}, "
-            f"two-sided entries {simd['two_sided']}"
-        ),
+        f"  CPU engine: {engine['chosen'] or 'none (' + str(engine['error']) + ')'}"
+        + (
+            ", two-sided entries compiled (TINIT_CPU_PORTABLE=1)"
+            if os.environ.get("TINIT_CPU_PORTABLE", "").startswith("1")
+            else ", two-sided entries hand-vectorised"
+            if engine["chosen"] in ("avx2", "avx512")
+            else ""
+        )
+        + (f" (available: {', '.join(engine['available'])}; TINIT_CPU_ISA overrides)" if engine["available"] else ""),
         "devices",
     ]
     for dev in device_info():

@@ -21,6 +21,9 @@
 // SC'11. Known-answer vectors: tests/data/philox4x32_10_kat.json.
 #pragma once
 
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <cstdint>
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

@@ -33,6 +33,9 @@
 //     x = edge - std e, so the value keeps its digits next to the bound.
 #pragma once
 
+#include "tinit/fp_contract.h"
+// (first: contraction off)
+
 #include <cstdint>
 #include <cstring>
 #if !defined(__CUDACC__)
@@ -180,6 +183,38 @@ TINIT_HD float bits_as_float(uint32_t u) {
   float x;
   std::memcpy(&x, &u, sizeof(x));
   return x;
+#endif
+}
+
+// a * b and a + b, each rounded, never fused into an fma: on the host the
+// fp_contract.h pragma holds, on the device the _rn intrinsics never fuse
+// (whatever --fmad says). For the steps whose fusion changes values.
+TINIT_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+TINIT_HD double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+TINIT_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+TINIT_HD double add_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
 #endif
 }
 
@@ -439,7 +474,7 @@ TINIT_HD T clamp_to(T x, const TruncNormalParams<T>& P) {
 // underflows to -0 written as +0 (so that every backend's clamp agrees).
 template <typename T>
 TINIT_HD T rescale(T x, T scale) {
-  return x * scale + T(0);
+  return add_rn(mul_rn(x, scale), T(0));
 }
 
 // kUniform: x = (edge + width g(u)) scale, g(u) = u + slope u (u - 1), the
@@ -565,7 +600,7 @@ TINIT_HD T tail_value(uint32_t w, const TruncNormalParams<T>& P) {
   for (int k = 0; k < (sizeof(T) == 4 ? 2 : 3); ++k) {
     T dl;
     const T l = tail_correction(e, P, dl);
-    const T f = fma_rn(e, fma_rn(T(0.5), e, P.b0), l - L);
+    const T f = fma_rn(e, fma_rn(T(0.5), e, P.b0), add_rn(l, -L));
     e = e - f / (P.b0 + e + dl);
   }
   e = e > T(0) ? e : T(0);
