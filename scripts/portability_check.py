@@ -16,9 +16,10 @@ then every differing case. Exits 1 on a difference not declared by ``--xfail GRO
 missing (without it a target whose compiler or qemu is absent is skipped, saying so). It installs
 nothing: CI installs the tools (.ci/run: g++-aarch64-linux-gnu, g++-s390x-linux-gnu,
 g++-powerpc64le-linux-gnu, qemu-user). ``--contract fast`` builds with -ffp-contract=fast to show
-that the check catches a contracting build.
+that the sources keep contraction off whatever the build line (fp_contract.h); ``--contract
+fast-unguarded`` also drops that header's pragmas, to show that the check catches a contracting build.
 
-    python scripts/portability_check.py [--targets a,b] [--xfail GROUP] [--contract fast] [--strict]
+    python scripts/portability_check.py [--targets a,b] [--xfail GROUP] [--contract fast|fast-unguarded] [--strict]
 """
 
 from __future__ import annotations
@@ -223,7 +224,9 @@ def build(target: Target, setup: dict, contract: str | None, build_dir: Path) ->
     """The harness for ``target`` (cached by a hash of the command and every source it reads)."""
     flags = [*setup["cxx_flags"](target.machine), *target.arch_flags]
     if contract is not None:
-        flags.append(f"-ffp-contract={contract}")
+        flags.append(f"-ffp-contract={contract.removesuffix('-unguarded')}")
+        if contract.endswith("-unguarded"):  # without fp_contract.h's pragmas: the build line decides
+            flags.append("-DTINIT_TEST_CONTRACTED_BUILD")
     sources = [HARNESS, *(ROOT / s for s in setup["sources"])]
     includes = [SHIM, ROOT / "csrc" / "include", ROOT / "csrc" / "cpu"]
     command = [target.compiler, *flags, "-static", *(f"-I{d}" for d in includes), *map(str, sources)]
@@ -339,7 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", help="comma-separated target names (default: all); see --list-targets")
     parser.add_argument("--list-targets", action="store_true", help="print the target names and exit")
     parser.add_argument("--xfail", action="append", default=[], help="a GROUP or TARGET:GROUP allowed to differ")
-    parser.add_argument("--contract", choices=("off", "fast"), help="append -ffp-contract=... to the build flags")
+    parser.add_argument(
+        "--contract",
+        choices=("off", "fast", "fast-unguarded"),
+        help="append -ffp-contract=... to the build flags (fast: the sources' fp_contract.h still keeps "
+        "contraction off, the bits are the same; fast-unguarded: without that header's pragmas, which the "
+        "check catches)",
+    )
     parser.add_argument("--strict", action="store_true", help="a missing compiler or qemu is an error (exit 2)")
     parser.add_argument("--no-extension-variants", action="store_true", help="skip the 2-thread and FTZ rows")
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build" / "portability")

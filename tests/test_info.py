@@ -70,7 +70,11 @@ def test_cpu_engine_is_the_best_this_cpu_runs(printed):
     assert engine["available"] == expected
     if "TINIT_CPU_ISA" not in os.environ:
         assert engine["chosen"] == expected[-1]
-    assert f"CPU engine: {engine['chosen']} (available: {', '.join(expected)}" in printed
+    line = next(line for line in printed.splitlines() if "CPU engine:" in line)
+    assert line.strip().startswith(f"CPU engine: {engine['chosen']}")
+    assert f"(available: {', '.join(expected)};" in line
+    hand = engine["chosen"] in ("avx2", "avx512") and os.environ.get("TINIT_CPU_PORTABLE") != "1"
+    assert ("two-sided entries hand-vectorised" in line) == hand
 
 
 def test_cli_subcommand_prints_the_same_report(printed, capsys):
