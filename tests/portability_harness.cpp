@@ -31,6 +31,7 @@
 #include <immintrin.h>
 #endif
 
+#include "denormal_guard.h"
 #include "stream_words.h"
 #include "transform_kernels.h"
 #include "tinit/transform.h"
@@ -138,10 +139,15 @@ bool run_case(const std::string& line, int number, std::vector<char>& out) {
     std::fprintf(stderr, "portability_harness: case %d: no FTZ/DAZ control on this target\n", number);
     std::exit(2);
   }
-  const ChunkTransform tf = tinit::cpu::make_chunk_transform(dtype, packed, "portability_harness");
-  out.assign(static_cast<size_t>(numel) * tf.elem_size, 0);
+  // The caller's FTZ/DAZ is set before the op, as torch.set_flush_denormal sets it; the op clears
+  // it for its own work (DenormalGuard, as trunc_normal_cpu and each of its worker chunks do).
   const uint64_t saved = ftz == 1 ? set_ftz() : 0;
-  fill(out.data(), numel, seed, stream, offset, tf);
+  {
+    const tinit::cpu::DenormalGuard gradual_underflow;
+    const ChunkTransform tf = tinit::cpu::make_chunk_transform(dtype, packed, "portability_harness");
+    out.assign(static_cast<size_t>(numel) * tf.elem_size, 0);
+    fill(out.data(), numel, seed, stream, offset, tf);
+  }
   if (ftz == 1) restore_ftz(saved);
   return true;
 }

@@ -28,8 +28,19 @@
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define TINIT_X86_ENGINES 1
+// An engine's target only where it adds to the build's own: a function whose target has fewer
+// features than the translation unit's (-march=x86-64-v4 or -march=native on an AVX-512 CPU)
+// cannot inline the always_inline transform, and GCC refuses to compile it.
+#if defined(__AVX512F__)
+#define TINIT_TARGET_AVX2
+#define TINIT_TARGET_AVX512
+#elif defined(__AVX2__)
+#define TINIT_TARGET_AVX2
+#define TINIT_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
+#else
 #define TINIT_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
 #define TINIT_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
+#endif
 #endif
 
 namespace tinit {
