@@ -63,15 +63,17 @@ def _trace(fn) -> list[tuple[str, str]]:
 
 @needs_native
 def test_trunc_normal_reaches_the_native_op_through_few_frames():
-    """``tinit.trunc_normal_(w, std=0.02)`` on a 64x64 fp32 CPU tensor: at most 4 tinit modules and
-    14 tinit function calls between the call and ``torch.ops.tinit.trunc_normal_`` (before the one
-    engine: 6 modules, 28 distinct functions, 40 calls)."""
+    """``tinit.trunc_normal_(w, std=0.02)`` on a 64x64 fp32 CPU tensor: at most 6 tinit modules and
+    17 tinit function calls between the call and ``torch.ops.tinit.trunc_normal_`` (before the one
+    engine: 6 modules, 28 distinct functions, 40 calls). Since 0.3.0 three of them are
+    ``tinit.sharding.enabled_local_mode`` twice (a ``sys.modules`` lookup, so that ``import tinit``
+    does not import LocalTensorMode) and the host constants' FTZ/DAZ-off wrapper in ``tinit.params``."""
     weight = torch.empty(64, 64)
     tinit.trunc_normal_(weight, std=0.02)  # warm: the backend choice and the record are cached
     frames = _trace(lambda: tinit.trunc_normal_(weight, std=0.02))
     modules = sorted({module for module, _ in frames})
-    assert len(modules) <= 4, modules
-    assert len(frames) <= 14, frames
+    assert len(modules) <= 6, modules
+    assert len(frames) <= 17, frames
     assert ("tinit._plan", "Plan.run") in frames and ("tinit.ops", "trunc_normal_native") in frames, frames
 
 
