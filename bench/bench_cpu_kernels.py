@@ -54,6 +54,7 @@ def main() -> int:
                 str(ROOT / "bench" / "bench_cpu_kernels.cpp"),
                 str(ROOT / "csrc" / "cpu" / "transform_avx512.cpp"),
                 str(ROOT / "csrc" / "cpu" / "transform_avx2.cpp"),
+                str(ROOT / "csrc" / "cpu" / "isa.cpp"),
                 "-o",
                 str(exe),
             ],

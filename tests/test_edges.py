@@ -401,7 +401,7 @@ def _cpu_flags() -> set[str]:
 
 
 def _simd_entries() -> str | None:
-    """The hand-vectorised two-sided entries this CPU takes (avx512_available, else avx2_available), or None."""
+    """The hand-vectorised two-sided entries this CPU's best engine takes (isa_supported in isa.h), or None."""
     flags = _cpu_flags()
     if flags >= {"avx512f", "avx512bw", "avx512dq", "avx512vl"}:
         return "AVX-512"

@@ -336,12 +336,6 @@ TINIT_AVX2_FMA void two_sided_range(void* out, const uint32_t* w, int64_t n, con
 
 }  // namespace
 
-bool avx2_available() {
-  static const bool ok =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  return ok;
-}
-
 ChunkFn two_sided_avx2(c10::ScalarType dtype, bool precise) {
   switch (dtype) {
     case c10::kFloat:
@@ -362,7 +356,6 @@ ChunkFn two_sided_avx2(c10::ScalarType dtype, bool precise) {
 
 namespace tinit {
 namespace cpu {
-bool avx2_available() { return false; }
 ChunkFn two_sided_avx2(c10::ScalarType, bool) { return nullptr; }
 }  // namespace cpu
 }  // namespace tinit

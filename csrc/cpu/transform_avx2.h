@@ -1,7 +1,7 @@
 // Hand-vectorised AVX2 (+FMA, F16C) entries of the two-sided transform modes
 // for float-compute dtypes (fp32, bf16, fp16), bit-identical to the portable
 // entries of transform_kernels.cpp. Compiled with a target attribute, chosen
-// at run time (avx2_available) on CPUs where two_sided_avx512 is not taken.
+// by the avx2 engine of isa.h (hand_two_sided in transform_kernels.cpp).
 #pragma once
 
 #include "tinit/fp_contract.h"
@@ -13,9 +13,6 @@
 
 namespace tinit {
 namespace cpu {
-
-// Whether this CPU runs the AVX2 entries (AVX2, FMA, F16C).
-bool avx2_available();
 
 // The entry for `dtype` (kFloat, kBFloat16, kHalf) in kTwoSided
 // (precise = false) or kTwoSidedPrecise; nullptr for other dtypes.
