@@ -8,12 +8,16 @@
 // bits flipped (or by an unsigned max), and float(word) is
 // fma(float(w >> 16), 2^16, float(w & 0xffff)), whose product is exact, so
 // its one rounding is the conversion's (a symmetric window, split 2^31 - 1,
-// converts every lane's word as a signed one). A lane finds its row of the
-// ndtri table by vpermps from rows held eight to a vector in memory: rows
-// 0..15 (s >= 2^-7, |z| <= 2.4) in two vectors per coefficient and one
-// blend, rows 0..31 (s >= 2^-15) in four and three blends; a pair of vectors
-// with a lane deeper than that gathers its rows. The compiler cannot do this
-// itself: the portable loop, compiled for x86-64-v3, stays scalar.
+// converts every lane's word as a signed one). A lane's row of the ndtri
+// table (eight floats, 32 bytes) is read whole, and the rows of a vector's
+// eight lanes are transposed into the eight coefficient vectors by a
+// load-transpose (row_coefficients): 16 loads and 15 in-lane shuffles for
+// any rows. The vpermps lookup it replaced (two vpermps and a blend per
+// coefficient for rows 0..15, more for rows 0..31, a gather below) was bound
+// by vpermps on Zen 3 (one port, two cycles a ymm): llvm-mca -mcpu=znver3
+// gives 4.75 cycles an element for that step and 1.7 for this one. The
+// compiler cannot do this itself: the portable loop, compiled for
+// x86-64-v3, stays scalar.
 #include "tinit/fp_contract.h"
 // (first: contraction off)
 
@@ -34,22 +38,6 @@
 namespace tinit {
 namespace cpu {
 namespace {
-
-// Coefficient k of rows 0..31 in reverse: position p holds row 31 - p. A
-// lane's row is 255 - top, top = bits(s) >> 22, so for rows below 32 its
-// position is top & 31: vpermps reads the low three bits of top as they
-// stand and bits 3 and 4 pick the vector (two_sided_avx512's layout).
-struct FastRows {
-  alignas(64) float c[kNdtriRow][kNdtriFastSegments];
-  FastRows() {
-    for (int k = 0; k < kNdtriRow; ++k)
-      for (int p = 0; p < kNdtriFastSegments; ++p) c[k][p] = kNdtriHost[(kNdtriFastSegments - 1 - p) * kNdtriRow + k];
-  }
-};
-// Rows below 16 (below kNdtriFastSegments) are the lanes with top at least this.
-constexpr int kTop16 = 256 - 16;
-constexpr int kTop32 = 256 - kNdtriFastSegments;
-const FastRows kFast;
 
 TINIT_AVX2_FMA inline __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
 
@@ -159,19 +147,6 @@ TINIT_AVX2_FMA inline Lanes two_sided_lanes(__m256i w, const Consts8& K) {
   return l;
 }
 
-// Coefficient row[k] of each lane's row from FastRows' c[k] (`c`): Groups
-// = 2 for rows 0..15 (the upper 16 positions), 4 for rows 0..31. bit3 and
-// bit4 carry bits 3 and 4 of top in their sign bits (blend reads only that).
-template <int Groups>
-TINIT_AVX2_FMA inline __m256 fast_coefficient(const float* c, __m256i top, __m256 bit3, __m256 bit4) {
-  const __m256 upper16 = blend(_mm256_permutevar8x32_ps(_mm256_load_ps(c + 16), top),
-                               _mm256_permutevar8x32_ps(_mm256_load_ps(c + 24), top), bit3);
-  if constexpr (Groups == 2) return upper16;
-  const __m256 lower16 = blend(_mm256_permutevar8x32_ps(_mm256_load_ps(c), top),
-                               _mm256_permutevar8x32_ps(_mm256_load_ps(c + 8), top), bit3);
-  return blend(lower16, upper16, bit4);
-}
-
 // ndtri_poly's Horner steps with the row coefficients c[0..7] (c[7]: c0_lo).
 struct Poly {
   __m256 acc, p_hi, c0, c7;
@@ -186,23 +161,57 @@ TINIT_AVX2_FMA inline Poly horner(const __m256 c[kNdtriRow], __m256 t) {
   return {acc, fma(acc, t, c[0]), c[0], c[7]};
 }
 
-// The coefficients of every lane's row and the polynomial, for lanes whose
-// rows lie below 8 Groups (Groups = 0: any row, gathered from the table).
-template <int Groups, bool Precise>
+// Byte offsets into kNdtriHost of the eight lanes' rows: ndtri_segment,
+// 255 - top, in [0, 255] for s in (0, 1.75] (valid_params), times 32.
+struct RowOffsets {
+  uint64_t pair[4];  // lanes 2k (low half) and 2k + 1 (high half)
+};
+
+TINIT_AVX2_FMA inline RowOffsets row_offsets(__m256i top) {
+  const __m256i off = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(255), top), 5);
+  const __m128i lo = _mm256_castsi256_si128(off), hi = _mm256_extracti128_si256(off, 1);
+  return {{static_cast<uint64_t>(_mm_cvtsi128_si64(lo)), static_cast<uint64_t>(_mm_extract_epi64(lo, 1)),
+           static_cast<uint64_t>(_mm_cvtsi128_si64(hi)), static_cast<uint64_t>(_mm_extract_epi64(hi, 1))}};
+}
+
+TINIT_AVX2_FMA inline const float* row_at(const RowOffsets& o, int lane) {
+  const uint64_t pair = o.pair[lane >> 1];
+  const uint32_t bytes = static_cast<uint32_t>(lane & 1 ? pair >> 32 : pair);
+  return reinterpret_cast<const float*>(reinterpret_cast<const char*>(kNdtriHost) + bytes);
+}
+
+// Coefficients 4h .. 4h+3 of lane j's row in the low half and of lane j+4's
+// in the high half.
+TINIT_AVX2_FMA inline __m256 row_pair(const RowOffsets& o, int j, int h) {
+  const __m128 lo = _mm_load_ps(row_at(o, j) + 4 * h);
+  const __m128 hi = _mm_load_ps(row_at(o, j + 4) + 4 * h);
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+}
+
+// c[0..3] = coefficients 4h .. 4h+3 of every lane: a 4x4 transpose in each
+// 128-bit half (lanes 0..3 low, 4..7 high). c[3] only when All (the
+// precise mode's c0_lo is coefficient 7).
+template <bool All>
+TINIT_AVX2_FMA inline void transpose_rows(const RowOffsets& o, int h, __m256* c) {
+  const __m256 r0 = row_pair(o, 0, h), r1 = row_pair(o, 1, h);
+  const __m256 r2 = row_pair(o, 2, h), r3 = row_pair(o, 3, h);
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  c[0] = _mm256_shuffle_ps(t0, t2, 0x44);
+  c[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
+  c[2] = _mm256_shuffle_ps(t1, t3, 0x44);
+  if constexpr (All) c[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
+}
+
+// Every lane's row of the ndtri table, transposed into coefficient vectors,
+// and the polynomial.
+template <bool Precise>
 TINIT_AVX2_FMA inline Poly row_poly(const Lanes& l) {
-  constexpr int used = Precise ? kNdtriRow : kNdtriRow - 1;  // c0_lo only in the precise mode
+  const RowOffsets o = row_offsets(l.top);
   __m256 c[kNdtriRow];
-  c[kNdtriRow - 1] = _mm256_setzero_ps();
-  if constexpr (Groups == 0) {
-    // ndtri_segment, in [0, 255] for s in (0, 1.75] (valid_params)
-    const __m256i base = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(255), l.top), 3);
-    for (int k = 0; k < used; ++k) c[k] = _mm256_i32gather_ps(kNdtriHost + k, base, 4);
-  } else {
-    const __m256 bit3 = _mm256_castsi256_ps(_mm256_slli_epi32(l.top, 28));
-    const __m256 bit4 = _mm256_castsi256_ps(_mm256_slli_epi32(l.top, 27));
-#pragma GCC unroll 8
-    for (int k = 0; k < used; ++k) c[k] = fast_coefficient<Groups>(kFast.c[k], l.top, bit3, bit4);
-  }
+  transpose_rows<true>(o, 0, c);
+  transpose_rows<Precise>(o, 1, c + 4);  // c[7]: c0_lo, only in the precise mode
+  if constexpr (!Precise) c[7] = _mm256_setzero_ps();
   return horner(c, l.t);
 }
 
@@ -260,11 +269,6 @@ TINIT_AVX2_FMA inline void store16(c10::BFloat16* out, __m256 x0, __m256 x1) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute4x64_epi64(packed, 0xD8));
 }
 
-// Whether a lane's top is below `bound` (top <= 255: a signed compare).
-TINIT_AVX2_FMA inline bool any_below(__m256i top, int bound) {
-  return _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(bound), top))) != 0;
-}
-
 // V vectors of 8 words from w into out.
 template <int V, typename out_t, bool Precise, Split Kind>
 TINIT_AVX2_FMA inline void two_sided_step(out_t* out, const uint32_t* w, const Consts8& K) {
@@ -274,20 +278,8 @@ TINIT_AVX2_FMA inline void two_sided_step(out_t* out, const uint32_t* w, const C
     l[j] = two_sided_lanes<Kind, Precise>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 8 * j)), K);
   }
   Poly p[V];
-  // One row test per pair of vectors, on its deepest lane (the least top).
-  constexpr int pair = V < 2 ? V : 2;
-#pragma GCC unroll 2
-  for (int h = 0; h < V; h += pair) {
-    __m256i shallowest = l[h].top;
-    for (int j = h + 1; j < h + pair; ++j) shallowest = _mm256_min_epi32(shallowest, l[j].top);
-    if (__builtin_expect(!any_below(shallowest, kTop16), 1)) {
-      for (int j = h; j < h + pair; ++j) p[j] = row_poly<2, Precise>(l[j]);
-    } else if (!any_below(shallowest, kTop32)) {
-      for (int j = h; j < h + pair; ++j) p[j] = row_poly<4, Precise>(l[j]);
-    } else {  // a lane below s = 2^-15 (~1e-3 of the pairs when untruncated)
-      for (int j = h; j < h + pair; ++j) p[j] = row_poly<0, Precise>(l[j]);
-    }
-  }
+#pragma GCC unroll 4
+  for (int j = 0; j < V; ++j) p[j] = row_poly<Precise>(l[j]);
   if constexpr (V % 2 == 0) {
 #pragma GCC unroll 2
     for (int j = 0; j < V; j += 2) {
@@ -301,9 +293,7 @@ TINIT_AVX2_FMA inline void two_sided_step(out_t* out, const uint32_t* w, const C
 
 // Vectors per step, written stage by stage so that the scheduler has
 // independent chains (as two_sided_avx512's kVectors); AVX2's sixteen
-// registers spill a few values. The row test per pair keeps the two-vector
-// rows path for 78% of the pairs of an untruncated window (16 lanes in rows
-// 0..15), against 60% for a test per step of 32 lanes.
+// registers spill a few values.
 constexpr int kVectors = 4;
 
 template <typename out_t, bool Precise, Split Kind>
