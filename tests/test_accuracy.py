@@ -334,3 +334,51 @@ def test_special_words_cover_the_open_interval():
     assert words[0] == 0 and words[-1] == 2**32 - 1, f"extremes missing: {words[0]}, {words[-1]}"
     values = fill_special(WINDOWS["central_2sigma"], torch.float32)[1]
     assert np.isfinite(values).all() and (np.abs(values) <= 2.0).all(), "extreme words left the window"
+
+
+# More than one step of the torch backend (tinit.reference fills 2**18 CPU elements a step).
+STEPS_NUMEL = 2 * 2**18 + 37
+
+
+@pytest.mark.parametrize("dtype", [pytest.param(torch.float32, id="f32"), pytest.param(torch.bfloat16, id="bf16")])
+def test_reference_steps_equal_one_pass(dtype):
+    """The torch backend's stepwise fill equals the transform of the whole range's words in one pass,
+    bit for bit, across step boundaries and at an offset that is not a multiple of 4."""
+    from tinit import reference
+
+    constants = transform_constants(0.0, 0.02, -0.04, 0.03, dtype)
+    offset = 2**33 - 5
+    filled = torch.empty(STEPS_NUMEL, dtype=dtype)
+    reference.trunc_normal_(filled, 77, 2**40, offset, constants)
+    words = reference.stream_words(STEPS_NUMEL, 77, 2**40, offset)
+    torch.testing.assert_close(filled, reference.transform(words, constants).to(dtype), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "run,rows",
+    [pytest.param(2**18 + 9, 2, id="runs-longer-than-a-step"), pytest.param(1000, 700, id="many-runs-a-step")],
+)
+def test_reference_runs_steps_equal_one_pass(run, rows):
+    """The torch backend's stepwise fill of a shard laid out as runs equals the transform of every
+    element's word (``StreamRuns.stream_indices``) in one pass, bit for bit; and the native op's
+    values within the backends' tolerance."""
+    from tinit import ops, reference
+    from tinit.sharding import StreamRuns
+
+    constants = transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32)
+    runs = StreamRuns(base=11, run=run, outer_sizes=(rows,), outer_starts=tuple(3 * run * i + i for i in range(rows)))
+    filled = torch.empty(rows * run)
+    reference.trunc_normal_runs_(filled, 5, 6, runs, constants)
+    once = reference.transform(reference.words_at(runs.stream_indices(), 5, 6), constants).float()
+    torch.testing.assert_close(filled, once, rtol=0, atol=0)
+    if ops.native_available():
+        native = torch.empty(rows * run)
+        ops.trunc_normal_runs_native(native, 5, 6, runs, constants)
+        assert_within_ulp(
+            native.double().numpy(),
+            filled.double().numpy(),
+            scale=1.0,
+            dtype=torch.float32,
+            max_ulp=REFERENCE_TOLERANCE[torch.float32],
+            what="cpu vs torch backend, runs",
+        )

@@ -192,15 +192,19 @@ class StreamRuns:
             start += self.outer_starts[first + i]
         return start
 
-    def stream_indices(self) -> torch.Tensor:
-        """Stream index of every local element in row-major order: int64 CPU tensor of ``rows * run`` elements."""
+    def row_starts(self) -> torch.Tensor:
+        """Stream index of the first element of every run, in row order: int64 CPU tensor of ``rows`` elements."""
         starts = torch.full((), self.base, dtype=torch.int64, device="cpu")
         first = 0
         for size in self.outer_sizes:
             table = torch.tensor(self.outer_starts[first : first + size], dtype=torch.int64, device="cpu")
             starts = (starts.unsqueeze(-1) + table).reshape(-1)
             first += size
-        return (starts.reshape(-1, 1) + torch.arange(self.run, dtype=torch.int64, device="cpu")).reshape(-1)
+        return starts.reshape(-1)
+
+    def stream_indices(self) -> torch.Tensor:
+        """Stream index of every local element in row-major order: int64 CPU tensor of ``rows * run`` elements."""
+        return (self.row_starts().reshape(-1, 1) + torch.arange(self.run, dtype=torch.int64, device="cpu")).reshape(-1)
 
 
 def _as_int(value):
