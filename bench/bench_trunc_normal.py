@@ -3,7 +3,10 @@
     python -m pytest bench/bench_trunc_normal.py --benchmark-only \
         --benchmark-json=bench/results/raw.json          # full: 16 M, 64 M, 256 M
     python -m pytest bench/bench_trunc_normal.py --benchmark-only --quick   # 1 M
-    python bench/report.py bench/results/raw.json        # table + ratios
+    python bench/report.py bench/results/raw.json        # table + ratios, peak memory, files
+
+The run itself ends with the throughput table on screen (bench/conftest.py's terminal summary:
+G elements/s and the ratios, machine and versions).
 
 Methods (baselines are torch's own functions, imported, not rewritten):
     tinit        tinit.trunc_normal_(x, 0, std, a, b)
@@ -150,7 +153,7 @@ def _tinit_backend(x: torch.Tensor) -> str:
     return dispatch.select(x).name
 
 
-def test_fill(benchmark, numel, dtype, method):
+def test_fill(benchmark, record_throughput, numel, dtype, method):
     fn = METHODS[method]
     x = torch.empty(numel, dtype=dtype)
     benchmark.group = f"{DTYPE_IDS[dtype]}-{_label(numel)}"
@@ -179,3 +182,4 @@ def test_fill(benchmark, numel, dtype, method):
     info["rounds"] = rounds
     benchmark.extra_info.update(info)
     benchmark.pedantic(fn, args=(x,), rounds=rounds, iterations=1, warmup_rounds=0)
+    record_throughput(benchmark)
