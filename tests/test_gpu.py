@@ -580,3 +580,31 @@ def test_triton_ndtri_table_first_used_inside_a_capture_raises(backend, monkeypa
     assert x.device not in host._NDTRI_TABLES, "a table was cached from inside the capture"
     torch.cuda.synchronize()
     assert bool((x == 7.0).all()), "the refused capture wrote to the tensor"
+
+
+def test_triton_ndtri_table_uploaded_on_one_stream_serves_another(backend, monkeypatch):
+    """The ndtri table's upload is a non-blocking copy on the first fill's stream: a fill on another
+    stream, launched while that copy still waits behind a sleep, waits for it and gets the same values."""
+    import importlib
+
+    _require_gpu_backend(backend)
+    if backend.name != "triton":
+        pytest.skip("the ndtri table is the Triton backend's")
+    host = importlib.import_module("tinit.triton_kernels._host")
+    window = WINDOWS["gpt2"]
+    want = torch.empty(4099, device="cuda")
+    tinit.trunc_normal_at_(want, *window, seed=5, backend="triton")
+    torch.cuda.synchronize()
+    monkeypatch.delitem(host._NDTRI_TABLES, want.device)
+    monkeypatch.delitem(host._NDTRI_UPLOADS, want.device, raising=False)
+    first, second = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(first):
+        x = torch.empty_like(want)
+        torch.cuda._sleep(100_000_000)  # the upload below queues behind ~50 ms of GPU time
+        tinit.trunc_normal_at_(x, *window, seed=5, backend="triton")
+    with torch.cuda.stream(second):
+        y = torch.empty_like(want)
+        tinit.trunc_normal_at_(y, *window, seed=5, backend="triton")
+    torch.cuda.synchronize()
+    assert_same_bits(x, want, "fill on the uploading stream")
+    assert_same_bits(y, want, "fill on another stream while the upload was pending")

@@ -606,3 +606,30 @@ def test_grouped_fill_uploads_each_plan_table(monkeypatch):
     assert addresses == {t.data_ptr() for t in tensors if t.numel()}
     for t, (got, want) in enumerate(zip(tensors, _cpu_grouped(tensors, streams, offsets, packed), strict=True)):
         _assert_bits_equal(got, want, f"tensor {t}")
+
+
+def test_ndtri_upload_is_waited_for_until_seen_complete(monkeypatch):
+    """A fill after the first on a device waits (GPU-side) for the table's pending upload, drops the
+    event once it has completed, and inside a capture neither queries nor waits (not capturable)."""
+    device = torch.device("cuda", 7)
+    done, waits, queries = [False], [], []
+
+    class Event:
+        def query(self):
+            queries.append(1)
+            return done[0]
+
+    class Stream:
+        def wait_event(self, event):
+            waits.append(event)
+
+    event, table, capture = Event(), torch.zeros(3), [False]
+    monkeypatch.setitem(th._NDTRI_TABLES, device, table)
+    monkeypatch.setitem(th._NDTRI_UPLOADS, device, event)
+    monkeypatch.setattr(th, "capturing", lambda d: capture[0])
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda d=None: Stream())
+    assert th.ndtri_table_on(device) is table and waits == [event] and th._NDTRI_UPLOADS[device] is event
+    capture[0] = True
+    assert th.ndtri_table_on(device) is table and waits == [event] and len(queries) == 1
+    capture[0], done[0] = False, True
+    assert th.ndtri_table_on(device) is table and waits == [event] and device not in th._NDTRI_UPLOADS

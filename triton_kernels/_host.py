@@ -42,6 +42,9 @@ NUM_WARPS = 4
 # explicit tl.fma calls (the C++ builds use -ffp-contract=off).
 LAUNCH_OPTIONS = {"num_warps": NUM_WARPS, "enable_fp_fusion": False}
 _NDTRI_TABLES: dict[torch.device, torch.Tensor] = {}
+# A CUDA table's upload until a fill saw it complete: it ran on the stream current at the first
+# fill, and a fill on another stream waits for it (a GPU-side wait, no host sync).
+_NDTRI_UPLOADS: dict[torch.device, torch.cuda.Event] = {}
 
 
 def triton_available() -> bool:
@@ -167,7 +170,7 @@ def upload(table: np.ndarray, device: torch.device, what: str) -> torch.Tensor:
     """``table`` (a numpy array) on ``device``, without blocking the host.
 
     On CUDA it is written into a pinned host tensor of the caching host allocator
-    (``torch.empty(..., pin_memory=True)``) and copied with ``non_blocking=True`` on the current
+    (``torch.empty_like(..., pin_memory=True)``) and copied with ``non_blocking=True`` on the current
     stream. copy_kernel_cuda then records an event on the pinned block
     (``HostAllocator::record_event``, by the host tensor's storage context), and
     ``CachingHostAllocatorImpl::free`` does not hand the block out again before that event has
@@ -204,7 +207,21 @@ def ndtri_table_on(device: torch.device) -> torch.Tensor:
             )
         coefficients = np.asarray(_NDTRI_COEFFICIENTS, dtype=np.float32)
         table = upload(coefficients, device, "the triton backend's ndtri table")
+        if device.type == "cuda":
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(device))
+            _NDTRI_UPLOADS[device] = event
         _NDTRI_TABLES[device] = table
+        return table
+    event = _NDTRI_UPLOADS.get(device)
+    # Inside a capture nothing waits (an event query or a wait on an event recorded outside it is not
+    # capturable): the capture came after a first, eager fill, and torch.cuda.graph synchronises the
+    # device before it captures.
+    if event is not None and not capturing(device):
+        if event.query():
+            del _NDTRI_UPLOADS[device]
+        else:
+            torch.cuda.current_stream(device).wait_event(event)
     return table
 
 
