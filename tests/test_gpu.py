@@ -22,7 +22,13 @@ cases of the ``backend`` fixture or on the CUDA ops directly:
   most one kernel per dtype, an 8,192-row shard one kernel; neither syncs the
   host; bad arguments raise before anything is written; both, captured in
   one CUDA graph, replay the eager values bit for bit, also after other
-  grouped calls have run between capture and replay.
+  grouped calls have run between capture and replay;
+- every GPU fill of the cuda and triton backends (one tensor, a shard's runs,
+  a grouped list, grouped shards where a backend has them, the raw stream
+  words) runs under ``set_sync_debug_mode("error")`` and, all captured in one
+  CUDA graph, replays the eager values bit for bit, also after other calls
+  made new tables; the Triton ndtri table, first asked for inside a capture,
+  is refused before anything is captured.
 """
 
 from __future__ import annotations
@@ -419,3 +425,186 @@ def test_cuda_grouped_refuses_a_tensor_off_its_device_before_any_write():
         torch.ops.tinit.trunc_normal_grouped_([good, torch.empty(4)], 1, [0, 0], [0, 0], c + c)
     torch.cuda.synchronize()
     assert bool((good == 7.0).all()), "a refused grouped call wrote to its first tensor"
+
+
+# ---- every GPU op without a host sync, and in a CUDA graph (cuda and triton backends) ----
+
+
+def _same(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    if got.dtype == torch.int32:  # stream words
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=lambda m: f"{what}: {m}")
+    else:
+        assert_same_bits(got, want, what)
+
+
+def _every_fill(backend):
+    """(what, fill, outputs) for every GPU fill of ``backend``: one tensor, a shard's runs, a grouped list
+    (every dtype it fills, misaligned views), grouped shards where it has that op, and the raw stream words."""
+    from tinit.sharding import ShardLayout
+
+    impl = dispatch.BACKENDS[backend.name]
+    window = WINDOWS["gpt2"]
+    dtypes = [d for d in DTYPES.values() if backend.supports(d)]
+    fills = []
+    single = torch.empty(1_000_003, device="cuda")
+    constants = transform_constants(*window, torch.float32)
+    fills.append(("single", lambda: impl.fill(single, SEED, STREAM, 5, constants), [single]))
+    runs = ShardLayout.from_offsets((300, 70), (300, 34), (0, 18)).runs(2**34 + 3)
+    shard = torch.empty(300, 34, dtype=torch.bfloat16, device="cuda")
+    shard_constants = transform_constants(*window, torch.bfloat16)
+    fills.append(("runs", lambda: impl.fill_runs(shard, SEED, STREAM, runs, shard_constants), [shard]))
+    tensors, streams, offsets, packed = [], [], [], []
+    for i, numel in enumerate((1, 5, 4099, 10**5)):
+        for d, dtype in enumerate(dtypes):
+            shift = (i + d) % 4
+            tensors.append(torch.empty(numel + shift, dtype=dtype, device="cuda")[shift:])
+            streams.append(STREAM + len(streams))
+            offsets.append(3 * i + d)
+            packed.append(transform_constants(*GROUP_WINDOWS[(i + d) % 4], dtype))
+    fills.append(("grouped", lambda: impl.fill_grouped(tensors, SEED, streams, offsets, packed), tensors))
+    if impl.fill_grouped_runs is not None:
+        shards = [torch.empty(300, 34, dtype=dtype, device="cuda") for dtype in dtypes]
+        shard_packed = [transform_constants(*window, dtype) for dtype in dtypes]
+        shard_streams = [STREAM + 100 + k for k in range(len(shards))]
+        fills.append(
+            (
+                "grouped runs",
+                lambda: impl.fill_grouped_runs(shards, SEED, shard_streams, [runs] * len(shards), shard_packed),
+                shards,
+            )
+        )
+    words = torch.empty(4099, dtype=torch.int32, device="cuda")
+    word_shard = torch.empty(300, 34, dtype=torch.int32, device="cuda")
+    if backend.name == "cuda":
+        layout = (runs.base, runs.run, list(runs.outer_sizes), list(runs.outer_starts))
+        fills.append(("philox_", lambda: torch.ops.tinit.philox_(words, 3, ops.as_int64(STREAM), 7), [words]))
+        fills.append(
+            (
+                "philox_runs_",
+                lambda: torch.ops.tinit.philox_runs_(word_shard, 3, ops.as_int64(STREAM), *layout),
+                [word_shard],
+            )
+        )
+    else:
+        from tinit.triton_kernels.trunc_normal import philox_words_triton
+
+        fills.append(
+            (
+                "philox_words_triton",
+                lambda: words.copy_(philox_words_triton(4099, 3, STREAM, 7, device="cuda").to(torch.int32)),
+                [words],
+            )
+        )
+    return fills
+
+
+def test_every_gpu_fill_runs_without_a_host_sync(backend):
+    """Each fill, after a warm-up (Triton compiles, the ndtri table uploads), under
+    ``set_sync_debug_mode("error")``: any blocking copy or synchronisation raises; the values are the eager ones."""
+    _require_gpu_backend(backend)
+    for what, fill, outputs in _every_fill(backend):
+        fill()
+        torch.cuda.synchronize()
+        want = [t.clone() for t in outputs]
+        for t in outputs:
+            t.zero_()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            fill()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        torch.cuda.synchronize()
+        for k, (got, w) in enumerate(zip(outputs, want, strict=True)):
+            _same(got, w, f"{backend} {what}, output {k}, under sync debug mode")
+
+
+def test_every_gpu_fill_replays_in_a_cuda_graph(backend):
+    """All fills of a backend captured in one graph: the capture writes nothing, a replay gives the eager
+    values bit for bit, and so does a replay after other grouped and runs calls made new tables (whose
+    pinned host blocks must not be the ones the graph copies from)."""
+    _require_gpu_backend(backend)
+    fills = _every_fill(backend)
+    outputs = [t for _, _, ts in fills for t in ts]
+    for _, fill, _ in fills:
+        fill()  # eager: the reference, and the warm-up before capture
+    torch.cuda.synchronize()
+    want = [t.clone() for t in outputs]
+    for t in outputs:
+        t.fill_(7)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _, fill, _ in fills:
+            fill()
+    torch.cuda.synchronize()
+    assert all(bool((t == 7).all()) for t in outputs), f"{backend}: capturing the fills wrote to the tensors"
+    graph.replay()
+    torch.cuda.synchronize()
+    for k, (got, w) in enumerate(zip(outputs, want, strict=True)):
+        _same(got, w, f"{backend}: output {k} after a replay")
+    for t in outputs:
+        t.fill_(7)
+    impl = dispatch.BACKENDS[backend.name]
+    others = [torch.empty(n, device="cuda") for n in (5, 4099, 10**5)]
+    other_constants = [transform_constants(*WINDOWS["shifted"], torch.float32)] * len(others)
+    from tinit.sharding import ShardLayout
+
+    runs = ShardLayout.from_offsets((300, 70), (300, 34), (0, 36)).runs(11)
+    shard = torch.empty(300, 34, device="cuda")
+    for k in range(4):  # new tables through the host allocator's pinned blocks
+        impl.fill_grouped(others, SEED + 1 + k, [1, 2, 3], [0, 0, 0], other_constants)
+        impl.fill_runs(shard, SEED + 1 + k, 12 + k, runs, other_constants[0])
+    graph.replay()
+    torch.cuda.synchronize()
+    for k, (got, w) in enumerate(zip(outputs, want, strict=True)):
+        _same(got, w, f"{backend}: output {k} replayed after other grouped and runs calls")
+
+
+def test_triton_ndtri_table_first_used_inside_a_capture_raises(backend, monkeypatch):
+    """The Triton fills' ndtri table is uploaded on a device's first eager fill; asked for first inside a
+    capture it is refused before anything is captured, saying what to do."""
+    import importlib
+
+    _require_gpu_backend(backend)
+    if backend.name != "triton":
+        pytest.skip("the ndtri table is the Triton backend's")
+    host = importlib.import_module("tinit.triton_kernels._host")
+    x = torch.empty(4099, device="cuda")
+    window = WINDOWS["gpt2"]
+    tinit.trunc_normal_at_(x, *window, seed=5, backend="triton")  # compiles the kernel
+    torch.cuda.synchronize()
+    monkeypatch.delitem(host._NDTRI_TABLES, x.device)
+    x.fill_(7.0)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="before capturing"), torch.cuda.graph(graph):
+        tinit.trunc_normal_at_(x, *window, seed=5, backend="triton")
+    assert x.device not in host._NDTRI_TABLES, "a table was cached from inside the capture"
+    torch.cuda.synchronize()
+    assert bool((x == 7.0).all()), "the refused capture wrote to the tensor"
+
+
+def test_triton_ndtri_table_uploaded_on_one_stream_serves_another(backend, monkeypatch):
+    """The ndtri table's upload is a non-blocking copy on the first fill's stream: a fill on another
+    stream, launched while that copy still waits behind a sleep, waits for it and gets the same values."""
+    import importlib
+
+    _require_gpu_backend(backend)
+    if backend.name != "triton":
+        pytest.skip("the ndtri table is the Triton backend's")
+    host = importlib.import_module("tinit.triton_kernels._host")
+    window = WINDOWS["gpt2"]
+    want = torch.empty(4099, device="cuda")
+    tinit.trunc_normal_at_(want, *window, seed=5, backend="triton")
+    torch.cuda.synchronize()
+    monkeypatch.delitem(host._NDTRI_TABLES, want.device)
+    monkeypatch.delitem(host._NDTRI_UPLOADS, want.device, raising=False)
+    first, second = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(first):
+        x = torch.empty_like(want)
+        torch.cuda._sleep(100_000_000)  # the upload below queues behind ~50 ms of GPU time
+        tinit.trunc_normal_at_(x, *window, seed=5, backend="triton")
+    with torch.cuda.stream(second):
+        y = torch.empty_like(want)
+        tinit.trunc_normal_at_(y, *window, seed=5, backend="triton")
+    torch.cuda.synchronize()
+    assert_same_bits(x, want, "fill on the uploading stream")
+    assert_same_bits(y, want, "fill on another stream while the upload was pending")

@@ -4,7 +4,9 @@ Grouped fills and shard row runs must give exactly the CPU ops' bits
 (``tinit::trunc_normal_grouped_``, ``tinit::trunc_normal_runs_``, which equal
 one ``trunc_normal_`` per tensor), whatever the program size or batching, in
 one launch per dtype (grouped) or one launch (runs), and must refuse bad
-input before writing anything. The sm_90 code is compiled without a GPU; the
+input before writing anything; their tables reach a GPU through a pinned
+host buffer and a non-blocking copy (``_host.upload``, checked with a fake
+device here, on a GPU by test_gpu). The sm_90 code is compiled without a GPU; the
 compiled kernels on a GPU are checked by ``test_compiled_on_gpu`` (skipped
 without CUDA).
 
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 try:
@@ -496,3 +499,137 @@ def test_compiled_on_gpu():
         [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=600
     )
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-4000:]
+
+
+# --- the tables' upload: no host sync, capture-safe (the GPU half is test_gpu's) ----------------------
+
+th = importlib.import_module("tinit.triton_kernels._host")
+CUDA0 = torch.device("cuda", 0)
+
+
+def _fake_cuda_upload(monkeypatch, *, capturing: bool = False) -> dict:
+    """``_host.upload`` to CUDA on this CPU-only torch: the staging tensor's ``pin_memory`` and the
+    copy's ``non_blocking`` are recorded, the copy returns a CPU clone (what the device would hold)."""
+    seen: dict = {}
+    empty_like = torch.empty_like
+
+    def staging(source, *, pin_memory=False, **kwargs):
+        seen["pin_memory"] = pin_memory
+        seen["staging"] = empty_like(source, **kwargs)  # no pinned allocator without CUDA
+        return seen["staging"]
+
+    def to(self, device, *, non_blocking=False):
+        seen["copy"] = (self, torch.device(device), non_blocking)
+        return self.clone()
+
+    monkeypatch.setattr(torch, "empty_like", staging)
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    monkeypatch.setattr(th, "capturing", lambda device: capturing)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float32], ids=["int64", "f32"])
+def test_cuda_table_goes_through_pinned_memory_and_a_non_blocking_copy(monkeypatch, dtype):
+    table = (np.arange(1, 42, dtype=np.int64) * 0x1_0000_0001).astype(dtype)
+    with monkeypatch.context() as patch:
+        seen = _fake_cuda_upload(patch)
+        got = th.upload(table, CUDA0, "test")
+    assert seen["pin_memory"] is True, "the staging tensor is not pinned: the copy would block the host"
+    source, device, non_blocking = seen["copy"]
+    assert source is seen["staging"] and device == CUDA0 and non_blocking is True, seen["copy"]
+    assert source.data_ptr() != table.ctypes.data, "the copy reads the numpy table, not the pinned stage"
+    torch.testing.assert_close(got, torch.from_numpy(table), rtol=0, atol=0)
+
+
+def test_capture_refused_where_the_host_allocator_may_recycle_the_table(monkeypatch):
+    table = np.arange(8, dtype=np.int64)
+    with monkeypatch.context() as patch:
+        _fake_cuda_upload(patch, capturing=True)
+        patch.setattr(th, "_CAPTURE_SAFE_TORCH", False)
+        with pytest.raises(RuntimeError, match="cannot be captured in a CUDA graph with torch"):
+            th.upload(table, CUDA0, "test")
+    with monkeypatch.context() as patch:
+        seen = _fake_cuda_upload(patch, capturing=True)
+        patch.setattr(th, "_CAPTURE_SAFE_TORCH", True)
+        th.upload(table, CUDA0, "test")
+    assert seen["copy"][2] is True, "a capture on a safe torch copies as eagerly"
+
+
+def test_safe_torch_is_decided_by_version():
+    from torch.torch_version import TorchVersion
+
+    assert th._CAPTURE_SAFE_TORCH is (TorchVersion(torch.__version__) >= (2, 11))
+
+
+def test_ndtri_table_first_used_inside_a_capture_raises(monkeypatch):
+    device = torch.device("cuda", 7)  # never filled in this process
+    monkeypatch.setattr(th, "capturing", lambda d: True)
+    with pytest.raises(RuntimeError, match="run one triton fill on this device .* before capturing"):
+        th.ndtri_table_on(device)
+    assert device not in th._NDTRI_TABLES
+    made = torch.zeros(3)
+    monkeypatch.setitem(th._NDTRI_TABLES, device, made)
+    assert th.ndtri_table_on(device) is made, "a table made before the capture is used inside it"
+
+
+def test_ndtri_table_on_the_cpu_equals_the_traced_one():
+    """The cached table (numpy fp32 rounding, the upload path) and the traced one (torch.tensor) agree."""
+    cached, traced = th.ndtri_table_on(torch.device("cpu")), th.ndtri_table_made_on(torch.device("cpu"))
+    assert cached.dtype == traced.dtype == torch.float32
+    torch.testing.assert_close(cached.view(torch.int32), traced.view(torch.int32), rtol=0, atol=0)
+
+
+@needs_native
+def test_grouped_fill_uploads_each_plan_table(monkeypatch):
+    """Each launch's table goes through ``_host.upload`` (whose CUDA path pins it, above): the plan's
+    table, holding its entries' addresses; the values stay the CPU op's."""
+    plans, uploads = [], []
+    real_launch, real_upload = tg._launch, tg.upload
+
+    def launch(plan, dtype, device, seed):
+        plans.append(plan)
+        return real_launch(plan, dtype, device, seed)
+
+    def upload(table, device, what):
+        uploads.append((table, device))
+        return real_upload(table, device, what)
+
+    monkeypatch.setattr(tg, "_launch", launch)
+    monkeypatch.setattr(tg, "upload", upload)
+    tensors, streams, offsets, packed = (column[4:12] for column in _mixed_list())
+    tg.trunc_normal_grouped_(tensors, SEED, streams, offsets, packed)
+    assert len(plans) == len({t.dtype for t in tensors if t.numel()}) == len(uploads)
+    addresses = set()
+    for (table, entries, _, _), (uploaded, device) in zip(plans, uploads, strict=True):
+        assert uploaded is table and device == torch.device("cpu")
+        addresses |= {int(table[entries + 5 * e]) for e in range(entries)}
+    assert addresses == {t.data_ptr() for t in tensors if t.numel()}
+    for t, (got, want) in enumerate(zip(tensors, _cpu_grouped(tensors, streams, offsets, packed), strict=True)):
+        _assert_bits_equal(got, want, f"tensor {t}")
+
+
+def test_ndtri_upload_is_waited_for_until_seen_complete(monkeypatch):
+    """A fill after the first on a device waits (GPU-side) for the table's pending upload, drops the
+    event once it has completed, and inside a capture neither queries nor waits (not capturable)."""
+    device = torch.device("cuda", 7)
+    done, waits, queries = [False], [], []
+
+    class Event:
+        def query(self):
+            queries.append(1)
+            return done[0]
+
+    class Stream:
+        def wait_event(self, event):
+            waits.append(event)
+
+    event, table, capture = Event(), torch.zeros(3), [False]
+    monkeypatch.setitem(th._NDTRI_TABLES, device, table)
+    monkeypatch.setitem(th._NDTRI_UPLOADS, device, event)
+    monkeypatch.setattr(th, "capturing", lambda d: capture[0])
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda d=None: Stream())
+    assert th.ndtri_table_on(device) is table and waits == [event] and th._NDTRI_UPLOADS[device] is event
+    capture[0] = True
+    assert th.ndtri_table_on(device) is table and waits == [event] and len(queries) == 1
+    capture[0], done[0] = False, True
+    assert th.ndtri_table_on(device) is table and waits == [event] and device not in th._NDTRI_UPLOADS

@@ -1,5 +1,5 @@
 """Host-side helpers shared by the Triton fills: the triton import, launch settings, argument checks,
-64-bit integers as int32 bit patterns, and tables uploaded to the device.
+64-bit integers as int32 bit patterns, and tables uploaded to the device without a host sync.
 
 Private to ``tinit.triton_kernels``; the public names are re-exported by ``trunc_normal`` and
 ``trunc_normal_grouped``. Importing this module never requires triton.
@@ -12,6 +12,7 @@ import operator
 
 import numpy as np
 import torch
+from torch.torch_version import TorchVersion
 
 from tinit import params
 from tinit._ndtri_table import COEFFICIENTS as _NDTRI_COEFFICIENTS
@@ -41,6 +42,9 @@ NUM_WARPS = 4
 # explicit tl.fma calls (the C++ builds use -ffp-contract=off).
 LAUNCH_OPTIONS = {"num_warps": NUM_WARPS, "enable_fp_fusion": False}
 _NDTRI_TABLES: dict[torch.device, torch.Tensor] = {}
+# A CUDA table's upload until a fill saw it complete: it ran on the stream current at the first
+# fill, and a fill on another stream waits for it (a GPU-side wait, no host sync).
+_NDTRI_UPLOADS: dict[torch.device, torch.cuda.Event] = {}
 
 
 def triton_available() -> bool:
@@ -134,17 +138,96 @@ def f32(value: float) -> float:
     return float(np.float32(value))
 
 
+# Since torch 2.11 the caching host allocator routes a pinned allocation made during a CUDA-graph
+# capture to the graph's private pool (CUDAGraph::capture_begin calls
+# HostAllocator::begin_allocate_to_pool) and never recycles such a block once a copy recorded an
+# event on it (CachingHostAllocatorImpl::free: "allocated_during_capture"), so a captured copy
+# reads at replay what the capture wrote. torch 2.10's allocator has neither: the block goes back
+# to the free list, and a later call may overwrite what the graph reads.
+_CAPTURE_SAFE_TORCH = TorchVersion(torch.__version__) >= (2, 11)
+
+
+def capturing(device: torch.device) -> bool:
+    """Whether the current stream of ``device`` (a CUDA device) is capturing a CUDA graph."""
+    if device.type != "cuda":
+        return False
+    with torch.cuda.device(device):
+        return torch.cuda.is_current_stream_capturing()
+
+
+def check_capture(device: torch.device, what: str) -> None:
+    """RuntimeError when ``device``'s stream is capturing and torch's host allocator may recycle a
+    pinned table the graph reads at replay (torch < 2.11, ``_CAPTURE_SAFE_TORCH``)."""
+    if not _CAPTURE_SAFE_TORCH and capturing(device):
+        raise RuntimeError(
+            f"{what}: cannot be captured in a CUDA graph with torch {torch.__version__}: its caching host "
+            "allocator may recycle the pinned table the graph copies at replay (torch >= 2.11 keeps it); "
+            "fill outside the capture, or upgrade torch"
+        )
+
+
+def upload(table: np.ndarray, device: torch.device, what: str) -> torch.Tensor:
+    """``table`` (a numpy array) on ``device``, without blocking the host.
+
+    On CUDA it is written into a pinned host tensor of the caching host allocator
+    (``torch.empty_like(..., pin_memory=True)``) and copied with ``non_blocking=True`` on the current
+    stream. copy_kernel_cuda then records an event on the pinned block
+    (``HostAllocator::record_event``, by the host tensor's storage context), and
+    ``CachingHostAllocatorImpl::free`` does not hand the block out again before that event has
+    completed: dropping the host tensor here is safe. Under a CUDA-graph capture the block is taken
+    from the graph's private pool and never reused (``_CAPTURE_SAFE_TORCH``; refused by
+    ``check_capture`` on an older torch); the device tensor comes from the graph's pool of the
+    device caching allocator, whose addresses stay valid as long as the graph.
+
+    Raises:
+        RuntimeError: capturing on a torch whose host allocator may recycle the table.
+    """
+    source = torch.from_numpy(np.ascontiguousarray(table))
+    if device.type != "cuda":
+        return source.to(device)
+    check_capture(device, what)
+    host = torch.empty_like(source, pin_memory=True)
+    host.copy_(source)
+    return host.to(device, non_blocking=True)
+
+
 def ndtri_table_on(device: torch.device) -> torch.Tensor:
-    """The fp32 coefficient rows of ndtri_table (SEGMENTS x ROW, row-major) on ``device``, made once."""
+    """The fp32 coefficient rows of ndtri_table (SEGMENTS x ROW, row-major) on ``device``, made once.
+
+    Raises:
+        RuntimeError: first asked for inside a CUDA-graph capture: the cached table must hold its
+            values outside the graph too, so it is made by an eager fill on that device first.
+    """
     table = _NDTRI_TABLES.get(device)
     if table is None:
-        table = ndtri_table_made_on(device)
+        if capturing(device):
+            raise RuntimeError(
+                f"tinit's triton backend has not uploaded its ndtri table to {device} yet, and cannot "
+                "inside a CUDA-graph capture: run one triton fill on this device (any size) before capturing"
+            )
+        coefficients = np.asarray(_NDTRI_COEFFICIENTS, dtype=np.float32)
+        table = upload(coefficients, device, "the triton backend's ndtri table")
+        if device.type == "cuda":
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(device))
+            _NDTRI_UPLOADS[device] = event
         _NDTRI_TABLES[device] = table
+        return table
+    event = _NDTRI_UPLOADS.get(device)
+    # Inside a capture nothing waits (an event query or a wait on an event recorded outside it is not
+    # capturable): the capture came after a first, eager fill, and torch.cuda.graph synchronises the
+    # device before it captures.
+    if event is not None and not capturing(device):
+        if event.query():
+            del _NDTRI_UPLOADS[device]
+        else:
+            torch.cuda.current_stream(device).wait_event(event)
     return table
 
 
 def ndtri_table_made_on(device: torch.device) -> torch.Tensor:
-    """A new copy of ndtri_table's rows on ``device`` (a traced fill makes its own in the trace)."""
+    """A new copy of ndtri_table's rows on ``device``, for a traced fill: made in the trace (fake
+    tensors; no data moves)."""
     return torch.tensor(_NDTRI_COEFFICIENTS, dtype=torch.float32, device=device)
 
 

@@ -14,8 +14,10 @@ BLOCK or how the tensors were batched.
 
 Table (one int64 device tensor per launch, read by the kernel through its
 int32 view: little-endian halves, lo first, as every CUDA GPU and the x86
-interpreter store them). O(entries + distinct constants) words, never
-O(elements):
+interpreter store them; uploaded by ``_host.upload``, a pinned host buffer
+and a non-blocking copy on the current stream, so a fill never blocks the
+host and can be captured in a CUDA graph). O(entries + distinct constants)
+words, never O(elements):
 
     [0, E)                     first[e]: the grid index of entry e's first program
                                (prefix counts of programs per entry; increasing)
@@ -71,6 +73,7 @@ from ._host import (
     tl,
     triton,
     triton_available,
+    upload,
 )
 from .philox import counter_blocks, split_u64
 from .transform import FLOAT_FIELDS, kernel_constants
@@ -412,11 +415,12 @@ def _plan(
 def _launch(plan: tuple[np.ndarray, int, int, int], dtype: torch.dtype, device: torch.device, seed: int) -> None:
     """One launch of ``_grouped_kernel`` over a ``_plan`` (every entry of dtype ``dtype`` on ``device``)."""
     table, n_entries, n_programs, block = plan
-    table_dev = torch.from_numpy(table).to(device)
+    ndtri = ndtri_table_on(device)  # first: inside a capture it refuses before anything is captured
+    table_dev = upload(table, device, GROUPED_OP_NAME)
     seed_args = split_u64("seed", seed)
     args = (
         table_dev.view(torch.int32),
-        ndtri_table_on(device),
+        ndtri,
         n_entries,
         n_entries,
         n_entries * (1 + _ENTRY_WORDS),

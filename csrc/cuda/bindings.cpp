@@ -14,7 +14,8 @@
 // (GroupPlan), packed in pinned host memory, copied on the current stream and
 // walked by one launch per element type: the caching host allocator keeps the
 // pinned buffer until the copy has run, and the device copy is freed in
-// stream order.
+// stream order. Captured in a CUDA graph, the copy reads the pinned buffer at
+// every replay: kHostCapturePools says whether torch keeps it for the graph.
 #include "tinit/fp_contract.h"
 // (first: contraction off)
 
@@ -25,9 +26,18 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+#include <ATen/core/CachingHostAllocator.h>
+#define TINIT_HOST_CAPTURE_POOLS 1
+#else
+#define TINIT_HOST_CAPTURE_POOLS 0
+#endif
 
 #include "../checks.h"
 #include "launch.h"
@@ -122,6 +132,35 @@ void philox_cuda(at::Tensor self, int64_t seed, int64_t stream, int64_t offset) 
 
 // ------------------------------------------------------------ grouped, runs
 
+// Whether a pinned table allocated during a CUDA-graph capture stays the
+// graph's. From torch 2.11 on, CUDAGraph::capture_begin routes the caching
+// host allocator's allocations on the capturing stream to the graph's private
+// pool (HostAllocator::begin_allocate_to_pool), and
+// CachingHostAllocatorImpl::free never recycles a block allocated during a
+// capture once a copy recorded an event on it (copy_kernel_cuda does, for a
+// non-blocking copy from pinned memory). torch 2.10's allocator returns the
+// block to its free list, so a later call could overwrite what a replay
+// copies: launch_plan refuses to be captured there.
+constexpr bool kHostCapturePools = TINIT_HOST_CAPTURE_POOLS;
+#if TINIT_HOST_CAPTURE_POOLS
+template <typename Allocator, typename = void>
+struct HasCapturePools : std::false_type {};
+template <typename Allocator>
+struct HasCapturePools<Allocator, std::void_t<decltype(&Allocator::begin_allocate_to_pool)>> : std::true_type {};
+static_assert(HasCapturePools<at::HostAllocator>::value,
+              "this torch's HostAllocator has no begin_allocate_to_pool: see kHostCapturePools");
+#endif
+
+void check_capture(c10::Device device, const char* op) {
+  if (kHostCapturePools) return;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(current_stream(device), &status));
+  TORCH_CHECK(status == cudaStreamCaptureStatusNone, op, ": cannot be captured in a CUDA graph with torch ",
+              TORCH_VERSION,
+              ": its caching host allocator may recycle the pinned table the graph copies at replay (torch >= 2.11 "
+              "keeps it); fill outside the capture, or build tinit against a newer torch");
+}
+
 void check_built(cudaError_t err, const char* op) {
   TORCH_CHECK(err == cudaSuccess, op, ": the launch table was refused (", cudaGetErrorString(err),
               ") after the arguments passed their checks");
@@ -131,6 +170,7 @@ void check_built(cudaError_t err, const char* op) {
 // holds a guard for it).
 void launch_plan(GroupPlan& plan, uint64_t seed, c10::Device device, const char* op) {
   if (plan.empty()) return;
+  check_capture(device, op);
   const size_t layout = plan.layout();
   check_built(layout > 0 ? cudaSuccess : cudaErrorInvalidValue, op);
   const auto bytes = static_cast<int64_t>(layout);
