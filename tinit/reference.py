@@ -183,8 +183,9 @@ def _chunk(device: torch.device) -> int:
 
 
 def trunc_normal_(tensor: torch.Tensor, seed: int, stream: int, offset: int, constants: tuple[float, ...]) -> None:
-    """Fill contiguous ``tensor`` in place (same contract as the native op), ``_chunk`` elements a step:
-    temporaries of a step's size, not the tensor's."""
+    """Fill contiguous ``tensor`` in place (same contract as the native op).
+
+    ``_chunk`` elements a step: the temporaries are of a step's size, not the tensor's."""
     flat = tensor.view(-1)
     step = _chunk(tensor.device)
     with _gradual_underflow(tensor.device):
@@ -194,8 +195,9 @@ def trunc_normal_(tensor: torch.Tensor, seed: int, stream: int, offset: int, con
 
 
 def trunc_normal_runs_(tensor: torch.Tensor, seed: int, stream: int, runs, constants: tuple[float, ...]) -> None:
-    """Fill contiguous ``tensor`` laid out as ``runs`` (``tinit.sharding.StreamRuns``), like the native op,
-    whole runs a step (a run longer than a step: its pieces)."""
+    """Fill contiguous ``tensor`` laid out as ``runs`` (``tinit.sharding.StreamRuns``), like the native op.
+
+    Whole runs a step (a run longer than a step: its pieces)."""
     flat = tensor.view(-1)
     step = _chunk(tensor.device)
     run = runs.run
