@@ -2,8 +2,9 @@
 
 Oracles: each segment written alone by ``trunc_normal_at_`` / ``write_spec_`` at its stream offset
 (bit-exact); the models' own forward splits (transformers 5.24: Falcon ``_split_heads``, the slicing
-of Phi-3, GPT-BigCode and GPT-NeoX ``forward``) applied to row labels; ``torch.nn.init``'s fan code
-(``_calculate_fan_in_and_fan_out``) on one expert's matrix or on the separate q/k/v matrices.
+of Phi-3, GPT-BigCode and GPT-NeoX ``forward``; 5.25: Falcon's ``forward``) applied to row
+labels; ``torch.nn.init``'s fan code (``_calculate_fan_in_and_fan_out``) on one expert's matrix or on
+the separate q/k/v matrices.
 """
 
 from __future__ import annotations
@@ -253,8 +254,16 @@ def test_qkv_width_must_match_the_tensor():
 
 
 def _falcon_split(attn, labels):
-    q, k, v = attn._split_heads(labels[None, None, :])
-    return q, k, v
+    if hasattr(attn, "_split_heads"):  # transformers 5.24
+        q, k, v = attn._split_heads(labels[None, None, :])
+        return q, k, v
+    fused = labels.view(-1, attn.head_dim)  # 5.25 splits inline, in FalconAttention.forward:
+    if attn.new_decoder_architecture:  # per key/value group: its queries, then its key and value
+        grouped = fused.view(attn.num_kv_heads, -1, attn.head_dim)
+        return grouped[:, :-2], grouped[:, -2], grouped[:, -1]
+    if attn.multi_query:
+        return fused.split([attn.num_heads, 1, 1], dim=-2)
+    return fused.unflatten(-2, (attn.num_heads, 3)).unbind(-2)
 
 
 def _phi3_split(attn, labels):
