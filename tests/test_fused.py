@@ -2,7 +2,7 @@
 
 Oracles: each segment written alone by ``trunc_normal_at_`` / ``write_spec_`` at its stream offset
 (bit-exact); the models' own forward splits (transformers 5.24: Falcon ``_split_heads``, the slicing
-of Phi-3, GPT-BigCode and GPT-NeoX ``forward``; 5.25: Falcon's ``forward``) applied to row
+of Phi-3, GPT-BigCode and GPT-NeoX ``forward``; 5.25: Falcon's and Ergo's ``forward``) applied to row
 labels; ``torch.nn.init``'s fan code (``_calculate_fan_in_and_fan_out``) on one expert's matrix or on
 the separate q/k/v matrices.
 """
@@ -286,6 +286,11 @@ def _codegen_split(attn, labels):
     return query, key, value
 
 
+def _ergo_split(attn, labels):  # ErgoAttention.forward: view(..., -1, head_dim).split((h, kv, kv), dim=-2)
+    kv = attn.config.num_key_value_heads
+    return labels.view(-1, attn.head_dim).split((attn.config.num_attention_heads, kv, kv), dim=-2)
+
+
 def _neox_split(attn, labels):
     return labels[None, :].view(1, -1, 3 * attn.head_size).transpose(0, 1).chunk(3, dim=-1)
 
@@ -316,6 +321,19 @@ MODELS = [
     ("bigcode_mqa", "gpt_bigcode", {"multi_query": True, "num_attention_heads": 8}, "attn", _bigcode_split),
     ("bigcode_mha", "gpt_bigcode", {"multi_query": False, "num_attention_heads": 8}, "attn", _bigcode_split),
     ("gpt_neox", "gpt_neox", {"num_attention_heads": 8}, "attention", _neox_split),
+    (
+        "ergo",
+        "ergo",
+        {
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "num_hidden_layers": 2,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "mlp_layer_types": ["dense", "sparse"],
+        },
+        "self_attn",
+        _ergo_split,
+    ),
     ("codegen", "codegen", {"n_head": 8, "n_embd": 256, "rotary_dim": 16, "vocab_size": 128}, "attn", _codegen_split),
 ]
 
@@ -327,6 +345,11 @@ def _model(family, fields):
 
     if family == "codegen":  # not among tinit.tools.hf_families: its own config, built on the CPU
         return hf_families.build(transformers.CodeGenConfig(n_layer=2, **fields), device="cpu")
+    if family == "ergo":  # not among tinit.tools.hf_families: its tiny class config, built on meta
+        from tinit.tools import hf_classes
+
+        name = "ErgoForCausalLM"
+        return hf_classes.build(name, hf_classes.config_of(name, {**hf_classes.tiny_fields(name), **fields}))
     device = "cpu" if family == "gpt_bigcode" else "meta"  # its causal-mask buffer has no recipe on meta
     return hf_families.build(family, device=device, num_hidden_layers=2, **fields)
 
