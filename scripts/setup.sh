@@ -9,6 +9,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 TORCH_VERSION="2.13.0"
+# docs/coverage.md is generated for this transformers (its "Versions" line): a newer
+# release adds causal-LM classes the table lacks and tests/test_coverage.py fails.
+# Bumping it means re-running scripts/gen_coverage.py and committing its table.
+TRANSFORMERS_VERSION="5.25.0"
 PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/.venv"
 
@@ -27,11 +31,12 @@ PIP=("$PY" -m pip --disable-pip-version-check)
 # Repeating the pin keeps any dependency from moving torch.
 # triton: the Triton kernel runs in its interpreter on CPU-only machines (tests).
 # matplotlib: the PNG of `tinit report`.
+# transformers: pinned (TRANSFORMERS_VERSION above, the version of docs/coverage.md).
 # ruff, clang-format: the lint of scripts/test.sh, pinned so that their rules and
 # output do not move (.pre-commit-config.yaml pins the same versions).
 # setuptools: the build backend (pyproject.toml), which --no-build-isolation
 # takes from the venv; Python 3.11's venv brings an older one, 3.12's none.
-"${PIP[@]}" install "torch==$TORCH_VERSION" numpy scipy pytest hypothesis pytest-benchmark tqdm ninja transformers triton matplotlib \
+"${PIP[@]}" install "torch==$TORCH_VERSION" numpy scipy pytest hypothesis pytest-benchmark tqdm ninja "transformers==$TRANSFORMERS_VERSION" triton matplotlib \
   "ruff==0.17.6" "clang-format==19.1.7" "setuptools>=70.1"
 
 # Reference implementations the recipe tests initialise models with

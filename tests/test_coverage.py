@@ -150,6 +150,15 @@ def test_every_causal_lm_class_has_a_row(written):
     assert list(_class_rows(written)) == distinct, "docs/coverage.md is out of date: run python scripts/gen_coverage.py"
 
 
+def test_setup_pins_the_transformers_the_table_is_for(written):
+    """scripts/setup.sh installs exactly the transformers docs/coverage.md was generated with: a release
+    with new classes cannot reach CI unnoticed, and bumping the pin without regenerating fails here."""
+    pinned = re.findall(r'^TRANSFORMERS_VERSION="([^"]+)"$', (ROOT / "scripts" / "setup.sh").read_text(), re.MULTILINE)
+    generated = re.findall(r"^Versions: .*\btransformers ([^,\s]+),", written, re.MULTILINE)
+    assert len(pinned) == 1 and len(generated) == 1, (pinned, generated)
+    assert pinned == generated, "scripts/setup.sh's TRANSFORMERS_VERSION is not docs/coverage.md's: regenerate it"
+
+
 def test_tiny_configs_match_the_recorded_manifest(classes, written):
     """Each row's config digest is the tiny config the generator builds now: a change to the shrinking
     rules, the hand-written table or transformers' defaults fails here until the table is regenerated."""

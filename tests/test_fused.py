@@ -2,8 +2,9 @@
 
 Oracles: each segment written alone by ``trunc_normal_at_`` / ``write_spec_`` at its stream offset
 (bit-exact); the models' own forward splits (transformers 5.24: Falcon ``_split_heads``, the slicing
-of Phi-3, GPT-BigCode and GPT-NeoX ``forward``) applied to row labels; ``torch.nn.init``'s fan code
-(``_calculate_fan_in_and_fan_out``) on one expert's matrix or on the separate q/k/v matrices.
+of Phi-3, GPT-BigCode and GPT-NeoX ``forward``; 5.25: Falcon's and Ergo's ``forward``) applied to row
+labels; ``torch.nn.init``'s fan code (``_calculate_fan_in_and_fan_out``) on one expert's matrix or on
+the separate q/k/v matrices.
 """
 
 from __future__ import annotations
@@ -253,8 +254,16 @@ def test_qkv_width_must_match_the_tensor():
 
 
 def _falcon_split(attn, labels):
-    q, k, v = attn._split_heads(labels[None, None, :])
-    return q, k, v
+    if hasattr(attn, "_split_heads"):  # transformers 5.24
+        q, k, v = attn._split_heads(labels[None, None, :])
+        return q, k, v
+    fused = labels.view(-1, attn.head_dim)  # 5.25 splits inline, in FalconAttention.forward:
+    if attn.new_decoder_architecture:  # per key/value group: its queries, then its key and value
+        grouped = fused.view(attn.num_kv_heads, -1, attn.head_dim)
+        return grouped[:, :-2], grouped[:, -2], grouped[:, -1]
+    if attn.multi_query:
+        return fused.split([attn.num_heads, 1, 1], dim=-2)
+    return fused.unflatten(-2, (attn.num_heads, 3)).unbind(-2)
 
 
 def _phi3_split(attn, labels):
@@ -275,6 +284,11 @@ def _codegen_split(attn, labels):
     local_dim = attn.embed_dim // attn.mp_num
     query, value, key = labels[None, None, :].view(1, 1, -1, 3 * local_dim).split(local_dim, dim=-1)
     return query, key, value
+
+
+def _ergo_split(attn, labels):  # ErgoAttention.forward: view(..., -1, head_dim).split((h, kv, kv), dim=-2)
+    kv = attn.config.num_key_value_heads
+    return labels.view(-1, attn.head_dim).split((attn.config.num_attention_heads, kv, kv), dim=-2)
 
 
 def _neox_split(attn, labels):
@@ -307,6 +321,19 @@ MODELS = [
     ("bigcode_mqa", "gpt_bigcode", {"multi_query": True, "num_attention_heads": 8}, "attn", _bigcode_split),
     ("bigcode_mha", "gpt_bigcode", {"multi_query": False, "num_attention_heads": 8}, "attn", _bigcode_split),
     ("gpt_neox", "gpt_neox", {"num_attention_heads": 8}, "attention", _neox_split),
+    (
+        "ergo",
+        "ergo",
+        {
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "num_hidden_layers": 2,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "mlp_layer_types": ["dense", "sparse"],
+        },
+        "self_attn",
+        _ergo_split,
+    ),
     ("codegen", "codegen", {"n_head": 8, "n_embd": 256, "rotary_dim": 16, "vocab_size": 128}, "attn", _codegen_split),
 ]
 
@@ -318,6 +345,11 @@ def _model(family, fields):
 
     if family == "codegen":  # not among tinit.tools.hf_families: its own config, built on the CPU
         return hf_families.build(transformers.CodeGenConfig(n_layer=2, **fields), device="cpu")
+    if family == "ergo":  # not among tinit.tools.hf_families: its tiny class config, built on meta
+        from tinit.tools import hf_classes
+
+        name = "ErgoForCausalLM"
+        return hf_classes.build(name, hf_classes.config_of(name, {**hf_classes.tiny_fields(name), **fields}))
     device = "cpu" if family == "gpt_bigcode" else "meta"  # its causal-mask buffer has no recipe on meta
     return hf_families.build(family, device=device, num_hidden_layers=2, **fields)
 

@@ -63,6 +63,7 @@ EXACT = [
     ("GitForCausalLM", r"visual_projection\.visual_projection\.1\.(weight|bias)$"),
     ("xLSTMForCausalLM", r"[iof]gate_preact\.(weight|bias)$|proj_up_gate\.weight$"),
     ("Gemma3nForCausalLM", r"altup\.correct_output_scale$"),
+    ("ErgoForCausalLM", r"residual_gate\.weight$"),
 ]
 
 

@@ -33,8 +33,9 @@ records the layout; ``fused_qkv_of_config`` reads it from a model's config, by f
 ======================================  ==========================================
 family (``model_type``)                 output dim, as the model's forward splits it
 ======================================  ==========================================
-phi3, dbrx; falcon with ``multi_query``  contiguous ``[q | k | v]``, k = v = kv * hd
-and not ``new_decoder_architecture``;
+phi3, dbrx, ergo; falcon with           contiguous ``[q | k | v]``, k = v = kv * hd
+``multi_query`` and not
+``new_decoder_architecture``;
 gpt_bigcode with ``multi_query``
 falcon ``new_decoder_architecture``;    per key/value group ``[q * (h / kv), k, v]``
 Megatron-Core ``linear_qkv``
@@ -49,8 +50,8 @@ other family with kv == h
 
 (transformers 5.24: ``FalconAttention._split_heads``, ``Phi3Attention.forward``,
 ``GPTBigCodeAttention.forward``, ``GPTNeoXAttention.forward``, ``BloomAttention._reshape``,
-``DbrxAttention.forward``, ``CodeGenAttention.forward``; Megatron-Core
-``SelfAttention.get_query_key_value_tensors``.) Any other family whose key/value heads differ
+``DbrxAttention.forward``, ``CodeGenAttention.forward``; 5.25: ``ErgoAttention.forward``;
+Megatron-Core ``SelfAttention.get_query_key_value_tensors``.) Any other family whose key/value heads differ
 from its query heads is refused: its layout is unknown (register a ``Family`` with its
 ``fused_qkv``, or pass ``overrides={pattern: {"qkv": ...}}``).
 
@@ -791,6 +792,12 @@ _OWN_INITS_BUILT_IN = (
     Family("granitemoe_swa", model_types=("granitemoe_swa",), inits={("GraniteMoeSWAAttention", "sinks"): _zero}),
     # AfmoePreTrainedModel._init_weights: init.zeros_(module.gate.weight) of AfmoeTokenChoiceRouter
     Family("afmoe", model_types=("afmoe",), inits={("AfmoeTokenChoiceRouter", "gate.weight"): _zero}),
+    # ErgoPreTrainedModel._init_weights (transformers 5.25): init.zeros_(weight) of ErgoResidualGate. Not a
+    # ReZero gate (role residual_gate): its forward mixes sigmoid(w) * branch + sqrt(1 + sigmoid(w)) *
+    # exp(-softplus(w) / 2) * residual, so w = 0 is the variance-preserving 0.5 / 0.87 mix, the model's value
+    # under every recipe.
+    # ErgoAttention.forward: qkv_proj(x).view(..., -1, head_dim).split((h, kv, kv), dim=-2), contiguous parts.
+    Family("ergo", model_types=("ergo",), fused_qkv="contiguous", inits={("ErgoResidualGate", "weight"): _zero}),
     # NemotronPreTrainedModel._init_weights: init.ones_(weight) of NemotronLayerNorm1P, although its
     # forward scales by weight + 1 (so the initial gain is 2, as HF writes it)
     Family("nemotron", model_types=("nemotron",), inits={("NemotronLayerNorm1P", "weight"): _one}),

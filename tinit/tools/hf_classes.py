@@ -156,6 +156,17 @@ HAND_WRITTEN: dict[str, dict] = {
     },
     # Axial position factors that sum to the width and multiply to the positions.
     "ReformerModelWithLMHead": {"axial_pos_embds_dim": [64, 64], "axial_pos_shape": [16, 32]},
+    # kv_source_layers holds a layer index per layer (each a kind of its own to the shrink) and must agree with
+    # layer_types; an indexer scores with at most the query heads of key head 0. Three layers: a sliding one with
+    # the dense MLP, an indexer with its own K/V and a reindexer that reads them (no K/V projections), both MoE.
+    "Kolibri1_1ForCausalLM": {
+        "num_hidden_layers": 3,
+        "layer_types": ["sliding_attention", "indexed_attention", "indexed_attention"],
+        "index_layers": [1],
+        "kv_source_layers": [0, 1, 1],
+        "mlp_only_layers": [0],
+        "index_num_heads": HEADS // KV_HEADS,
+    },
     # Zero (identity) experts count as experts in the router's width.
     "LongcatFlashForCausalLM": {"zero_expert_num": EXPERTS},
     # The audio encoder's convolution channels have names of their own.
