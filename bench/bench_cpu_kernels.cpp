@@ -42,8 +42,10 @@ struct Isa {
 
 int main() {
   const Isa isas[] = {
-      {"avx512", tinit::cpu::isa_supported(tinit::cpu::Isa::kAvx512), tinit::x86::philox_blocks_avx512, tinit::cpu::two_sided_avx512},
-      {"avx2", tinit::cpu::isa_supported(tinit::cpu::Isa::kAvx2), tinit::x86::philox_blocks_avx2, tinit::cpu::two_sided_avx2},
+      {"avx512", tinit::cpu::isa_supported(tinit::cpu::Isa::kAvx512), tinit::x86::philox_blocks_avx512,
+       tinit::cpu::two_sided_avx512},
+      {"avx2", tinit::cpu::isa_supported(tinit::cpu::Isa::kAvx2), tinit::x86::philox_blocks_avx2,
+       tinit::cpu::two_sided_avx2},
   };
   constexpr int n = 1024;
   alignas(64) static uint32_t words[n];
