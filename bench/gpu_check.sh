@@ -18,10 +18,14 @@
 #   5. the grouped-fill benchmark (bench/bench_gpu_grouped.py), its three
 #      cases' seconds decided here (GROUPED_CASE_S: large 10, model 20,
 #      triton 10; all three scaled down when less is left),
-#   6. the GPU tests (the gpu-marked cases of GPU_TEST_FILES: test_gpu,
+#   6. the host CPU's engines (tests/test_isa.py, tests/test_stream_version.py,
+#      at most 60 s): a GPU machine's Xeon or EPYC usually has AVX-512, which
+#      the development machines lack, so this is where the AVX-512 engine is
+#      compared bit for bit with the scalar one and with the pinned digests,
+#   7. the GPU tests (the gpu-marked cases of GPU_TEST_FILES: test_gpu,
 #      test_backends, test_stream_contract, ...) with the time that is left
 #      less 25 s,
-#   7. the quick CPU-side tests, only when 70 s remain (not test_cuda_compile:
+#   8. the quick CPU-side tests, only when 70 s remain (not test_cuda_compile:
 #      the build compiled every CUDA source, and its harnesses take minutes).
 # A step over its limit gets SIGINT (pytest still writes its summary and
 # junit XML; the benchmarks keep the reports written so far), then SIGKILL
@@ -159,6 +163,15 @@ else
   echo "=== Triton SASS budget failed (see $LOG_DIR/sass_budget_all.log)" | tee -a "$LOG"
   FAILED+=("Triton SASS budget")
 fi
+
+# The AVX-512 engine runs only where the CPU has AVX-512 (qemu has none): the GPU machine's host CPU
+# is the one such CPU this project is lent, so its engines are compared here, after the throughput.
+{
+  echo "host CPU: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2-)"
+  echo "AVX-512 flags: $(grep -m1 -o 'avx512[a-z_0-9]*' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')"
+} | tee -a "$LOG"
+step "CPU engines (tinit.ops.cpu_isas, AVX-512 where present)" 60 "$PY" -m pytest -q -p no:cacheprovider \
+  tests/test_isa.py tests/test_stream_version.py -rs
 
 # The test files with gpu-marked cases that import without scipy (the GPU machine has none); the others'
 # cuda and triton cases run where a GPU and scipy meet. tests/test_bench_gpu.py collects this list.
