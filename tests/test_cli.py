@@ -762,8 +762,8 @@ def test_save_refuses_a_non_empty_directory_without_force(tmp_path, monkeypatch,
 
 def test_save_with_force_replaces_the_directory_whole(tmp_path, capsys):
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "stale.txt").write_text("an earlier file")
+    assert main(["init", *SMALL, "--seed", "0", "--save", str(out)]) == 0
+    (out / "stale.txt").write_text("a file added to the earlier save")
     assert main(["init", *SMALL, "--seed", "1", "--save", str(out), "--force"]) == 0
     capsys.readouterr()
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tinit_init.json"]
@@ -806,6 +806,33 @@ def test_an_interrupted_save_leaves_the_earlier_one_whole(tmp_path, monkeypatch,
     assert _files(out) == before
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert cli_models.check_save_dir(str(out)) is not None  # still the earlier, non-empty save
+
+
+def test_force_refuses_a_directory_that_is_not_an_earlier_save(tmp_path, monkeypatch, capsys):
+    """--force replaces an earlier save only: a user's other directory is refused, byte for byte untouched."""
+    out = tmp_path / "thesis"
+    (out / "sub").mkdir(parents=True)
+    (out / "thesis.tex").write_text("\\documentclass{article}")
+    (out / "sub" / "data.bin").write_bytes(b"\x00\x01")
+    line = _refused(monkeypatch, capsys, *SMALL, "--save", str(out), "--force")
+    assert line.startswith(f"tinit init: error: --save {out}: --force replaces only an earlier tinit save")
+    assert "tinit_init.json" in line
+    assert (out / "thesis.tex").read_text() == "\\documentclass{article}"
+    assert (out / "sub" / "data.bin").read_bytes() == b"\x00\x01"
+    assert [p.name for p in tmp_path.iterdir()] == ["thesis"]  # nothing staged beside it
+
+
+@pytest.mark.parametrize("where", [".", ".."])
+def test_save_refuses_the_current_directory_and_its_parents(tmp_path, monkeypatch, capsys, where):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("mine")
+    (work / "tinit_init.json").write_text("{}")  # even one that looks like an earlier save
+    monkeypatch.chdir(work)
+    line = _refused(monkeypatch, capsys, *SMALL, "--save", where, "--force")
+    assert "is the current directory or one of its parents" in line
+    assert sorted(p.name for p in work.iterdir()) == ["notes.txt", "tinit_init.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
 
 
 def test_force_without_save_is_refused(monkeypatch, capsys):

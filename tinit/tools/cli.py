@@ -379,8 +379,9 @@ def _add_model_arguments(init: argparse.ArgumentParser) -> None:
     init.add_argument(
         "--force",
         action="store_true",
-        help="let --save replace a non-empty DIR (an earlier save): the old directory is moved aside and deleted "
-        "only after the new one is in place, so an interruption never leaves a mix of the two",
+        help="let --save replace DIR when it is an earlier save (it holds tinit_init.json; any other non-empty "
+        "directory is refused): the old directory is moved aside and deleted only after the new one is in "
+        "place, so an interruption never leaves a mix of the two",
     )
 
 

@@ -28,6 +28,7 @@ from tinit.tools.toy_models import GPT, GPTConfig
 __all__ = [
     "GENERIC_FIELDS",
     "MODELS",
+    "RECORD_NAME",
     "Built",
     "build_hf",
     "build_model",
@@ -43,6 +44,7 @@ __all__ = [
 ]
 
 MODELS = ("gpt2-small", "hf-gpt2")
+RECORD_NAME = "tinit_init.json"  # what --save writes beside the weights; --force replaces only such a directory
 
 
 def tied_groups(model: torch.nn.Module) -> list[list[str]]:
@@ -490,10 +492,15 @@ def build_hf(
 def check_save_dir(path: str, *, force: bool = False) -> str | None:
     """Why ``--save DIR`` cannot be written, in one line; None when it can (checked before anything is built).
 
+    ``--force`` replaces only an earlier save (a directory with ``RECORD_NAME`` in it), never
+    another directory: the flag exists to redo a save, and a typo in DIR must not delete a user's
+    files. The current directory and its parents are refused too (``save`` renames the old
+    directory aside, which the working directory cannot be).
+
     Args:
         path: the directory: absent (created, with its missing parents), empty, or, with ``force``,
-            an earlier save or any other directory, which ``save`` replaces whole.
-        force: ``--force``: a non-empty ``path`` may be replaced.
+            an earlier save, which ``save`` replaces whole.
+        force: ``--force``: a non-empty earlier save at ``path`` may be replaced.
 
     Returns:
         The reason, or None.
@@ -502,12 +509,21 @@ def check_save_dir(path: str, *, force: bool = False) -> str | None:
     if target.exists() or target.is_symlink():
         if not target.is_dir():
             return f"--save {path}: exists and is not a directory"
-        if not force and any(target.iterdir()):
-            return (
-                f"--save {path}: the directory is not empty (pass --force to replace it whole; "
-                "the old one is removed only after the new one is complete)"
-            )
-        parent = target.resolve().parent
+        resolved, cwd = target.resolve(), Path.cwd().resolve()
+        if resolved == cwd or resolved in cwd.parents:
+            return f"--save {path}: is the current directory or one of its parents; name a directory inside it"
+        if any(target.iterdir()):
+            if not force:
+                return (
+                    f"--save {path}: the directory is not empty (pass --force to replace an earlier save "
+                    "whole; the old one is removed only after the new one is complete)"
+                )
+            if not (target / RECORD_NAME).is_file():
+                return (
+                    f"--save {path}: --force replaces only an earlier tinit save, and this non-empty directory "
+                    f"has no {RECORD_NAME}; nothing was written (choose a new or empty directory)"
+                )
+        parent = resolved.parent
     else:
         parent = target.parent
         while not parent.exists():
@@ -623,5 +639,5 @@ def _write_save(built: Built, target: Path, record: dict, progress: bool) -> lis
         save_file(tensors, str(target / "model.safetensors"), metadata={"format": "pt", "tied": json.dumps(alias)})
         (target / "config.json").write_text(json.dumps(built.config, indent=2) + "\n")
         written = ["model.safetensors", "config.json"]
-    (target / "tinit_init.json").write_text(json.dumps(record, indent=2) + "\n")
-    return sorted(set(written) | {"tinit_init.json"})
+    (target / RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n")
+    return sorted(set(written) | {RECORD_NAME})
