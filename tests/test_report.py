@@ -281,6 +281,42 @@ def test_bad_arguments():
         report(schemes=["nope"], **SMALL)
 
 
+def test_a_string_of_schemes_is_names_not_letters():
+    r = report(schemes="normal, gpt2", **SMALL)
+    assert list(r.results) == ["normal", "gpt2"]
+    assert list(report(schemes="gpt2", **SMALL).results) == ["gpt2"]
+
+
+@pytest.mark.parametrize("kind", ["file", "under_a_file", "read_only"])
+def test_a_bad_out_is_refused_before_any_scheme_runs(kind, tmp_path, monkeypatch):
+    import tinit.tools.report as report_module
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("mine")
+    out = {"file": blocker, "under_a_file": blocker / "sub", "read_only": tmp_path / "ro" / "out"}[kind]
+    if kind == "read_only":  # root writes anywhere: the access check itself says no
+        monkeypatch.setattr(report_module.os, "access", lambda *args, **kwargs: False)
+
+    def ran(*args, **kwargs):
+        raise AssertionError("a scheme ran before out was checked")
+
+    monkeypatch.setattr(report_module, "_run_scheme", ran)
+    with pytest.raises(ValueError, match=r"report: out '.*' (exists and is not a directory|cannot be created|is not)"):
+        report(schemes="gpt2", out=out, **SMALL)
+    assert blocker.read_text() == "mine"
+
+
+def test_per_sublayer_multipliers_are_one_note():
+    """u-muP's residual taus are per sublayer: one note names the count and the first few, not one each."""
+    r = report(schemes=["u_mup"], **SMALL)
+    (note,) = r.results["u_mup"].notes
+    taus = [
+        k for k in schemes.get("u_mup").multipliers(n_layers=SMALL["n_layers"], d_model=SMALL["d_model"]) if "tau" in k
+    ]
+    assert note.startswith(f"{len(taus)} multipliers not applied")
+    assert taus[0] in note
+
+
 def test_public_api():
     assert tinit.report is report and "report" in tinit.__all__
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -213,6 +214,9 @@ def _init(model: Stack, scheme: str, seed: int) -> tuple:
     return tuple((entry.name, entry.spec) for entry in summary)
 
 
+_MAX_NOTES = 3  # multipliers a stack cannot apply, named one per line up to this many
+
+
 def _apply_multipliers(model: Stack, scheme: str) -> tuple[float, tuple[str, ...]]:
     """Apply the scheme's forward multipliers the stack supports; describe the others.
 
@@ -233,6 +237,15 @@ def _apply_multipliers(model: Stack, scheme: str) -> tuple[float, tuple[str, ...
                 f"multiplier {key} = {value:.4g} not applied: the {config.norm} stack has no place "
                 "for it" + (" (--norm deepnorm has)" if key == "residual_alpha" else "")
             )
+    if len(notes) > _MAX_NOTES:
+        # Per-sublayer multipliers (u-muP's) would be one line each, hundreds on a deep stack.
+        skipped = [(k, v) for k, v in values.items() if k not in _INIT_ONLY and v != 1.0 and k != "residual_alpha"]
+        shown = ", ".join(f"{k} = {v:.4g}" for k, v in skipped[:_MAX_NOTES])
+        summary = (
+            f"{len(skipped)} multipliers not applied: the {config.norm} stack has no place for them "
+            f"({shown}, ...; Scheme.multipliers lists them all)"
+        )
+        notes = [n for n in notes if n.startswith("multiplier residual_alpha ")] + [summary]
     if config.norm == "deepnorm":
         model.set_residual_scale(alpha)
     return alpha, tuple(notes)
@@ -373,6 +386,21 @@ def _observe(model: Stack, scheme: str, x, targets, backward: bool, start: float
     )
 
 
+def _output_folder(out: str | Path) -> Path:
+    """``report``'s ``out``, created and checked writable before any scheme runs (a bad path would
+    otherwise fail only after minutes of work); ValueError naming ``out`` when it cannot be."""
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"report: out {str(out)!r} exists and is not a directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"report: out {str(out)!r} cannot be created: {err.strerror or err}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"report: out {str(out)!r} is not writable")
+    return folder
+
+
 def report(
     model: Stack | None = None,
     schemes=None,
@@ -402,7 +430,8 @@ def report(
             ``n_layers``, ``d_model``, ``norm``, ``d_ff``, ``n_heads``,
             ``vocab``); None builds one on the CPU (meta device, then
             ``to_empty``: no torch init is spent).
-        schemes: scheme names, in plot order; None: every scheme of
+        schemes: scheme names, in plot order (a string: one name, or names separated by commas or
+            spaces, as ``--schemes`` takes them); None: every scheme of
             ``tinit.schemes.SCHEMES``. A scheme that ``init_model_`` refuses for
             this architecture is skipped and listed in ``Report.skipped``.
         n_layers, d_model, norm, d_ff, n_heads, vocab: the stack to build
@@ -431,7 +460,8 @@ def report(
     Raises:
         TypeError: ``model`` is not a ``Stack``.
         ValueError: bad shape or option (``StackConfig``), inputs not in
-            ("embeds", "tokens"), batch or seq < 1, no scheme ran.
+            ("embeds", "tokens"), batch or seq < 1, ``out`` not a directory that can be
+            created and written (checked before any scheme runs), no scheme ran.
         KeyError: a scheme name that is not registered.
     """
     if model is not None and not isinstance(model, Stack):
@@ -444,9 +474,12 @@ def report(
     for name, value in (("batch", batch), ("seq", seq)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"report: {name} must be an int >= 1, got {value!r}")
+    if isinstance(schemes, str):  # "gpt2" or "normal,gpt2", as --schemes takes them; not its letters
+        schemes = [name for name in re.split(r"[\s,]+", schemes) if name]
     names = list(_schemes.SCHEMES) if schemes is None else list(schemes)
     for name in names:
         _schemes.get(name)
+    folder = None if out is None else _output_folder(out)
     if model is None:
         config = StackConfig(n_layers=n_layers, d_model=d_model, norm=norm, d_ff=d_ff, n_heads=n_heads, vocab=vocab)
         # Under the patch the constructors' torch.nn.init calls write nothing on meta: torch's own
@@ -466,9 +499,7 @@ def report(
             progress(f"{name}: {note}")
     if not result.results:
         raise ValueError(f"report: no scheme ran on this stack; {result.skipped}")
-    if out is not None:
-        folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
+    if folder is not None:
         try:
             result.png = plot(result, folder / "report.png")
         except ImportError as err:
