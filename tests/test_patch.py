@@ -417,3 +417,24 @@ def test_hf_initialized_guard_is_kept(monkeypatch):
     torch.testing.assert_close(embedding.detach(), kept, rtol=0, atol=0)
     redrawn = [n for n, p in model.named_parameters() if p is not embedding and not torch.equal(p, others[n])]
     assert any("q_proj" in n for n in redrawn)
+
+
+def test_a_patch_never_entered_warns_that_it_routed_nothing():
+    """A bare ``tinit.patch_torch_init()`` statement is a no-op; it says so when collected (as an
+    unawaited coroutine does), while ``with`` and the decorator stay silent."""
+    import gc
+    import warnings
+
+    with pytest.warns(RuntimeWarning, match=r"never entered, so it routed nothing"):
+        tinit.patch_torch_init(seed=0)  # freed at once (reference counting): __del__ warns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with tinit.patch_torch_init(seed=0):
+            pass
+
+        @tinit.patch_torch_init(seed=0)
+        def build():
+            return torch.nn.Linear(2, 2)
+
+        del build
+        gc.collect()

@@ -637,8 +637,25 @@ class patch_torch_init(contextlib.ContextDecorator):
         if type(warn_unkeyed) is not bool:
             raise TypeError(f"warn_unkeyed must be a bool, got {type(warn_unkeyed).__name__}")
         self.warn_unkeyed = warn_unkeyed
+        self._used = False
+
+    def __call__(self, func):
+        self._used = True
+        return super().__call__(func)
+
+    def __del__(self) -> None:
+        # A bare ``tinit.patch_torch_init()`` statement routes nothing: say so, as CPython does for a
+        # coroutine never awaited, rather than let the model be built by torch's own init unnoticed.
+        if not getattr(self, "_used", True):
+            warnings.warn(
+                "tinit.patch_torch_init() was created and never entered, so it routed nothing: use "
+                "`with tinit.patch_torch_init(...):` around the model's construction, or decorate a function",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def __enter__(self):
+        self._used = True
         with _State.lock:
             if _State.depth == 0:
                 keys = Keys()
