@@ -897,3 +897,20 @@ def test_rope_theta_at_its_default_is_no_false_alarm(model_type, theta):
     base = hf_families.from_fields(model_type, {}, check=False)
     assert hf_families.unknown_fields(base, {"rope_theta": theta}) == []
     assert hf_families.unknown_fields(base, {"rope_thetta": theta})[0].startswith("rope_thetta")
+
+
+def test_config_that_is_not_text_json_or_an_hf_config_names_the_cause(tmp_path, monkeypatch, capsys):
+    """A binary file, an inline JSON list and tinit's own saved gpt2-small each get a line that says
+    what --config got, before anything is built."""
+    binary = tmp_path / "weights.bin"
+    binary.write_bytes(b"\x89PNG\x00\xff\xfe")
+    line = _refused(monkeypatch, capsys, "--config", str(binary), *QUIET)
+    assert line.endswith(f"--config {binary}: not a text file (a config.json is UTF-8 JSON)")
+    line = _refused(monkeypatch, capsys, "--config", "[1]", *QUIET)
+    assert line.endswith("--config inline JSON: expected a JSON object, got list")
+    monkeypatch.undo()
+    own = tmp_path / "own"
+    assert main(["init", *SMALL, "--save", str(own)]) == 0
+    capsys.readouterr()
+    line = _refused(monkeypatch, capsys, "--config", str(own), *QUIET)
+    assert 'no "model_type"' in line and "tinit's own gpt2-small config" in line

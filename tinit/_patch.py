@@ -615,7 +615,9 @@ class patch_torch_init(contextlib.ContextDecorator):
 
     Returns:
         A context manager that is also a decorator (``contextlib.ContextDecorator``);
-        ``with`` binds the patch object itself. It may be entered any number of times.
+        ``with`` binds the patch object itself. It may be entered any number of times. One
+        that is freed without ever being entered or used as a decorator (a bare
+        ``tinit.patch_torch_init()`` statement, which routes nothing) warns (RuntimeWarning).
 
     Raises:
         TypeError: ``seed`` is not an int or None (bool and float refused);

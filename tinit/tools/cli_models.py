@@ -151,7 +151,8 @@ def check_sizes(fields: Mapping, defaults, where: str = "--set ") -> None:
 
 def load_config(source: str) -> dict:
     """An HF config: a ``config.json`` path, a saved model's directory (its ``config.json``, as
-    ``from_pretrained`` reads it), or an inline JSON object (text starting with ``{``).
+    ``from_pretrained`` reads it), or inline JSON (text starting with ``{``, or ``[``, refused as
+    not an object).
 
     Args:
         source: the ``--config`` argument.
@@ -160,10 +161,10 @@ def load_config(source: str) -> dict:
         The config as a dict; it has a "model_type" (str).
 
     Raises:
-        ValueError: unreadable file, a directory without ``config.json``, or invalid JSON.
+        ValueError: unreadable or non-UTF-8 file, a directory without ``config.json``, or invalid JSON.
         TypeError: not a JSON object, or no ``model_type`` string.
     """
-    if source.lstrip().startswith("{"):
+    if source.lstrip()[:1] in ("{", "["):  # JSON, not a path: a list is refused below as not an object
         what, text = "inline JSON", source
     else:
         what, path = source, Path(source)
@@ -172,9 +173,11 @@ def load_config(source: str) -> dict:
                 raise ValueError(f"--config {source}: a directory without a config.json (a saved model has one)")
             path = path / "config.json"
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except OSError as err:
             raise ValueError(f"--config {source}: cannot read it ({err.strerror or err})") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"--config {source}: not a text file (a config.json is UTF-8 JSON)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -182,7 +185,12 @@ def load_config(source: str) -> dict:
     if not isinstance(data, dict):
         raise TypeError(f"--config {what}: expected a JSON object, got {type(data).__name__}")
     if not isinstance(data.get("model_type"), str):
-        raise TypeError(f'--config {what}: no "model_type" (a transformers model type, e.g. "llama")')
+        hint = ""
+        if "n_layers" in data and "d_model" in data:  # the config.json --save writes for tinit's own model
+            hint = (
+                "; this is tinit's own gpt2-small config (--save of --model gpt2-small), which --config does not take"
+            )
+        raise TypeError(f'--config {what}: no "model_type" (a transformers model type, e.g. "llama"){hint}')
     return data
 
 
