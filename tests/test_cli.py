@@ -535,7 +535,7 @@ def _refused(monkeypatch, capsys, *argv: str) -> str:
     "argv,needle",
     [
         (["--config", '{"model_type": "llama",'], "--config inline JSON: not valid JSON"),
-        (["--config", "[1, 2]"], "--config [1, 2]: cannot read it"),
+        (["--config", "[1, 2]"], "--config inline JSON: expected a JSON object, got list"),
         (["--config", '{"hidden_size": 64}'], 'no "model_type"'),
         (["--config", '{"model_type": "no_such_type"}'], "unknown transformers model type 'no_such_type'"),
         (["--config", "/no/such/config.json"], "--config /no/such/config.json: cannot read it"),
