@@ -914,3 +914,23 @@ def test_config_that_is_not_text_json_or_an_hf_config_names_the_cause(tmp_path, 
     capsys.readouterr()
     line = _refused(monkeypatch, capsys, "--config", str(own), *QUIET)
     assert 'no "model_type"' in line and "tinit's own gpt2-small config" in line
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "needle"),
+    [
+        ("init", ["--layers", "0"], "argument --layers: expected an int >= 1, got 0"),
+        ("init", ["--d-model", "x"], "argument --d-model: expected an int >= 1, got 'x'"),
+        ("init", ["--heads", "-3"], "argument --heads: expected an int >= 1, got -3"),
+        ("init", ["--seed", "-1"], "argument --seed: expected an int in [0, 2**64), got -1"),
+        ("init", ["--seed", str(2**64)], f"argument --seed: expected an int in [0, 2**64), got {2**64}"),
+        ("report", ["--layers", "0"], "argument --layers: expected an int >= 1, got 0"),
+        ("report", ["--batch", "0"], "argument --batch: expected an int >= 1, got 0"),
+        ("report", ["--d-ff", "1.5"], "argument --d-ff: expected an int >= 1, got '1.5'"),
+    ],
+)
+def test_bad_numbers_name_the_flag_not_a_config_field(capsys, command, argv, needle):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, *argv])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"tinit {command}: error: {needle}"

@@ -32,6 +32,7 @@ from tqdm import tqdm
 import tinit
 from tinit import STREAM_VERSION, dispatch, materialise_, schemes
 from tinit.tools import hf_families, info as _info, memory
+from tinit.tools.cli_args import positive_int, seed_int
 from tinit.tools.cli_models import (
     MODELS,
     Built,
@@ -393,14 +394,16 @@ def _add_recipe_arguments(init: argparse.ArgumentParser) -> None:
         default="gpt2",
         help="initialisation recipe (tinit.schemes; default gpt2)",
     )
-    init.add_argument("--seed", type=int, default=0, help="Philox key (default 0)")
+    init.add_argument("--seed", type=seed_int, default=0, help="Philox key (default 0)")
     init.add_argument(
-        "--layers", type=int, help="number of blocks (default 12; --hf: 4); every depth field of an HF config"
+        "--layers", type=positive_int, help="number of blocks (default 12; --hf: 4); every depth field of an HF config"
     )
     init.add_argument(
-        "--d-model", type=int, help="model width (default 768; --hf: 256); an HF config's MLP width becomes 4x"
+        "--d-model", type=positive_int, help="model width (default 768; --hf: 256); an HF config's MLP width becomes 4x"
     )
-    init.add_argument("--heads", type=int, help="attention heads (default d_model // 64); key/value heads halve")
+    init.add_argument(
+        "--heads", type=positive_int, help="attention heads (default d_model // 64); key/value heads halve"
+    )
     init.add_argument("--trunc", type=float, help="truncation in units of std (default: the recipe reference's)")
     init.add_argument(
         "--variance-preserving",

@@ -51,6 +51,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from tinit import init_model_, patch_torch_init, schemes as _schemes
+from tinit.tools.cli_args import positive_int, seed_int
 from tinit.tools.toy_models import NORMS, Stack, StackConfig
 
 __all__ = [
@@ -881,10 +882,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="step-zero signal report: variance and gradients against depth",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("--layers", type=int, default=80, help="blocks L (default 80)")
-    parser.add_argument("--d-model", type=int, default=128, help="width (default 128)")
-    parser.add_argument("--d-ff", type=int, help="MLP width (default 4 * d_model)")
-    parser.add_argument("--heads", type=int, help="attention heads (default d_model // 64)")
+    parser.add_argument("--layers", type=positive_int, default=80, help="blocks L (default 80)")
+    parser.add_argument("--d-model", type=positive_int, default=128, help="width (default 128)")
+    parser.add_argument("--d-ff", type=positive_int, help="MLP width (default 4 * d_model)")
+    parser.add_argument("--heads", type=positive_int, help="attention heads (default d_model // 64)")
     parser.add_argument(
         "--norm",
         choices=NORMS,
@@ -898,9 +899,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
         metavar="NAME",
         help="scheme names, space- or comma-separated (normal gpt2, or normal,gpt2); default: every registered scheme",
     )
-    parser.add_argument("--seed", type=int, default=0, help="weights and input seed (default 0)")
-    parser.add_argument("--batch", type=int, default=4, help="batch (default 4)")
-    parser.add_argument("--seq", type=int, default=128, help="sequence length (default 128)")
+    parser.add_argument("--seed", type=seed_int, default=0, help="weights and input seed (default 0)")
+    parser.add_argument("--batch", type=positive_int, default=4, help="batch (default 4)")
+    parser.add_argument("--seq", type=positive_int, default=128, help="sequence length (default 128)")
     parser.add_argument(
         "--input",
         choices=INPUTS,
