@@ -21,14 +21,23 @@ Definitions (the ones bench/sass_budget.py reports):
   then the fewest stores narrower than it (the interior loop, not the loop
   of the edge units that also stores element by element), then the most
   store bits in its body (an unrolled loop, not its remainder).
-- Fast path: with back edges removed the loop is a DAG; the fast path is the
-  path from the header to a latch that passes through a block holding the
-  widest store, stores the most bits (predicated stores count) and, among
-  those, has the fewest instructions (each CALL costs its callee's fast
-  path). Without a loop (Triton) it is the same from the entry to an
-  EXIT block. This picks the side of every compiler slow-path test
-  (``@!P0 BRA`` around a CALL to ``__internal_*_slowpath``, the scalar
-  edge-store tail, the compute-only fold) that skips the rare work.
+- Fast path (interior): with back edges removed the loop is a DAG; the
+  fast path is the path from the header to a latch that passes through a
+  block holding the widest store, holds the fewest stores narrower than it,
+  then stores the most bits (predicated stores count) and, among those, has
+  the fewest instructions (each CALL costs its callee's fast path). Without
+  a loop (Triton) it is the same from the entry to an EXIT block. This
+  picks the side of every compiler slow-path test (``@!P0 BRA`` around a
+  CALL to ``__internal_*_slowpath``, the scalar edge-store tail, the
+  compute-only fold) that skips the rare work. Narrower stores come first:
+  a masked store block that the compiler placed after an if-converted
+  vector store (``@!P1 STG.E.128`` then ``@!P1 BRA`` over the block of
+  ``@P2 STG.E``) lies on a path through the vector store too, and "the most
+  bits" alone would add it to the aligned path.
+- Edge path (``kind="edge"``): the path through a store narrower than the
+  widest with the fewest widest stores, then the most bits, then the fewest
+  instructions: the element-by-element stores of a tensor's edge unit, or
+  of a Triton program that is masked (misaligned or at a tensor's end).
 - Slow path: the loop's blocks off the fast path (each once), plus the static
   size of every subroutine they call.
 """
@@ -102,7 +111,22 @@ def is_fp64(inst: Inst) -> bool:
 
 
 def is_conversion(inst: Inst) -> bool:
+    """F2F, I2F, F2I, I2I, F2FP, I2FP, F2IP."""
     return inst.base in _CONVERSIONS
+
+
+def is_table_load(inst: Inst) -> bool:
+    """A load of table data: LDG, a generic LD, or an LDC indexed by a register (``c[0x3][R2]``);
+    not ULDC nor an LDC of a fixed kernel-parameter slot (the fill kernels read nothing else
+    from memory in their loops: outputs are written only)."""
+    if inst.base in ("LDG", "LD"):
+        return True
+    return inst.base == "LDC" and re.search(r"c\[0x[0-9a-f]+\]\s*\[\s*U?R\d", inst.args) is not None
+
+
+def is_shared(inst: Inst) -> bool:
+    """A shared-memory access or a barrier: LDS, LDSM, STS, STSM, BAR (a layout conversion)."""
+    return inst.base in ("LDS", "LDSM", "STS", "STSM", "BAR")
 
 
 def parse(text: str) -> dict[str, Function]:
@@ -259,14 +283,33 @@ class Analyzer:
                 sinks = {b for b in order if not self.fn.blocks[b].succs}
                 found = self._shortest(order, back, start, sinks, [], depth + 1)
                 if found:
-                    self._callee[label] = (found[0][1], self._expand(found[1], depth + 1))
+                    self._callee[label] = (found[0][-1], self._expand(found[1], depth + 1))
         return self._callee[label]
 
-    def weight(self, block: int, depth: int = 0) -> tuple[int, int]:
-        """(-bits stored, instructions) of a block, its callees' fast paths included."""
+    def weight(self, block: int, depth: int = 0, widest: int | None = None, kind: str = "interior") -> tuple:
+        """The cost a path adds through one block, compared as a tuple (smaller is preferred).
+
+        Args:
+            block: index of the block in the function.
+            depth: subroutine nesting (callees deeper than 8 cost nothing).
+            widest: bits of the widest store of the region; None: stores are not told apart by width.
+            kind: "interior" (stores narrower than widest first) or "edge" (stores of the widest first).
+
+        Returns:
+            (stores to avoid, -bits stored, instructions), its callees' fast paths included;
+            the first term is 0 when widest is None.
+        """
         insts = self.fn.blocks[block].insts
+        widths = [store_bits(i) for i in insts if i.base in STORES]
+        if widest is None:
+            avoid = 0
+        elif kind == "edge":
+            avoid = sum(w >= widest for w in widths)
+        else:
+            avoid = sum(w < widest for w in widths)
         return (
-            -sum(store_bits(i) for i in insts if i.base in STORES),
+            avoid,
+            -sum(widths),
             len(insts) + sum(self.callee_path(i.target, depth)[0] for i in insts if i.base == "CALL" and i.target),
         )
 
@@ -279,23 +322,23 @@ class Analyzer:
                     out.extend(self.callee_path(inst.target, depth)[1])
         return out
 
-    def _shortest(self, order, back, source, sinks, waypoints, depth=0):
-        """Path source -> waypoints (in topological order) -> any sink with back edges removed that stores
-        the most bits and, among those, has the fewest instructions: ((-bits, instructions), blocks)."""
+    def _shortest(self, order, back, source, sinks, waypoints, depth=0, widest=None, kind="interior"):
+        """Path source -> waypoints (in topological order) -> any sink with back edges removed of the least
+        weight() (widest, kind: as there): ((avoided stores, -bits, instructions), blocks)."""
         allowed = set(order)
         rank = {n: k for k, n in enumerate(order)}
         stops = [source, *sorted(waypoints, key=rank.__getitem__)]
-        cost, path = self.weight(source, depth), [source]
+        cost, path = self.weight(source, depth, widest, kind), [source]
         for k, start in enumerate(stops):
             targets = {stops[k + 1]} if k + 1 < len(stops) else set(sinks)
-            dist, prev = {start: (0, 0)}, {}
+            dist, prev = {start: (0, 0, 0)}, {}
             for node in order[rank[start] :]:
                 if node not in dist:
                     continue
                 for nxt in self.fn.blocks[node].succs:
                     if nxt in allowed and (node, nxt) not in back:
-                        w = self.weight(nxt, depth)
-                        d = (dist[node][0] + w[0], dist[node][1] + w[1])
+                        w = self.weight(nxt, depth, widest, kind)
+                        d = tuple(a + b for a, b in zip(dist[node], w, strict=True))
                         if nxt not in dist or d < dist[nxt]:
                             dist[nxt], prev[nxt] = d, node
             reached = [t for t in targets if t in dist]
@@ -305,7 +348,7 @@ class Analyzer:
             segment = [end]
             while segment[-1] != start:
                 segment.append(prev[segment[-1]])
-            cost = (cost[0] + dist[end][0], cost[1] + dist[end][1])
+            cost = tuple(a + b for a, b in zip(cost, dist[end], strict=True))
             path += segment[::-1][1:]
         return cost, path
 
@@ -355,11 +398,19 @@ class Analyzer:
             and any(b < widest for b in w)
         ]
 
-    def fast_path(self, header: int | None = None, through: int | None = None) -> Path | None:
+    def fast_path(self, header: int | None = None, through: int | None = None, kind: str = "interior") -> Path | None:
         """The fast path of the loop at header (None: of the whole function, entry to EXIT).
 
-        through: a block the path must also visit (to enumerate the per-mode paths
-        of a kernel whose mode is a run-time branch).
+        Args:
+            header: the loop's header block; None for the entry-to-EXIT path.
+            through: a block the path must also visit (to enumerate the per-mode paths
+                of a kernel whose mode is a run-time branch).
+            kind: "interior", through a widest store with the fewest narrower ones (the
+                aligned path), or "edge", through a narrower store with the fewest widest
+                ones (the element-by-element stores); the module docstring states both rules.
+
+        Returns:
+            The path, or None when the region has no store of that kind.
         """
         order, back = _walk(self.fn, 0 if header is None else header)
         if header is None:
@@ -369,22 +420,156 @@ class Analyzer:
             region = loops(self.fn)[header]
             order = [b for b in order if b in region]
             sinks = {u for u, v in back if v == header and u in region}
-        stores = self.store_blocks(region)
-        if not stores:
+        widest = max(self.store_widths(region), default=None)
+        if widest is None:
             return None
-        widest = max(stores.values())
+        if kind == "edge":
+            ways_of = [b for b in region if any(w < widest for w in self.store_widths([b]))]
+        else:
+            ways_of = [b for b, w in self.store_blocks(region).items() if w == widest]
         best = None
-        for block in (b for b, w in stores.items() if w == widest):
+        for block in ways_of:
             ways = [block] + ([through] if through is not None and through != block else [])
             if header in ways:
                 ways.remove(header)
-            found = self._shortest(order, back, order[0], sinks, ways)
+            found = self._shortest(order, back, order[0], sinks, ways, 0, widest, kind)
             if found and (best is None or found[0] < best[0]):
                 best = found
         if best is None:
             return None
         nested = any(v != header and v in region for _, v in back)
         return Path(best[1], self._expand(best[1]), header, region, nested)
+
+    def _dag(self) -> tuple[list[int], set[tuple[int, int]]]:
+        """(blocks reachable from the entry in reverse post-order, retreating edges), cached."""
+        if not hasattr(self, "_dag_cache"):
+            self._dag_cache = _walk(self.fn, 0)
+        return self._dag_cache
+
+    def dag_insts(self, sources, targets=None) -> int | None:
+        """Fewest instructions on a path from a block of sources to a block of targets (both ends
+        counted, callees' fast paths included) with the retreating edges of the entry's walk removed:
+        every loop on the way is passed in zero trips. targets None: to an EXIT, predicated or not
+        (counted up to it). None when no such path exists."""
+        order, back = self._dag()
+        rank = {n: k for k, n in enumerate(order)}
+        starts = [b for b in sources if b in rank]
+        if not starts:
+            return None
+        dist = {b: self.weight(b)[-1] for b in starts}
+        ends = []
+        for node in order[min(rank[b] for b in starts) :]:
+            if node not in dist:
+                continue
+            insts = self.fn.blocks[node].insts
+            if targets is None:
+                at = next((k for k, i in enumerate(insts) if i.base == "EXIT"), None)
+                if at is not None:
+                    ends.append(dist[node] - len(insts) + at + 1)
+            elif node in targets:
+                ends.append(dist[node])
+            for nxt in self.fn.blocks[node].succs:
+                if nxt in rank and (node, nxt) not in back:
+                    d = dist[node] + self.weight(nxt)[-1]
+                    if d < dist.get(nxt, d + 1):
+                        dist[nxt] = d
+        return min(ends) if ends else None
+
+    def reaches(self, source: int, target: int) -> bool:
+        """Whether target is reachable from source without a retreating edge (source before target)."""
+        return source == target or self.dag_insts([source], [target]) is not None
+
+    def prologue(self, header: int | None) -> int:
+        """Instructions from the entry to a loop's header, the header excluded (the fewest, every
+        loop on the way passed in zero trips); 0 without a loop."""
+        if header is None or header == 0:
+            return 0
+        found = self.dag_insts([0], [header])
+        return 0 if found is None else found - self.weight(header)[-1]
+
+    def epilogue(self, path: Path) -> int:
+        """Instructions from leaving the loop of path to an EXIT (the fewest): the successors of its
+        latch outside the loop, or of an earlier block of the path (then its blocks up to that one,
+        the last test, count too); 0 without a loop."""
+        if path.header is None:
+            return 0
+        best = None
+        for k, u in enumerate(path.blocks):
+            prefix = 0 if k == len(path.blocks) - 1 else sum(self.weight(b)[-1] for b in path.blocks[: k + 1])
+            for v in self.fn.blocks[u].succs:
+                if v in path.region:
+                    continue
+                rest = self.dag_insts([v])
+                if rest is not None and (best is None or prefix + rest < best):
+                    best = prefix + rest
+        return best or 0
+
+    def cycle_insts(self, header: int) -> int:
+        """Fewest instructions of one trip of the loop at header (header to a latch)."""
+        order, back = _walk(self.fn, header)
+        region = loops(self.fn)[header]
+        order = [b for b in order if b in region]
+        latches = {u for u, v in back if v == header and u in region}
+        found = self._shortest(order, back, header, latches, [])
+        return found[0][-1] if found else 0
+
+    def search_loops(self, header: int) -> list[int]:
+        """Headers of the innermost loops without a store that come before the loop at header (it is
+        reachable from them without a retreating edge): a grouped kernel's search of its table."""
+        every = loops(self.fn)
+        return sorted(
+            h
+            for h, body in every.items()
+            if h != header
+            and not self.store_blocks(body)
+            and not any(other < body for other in every.values())
+            # at the hot loop's own depth: every loop around it is around the hot loop too
+            and all(header in other for other in every.values() if h in other and other is not body)
+            and self.reaches(h, header)
+        )
+
+    def related(self, path: Path) -> dict:
+        """The other loops of the code that path's loop belongs to (one mode of a kernel).
+
+        Args:
+            path: an interior fast path (``fast_path``).
+
+        Returns:
+            dict with "edge": the costliest edge path (``kind="edge"``) of path's own region
+            (a masked store block beside the vector one) or, when it has none, of the loops
+            reachable after it (a tensor's edge units), or None; "shifted": the fast paths of
+            the loops before it that realign misaligned units (``shifted_loops``);
+            "search": [(header, instructions a trip)] of ``search_loops``; "prologue" and
+            "epilogue": instruction counts (``prologue``, ``epilogue``).
+        """
+        own = self.fast_path(path.header, kind="edge") if path.header is not None else self.fast_path(kind="edge")
+        edge = own if own is not None and own.stores() else None
+        shifted = []
+        if path.header is not None:
+            shifted_heads = set(self.shifted_loops())
+            later = []
+            for h, _ in self.hot_loops():
+                if h == path.header:
+                    continue
+                if h in shifted_heads and self.reaches(h, path.header):
+                    found = self.fast_path(h)
+                    if found is not None:
+                        shifted.append(found)
+                elif edge is None and self.reaches(path.header, h):
+                    found = self.fast_path(h, kind="edge")
+                    if found is not None:
+                        later.append(found)
+            if edge is None and later:
+                edge = max(later, key=lambda q: len(q.insts) / max(1, q.stored_bits()))
+        return {
+            "edge": edge,
+            "shifted": shifted,
+            "search": [(h, self.cycle_insts(h)) for h in self.search_loops(path.header)]
+            if path.header is not None
+            else [],
+            "prologue": self.prologue(path.header),
+            "epilogue": self.epilogue(path),
+        }
 
     def slow_insts(self, path: Path, others: set[int] = frozenset()) -> int:
         """Static instructions of the region's blocks off the path, and of their callees.
@@ -449,7 +634,18 @@ def paths_of(an: Analyzer, per_mode: bool) -> list[Path]:
 
 
 def metrics(an: Analyzer, path: Path, elems: float, others=frozenset()) -> dict:
-    """The per-element columns of one fast path."""
+    """The per-element columns of one fast path.
+
+    Args:
+        an: the function's Analyzer.
+        path: its fast path (``fast_path``).
+        elems: elements one trip of path stores per thread.
+        others: blocks of the other modes' fast paths (``slow_insts``).
+
+    Returns:
+        dict of counts per element (sass, slow, fp64, mufu, cvt, table_loads, shared), the
+        widest store, the bits stored and the opcode histogram of the path.
+    """
     stores = path.stores()
     widest = max(stores, key=store_bits)
     return {
@@ -460,6 +656,8 @@ def metrics(an: Analyzer, path: Path, elems: float, others=frozenset()) -> dict:
         "fp64_per_elem": sum(map(is_fp64, path.insts)) / elems,
         "mufu_per_elem": sum(i.base == "MUFU" for i in path.insts) / elems,
         "cvt_per_elem": sum(map(is_conversion, path.insts)) / elems,
+        "table_loads_per_elem": sum(map(is_table_load, path.insts)) / elems,
+        "shared_per_elem": sum(map(is_shared, path.insts)) / elems,
         "local_ops_fast": sum(i.base in ("LDL", "STL") for i in path.insts),
         "store": widest.op,
         "store_bits": store_bits(widest),
