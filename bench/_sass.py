@@ -6,9 +6,11 @@ with its ``$__internal_*`` subroutines after its EXIT). No GPU is needed.
 Definitions (the ones bench/sass_budget.py reports):
 
 - Basic blocks start at every label and after every branch, unpredicated
-  EXIT, RET, BRX/JMX. A predicated EXIT does not end a block. CALL does not
-  end one either: it returns, and the callee's own fast path (below) is
-  added to the block's weight.
+  EXIT, RET, BRX/JMX. A predicated EXIT does not end a block. A CALL to a
+  subroutine does not end one either: it returns, and the callee's own
+  fast path (below) is added to the block's weight. A CALL to a label of
+  the function's own code (``@P0 CALL.REL.NOINC `(.L_x_7)``, how ptxas
+  leaves a loop for sm_80) is a branch.
 - Edges: a conditional BRA (a guard predicate other than PT, or a predicate
   operand such as ``@P0 BRA P1, target``) goes to its target and falls
   through; an unconditional BRA only to its target; BRX/JMX (a jump table,
@@ -73,6 +75,17 @@ class Inst:
     def target(self) -> str | None:
         found = _TARGET.search(self.args)
         return found.group(1) if found else None
+
+    @property
+    def local_call(self) -> bool:
+        """A CALL to a label of the function's own code (``@P0 CALL.REL.NOINC `(.L_x_7)``, how
+        ptxas leaves a loop for sm_80): a branch that returns nowhere, not a subroutine call."""
+        return self.base == "CALL" and (self.target or "").startswith(".L")
+
+    @property
+    def subroutine(self) -> str | None:
+        """The subroutine a CALL enters (``$__internal_*``), else None."""
+        return self.target if self.base == "CALL" and not self.local_call else None
 
     @property
     def conditional(self) -> bool:
@@ -172,14 +185,14 @@ def _blocks(name: str, seq: list) -> Function:
             pending = []
             blocks.append(open_block)
         open_block.insts.append(item)
-        if item.base in _ENDS or item.base == "EXIT" and not item.conditional:
+        if item.base in _ENDS or item.local_call or item.base == "EXIT" and not item.conditional:
             open_block = None
     for label in pending:  # labels after the last instruction (the .size end label)
         labels[label] = len(blocks)
     for i, block in enumerate(blocks):
         last = block.insts[-1]
         falls = i + 1 < len(blocks)
-        if last.base == "BRA":
+        if last.base == "BRA" or last.local_call:
             target = labels.get(last.target or "")
             block.succs = ([target] if target is not None and target < len(blocks) else []) + (
                 [i + 1] if last.conditional and falls else []
@@ -310,7 +323,7 @@ class Analyzer:
         return (
             avoid,
             -sum(widths),
-            len(insts) + sum(self.callee_path(i.target, depth)[0] for i in insts if i.base == "CALL" and i.target),
+            len(insts) + sum(self.callee_path(i.subroutine, depth)[0] for i in insts if i.subroutine),
         )
 
     def _expand(self, blocks: list[int], depth: int = 0) -> list[Inst]:
@@ -318,8 +331,8 @@ class Analyzer:
         for b in blocks:
             for inst in self.fn.blocks[b].insts:
                 out.append(inst)
-                if inst.base == "CALL" and inst.target:
-                    out.extend(self.callee_path(inst.target, depth)[1])
+                if inst.subroutine:
+                    out.extend(self.callee_path(inst.subroutine, depth)[1])
         return out
 
     def _shortest(self, order, back, source, sinks, waypoints, depth=0, widest=None, kind="interior"):
@@ -488,14 +501,19 @@ class Analyzer:
         return 0 if found is None else found - self.weight(header)[-1]
 
     def epilogue(self, path: Path) -> int:
-        """Instructions from leaving the loop of path to an EXIT (the fewest): the successors of its
-        latch outside the loop, or of an earlier block of the path (then its blocks up to that one,
-        the last test, count too); 0 without a loop."""
+        """Instructions from leaving the loop of path to an EXIT (the fewest), from a successor
+        outside the loop of a block of the path (the header's own instructions count again when
+        the loop is left from it: a top-tested loop); 0 without a loop, or when it is left by a
+        predicated EXIT inside (that is the last trip's)."""
         if path.header is None:
             return 0
         best = None
         for k, u in enumerate(path.blocks):
-            prefix = 0 if k == len(path.blocks) - 1 else sum(self.weight(b)[-1] for b in path.blocks[: k + 1])
+            # Left where the trip still has work after u (a loop tested at its top): the blocks up
+            # to u run once more. Left at the trip's end (the latch, or a predicated CALL before
+            # a latch that is only its BRA): that was the last trip.
+            rest = (i.base != "BRA" for b in path.blocks[k + 1 :] for i in self.fn.blocks[b].insts)
+            prefix = sum(self.weight(b)[-1] for b in path.blocks[: k + 1]) if any(rest) else 0
             for v in self.fn.blocks[u].succs:
                 if v in path.region:
                     continue
@@ -523,44 +541,95 @@ class Analyzer:
             if h != header
             and not self.store_blocks(body)
             and not any(other < body for other in every.values())
-            # at the hot loop's own depth: every loop around it is around the hot loop too
-            and all(header in other for other in every.values() if h in other and other is not body)
+            # not inside a loop of stores (a transform's own loop inside an edge loop)
+            and not any(h in other for _, other in self.hot_loops())
             and self.reaches(h, header)
         )
 
-    def related(self, path: Path) -> dict:
+    def _idom(self) -> tuple[dict[int, int], dict[int, int]]:
+        """(immediate dominator, reverse post-order rank) of every block reachable from the entry,
+        by the iteration of Cooper, Harvey and Kennedy ("A Simple, Fast Dominance Algorithm")."""
+        if not hasattr(self, "_idom_cache"):
+            order, _ = self._dag()
+            rank = {n: k for k, n in enumerate(order)}
+            preds = _preds(self.fn, order)
+            idom = {order[0]: order[0]}
+
+            def meet(a, b):
+                while a != b:
+                    while rank[a] > rank[b]:
+                        a = idom[a]
+                    while rank[b] > rank[a]:
+                        b = idom[b]
+                return a
+
+            changed = True
+            while changed:
+                changed = False
+                for b in order[1:]:
+                    done = [p for p in preds[b] if p in idom]
+                    if not done:
+                        continue
+                    new = done[0]
+                    for p in done[1:]:
+                        new = meet(p, new)
+                    if idom.get(b) != new:
+                        idom[b], changed = new, True
+            self._idom_cache = (idom, rank, meet)
+        return self._idom_cache[:2]
+
+    def _dom_depth(self, block: int) -> int:
+        idom, _ = self._idom()
+        depth = 0
+        while idom.get(block, block) != block:
+            block, depth = idom[block], depth + 1
+        return depth
+
+    def owner(self, header: int, heads: list[int]) -> int | None:
+        """Which of heads (the hot loops of a kernel, one per mode) the loop at header belongs to:
+        the one with the deepest common dominator (the mode's branch of a run-time switch, or,
+        with one head, that head); None when two tie or the loop is unreachable."""
+        idom, _ = self._idom()
+        meet = self._idom_cache[2]
+        if header not in idom:
+            return None
+        depths = sorted(((self._dom_depth(meet(header, h)), h) for h in heads if h in idom), reverse=True)
+        if not depths or len(depths) > 1 and depths[0][0] == depths[1][0]:
+            return depths[0][1] if len(depths) == 1 else None
+        return depths[0][1]
+
+    def related(self, path: Path, heads: list[int] | None = None) -> dict:
         """The other loops of the code that path's loop belongs to (one mode of a kernel).
 
         Args:
             path: an interior fast path (``fast_path``).
+            heads: the headers of every mode's hot loop in the function (a kernel whose mode is
+                a run-time value); None: path's alone. A loop belongs to the head ``owner`` picks.
 
         Returns:
             dict with "edge": the costliest edge path (``kind="edge"``) of path's own region
-            (a masked store block beside the vector one) or, when it has none, of the loops
-            reachable after it (a tensor's edge units), or None; "shifted": the fast paths of
-            the loops before it that realign misaligned units (``shifted_loops``);
-            "search": [(header, instructions a trip)] of ``search_loops``; "prologue" and
-            "epilogue": instruction counts (``prologue``, ``epilogue``).
+            (a masked store block beside the vector one) or, when it has none, of the other
+            loops of its mode that store element by element (a tensor's edge units), or None;
+            "shifted": the fast paths of its mode's loops that realign misaligned units
+            (``shifted_loops``); "search": [(header, instructions a trip)] of
+            ``search_loops``; "prologue" and "epilogue": instruction counts (``prologue``,
+            ``epilogue``).
         """
         own = self.fast_path(path.header, kind="edge") if path.header is not None else self.fast_path(kind="edge")
         edge = own if own is not None and own.stores() else None
         shifted = []
         if path.header is not None:
+            heads = heads or [path.header]
             shifted_heads = set(self.shifted_loops())
-            later = []
+            others = []
             for h, _ in self.hot_loops():
-                if h == path.header:
+                if h in heads or self.owner(h, heads) != path.header:
                     continue
-                if h in shifted_heads and self.reaches(h, path.header):
-                    found = self.fast_path(h)
-                    if found is not None:
-                        shifted.append(found)
-                elif edge is None and self.reaches(path.header, h):
-                    found = self.fast_path(h, kind="edge")
-                    if found is not None:
-                        later.append(found)
-            if edge is None and later:
-                edge = max(later, key=lambda q: len(q.insts) / max(1, q.stored_bits()))
+                found = self.fast_path(h) if h in shifted_heads else self.fast_path(h, kind="edge")
+                if found is not None:
+                    (shifted if h in shifted_heads else others).append(found)
+            if edge is None and others:
+                edge = max(others, key=lambda q: len(q.insts) / max(1, q.stored_bits()))
         return {
             "edge": edge,
             "shifted": shifted,
@@ -583,7 +652,7 @@ class Analyzer:
         if others and own:
             side &= set(_walk(self.fn, own[0])[0])
         total = sum(len(self.fn.blocks[b].insts) for b in side)
-        callees = {i.target for b in side for i in self.fn.blocks[b].insts if i.base == "CALL" and i.target}
+        callees = {i.subroutine for b in side for i in self.fn.blocks[b].insts if i.subroutine}
         for label in callees:
             start = self.fn.labels.get(label)
             if start is not None:

@@ -439,7 +439,7 @@ def cases_of(functions, usage, ptxas, names, backend, elems_of, refs, arch=ARCH)
         for path, m, dist in chosen:
             others = set().union(*(set(q.blocks) for q, *_ in chosen if q is not path))
             row = {**common, "mode": m, **_sass.metrics(an, path, elems(path), others)}
-            rel = an.related(path)
+            rel = an.related(path, [q.header for q, *_ in chosen if q.header is not None])
             edge = rel["edge"]
             row["edge_per_elem"] = len(edge.insts) / elems(edge, "edge") if edge else None
             # Misaligned tensors: the costliest of the shifted-run loops (one per shift), else

@@ -6,6 +6,8 @@
   (interior, edge, prologue, epilogue, search step, table and shared-memory
   instructions); the old rule "the most store bits" counted the masked
   block into the aligned path. No tool is needed for it.
+- A loop left by a predicated CALL to a local label (ptxas for sm_80) is a
+  loop with an exit, not a subroutine call.
 - A Triton oracle of that shape compiled for sm_90 (skipped without
   triton's NVIDIA backend): the interior path holds the two vector stores
   and none of the masked ones; the edge path holds the masked ones.
@@ -109,6 +111,30 @@ def test_synthetic_masked_block_beside_aligned_stores():
     assert sum(map(_sass.is_shared, edge.insts)) == 3
     assert rel["prologue"] == 7 and rel["epilogue"] == 1, rel  # entry + set-up; EXIT
     assert rel["search"] == [(fn.labels[".L_search"], 4)] and rel["shifted"] == [], rel
+
+
+# A loop left, as ptxas does for sm_80, by a predicated CALL to a label of the kernel's own code.
+CALL_EXIT = """
+\t.section\t.text.callexit,"ax",@progbits
+.text.callexit:
+        /*0000*/                   MOV R0, RZ ;
+.L_loop:
+        /*0010*/                   IADD3 R0, R0, 0x1, RZ ;
+        /*0020*/                   STG.E.128 desc[UR4][R2.64], R4 ;
+        /*0030*/                   ISETP.GE.AND P0, PT, R0, 0x8, PT ;
+        /*0040*/               @P0 CALL.REL.NOINC `(.L_exit) ;
+        /*0050*/                   BRA `(.L_loop) ;
+.L_exit:
+        /*0060*/                   EXIT ;
+"""
+
+
+def test_local_call_is_a_loop_exit():
+    an = _sass.Analyzer(_sass.parse(CALL_EXIT)["callexit"])
+    (path,) = _sass.paths_of(an, per_mode=False)
+    assert len(path.insts) == 5, [i.op for i in path.insts]  # not the EXIT as a callee's path
+    rel = an.related(path)
+    assert (rel["prologue"], rel["epilogue"], rel["edge"]) == (1, 1, None), rel
 
 
 def test_steady_state_model():
