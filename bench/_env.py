@@ -288,10 +288,19 @@ def save(env: dict, payload: dict, text: str, out_dir: Path, suffix: str = "") -
     return written
 
 
-def load_sass_estimates(path: str | Path | None) -> tuple[dict, str | None]:
+def load_sass_estimates(path: str | Path | None, arch: str = "sm_90") -> tuple[dict, str | None]:
     """bench/sass_budget.py's JSON report as (backend, kernel, sass dtype, mode) -> its case, and a note
     when there are none (no path, unreadable, no kernel cases): the static estimate the GPU benchmarks
-    print beside each measurement."""
+    print beside each measurement.
+
+    Args:
+        path: the report's JSON file, or None.
+        arch: the target whose cases to keep (a report holds sm_90 and sm_80; a case without an
+            arch field, from an older report, counts as the report's arch).
+
+    Returns:
+        (mapping, note), the note None when the mapping has cases.
+    """
     if path is None:
         return {}, "no SASS report given (--sass-json or $TINIT_SASS_JSON)"
     try:
@@ -301,7 +310,7 @@ def load_sass_estimates(path: str | Path | None) -> tuple[dict, str | None]:
     cases = {
         (c["backend"], c["kernel"], c["dtype"], c["mode"]): c
         for c in report.get("cases", [])
-        if "est_gelem_s" in c and c.get("mode") is not None
+        if "est_gelem_s" in c and c.get("mode") is not None and c.get("arch", report.get("arch", arch)) == arch
     }
     return cases, None if cases else f"SASS report {path} has no kernel cases"
 

@@ -6,9 +6,11 @@ with its ``$__internal_*`` subroutines after its EXIT). No GPU is needed.
 Definitions (the ones bench/sass_budget.py reports):
 
 - Basic blocks start at every label and after every branch, unpredicated
-  EXIT, RET, BRX/JMX. A predicated EXIT does not end a block. CALL does not
-  end one either: it returns, and the callee's own fast path (below) is
-  added to the block's weight.
+  EXIT, RET, BRX/JMX. A predicated EXIT does not end a block. A CALL to a
+  subroutine does not end one either: it returns, and the callee's own
+  fast path (below) is added to the block's weight. A CALL to a label of
+  the function's own code (``@P0 CALL.REL.NOINC `(.L_x_7)``, how ptxas
+  leaves a loop for sm_80) is a branch.
 - Edges: a conditional BRA (a guard predicate other than PT, or a predicate
   operand such as ``@P0 BRA P1, target``) goes to its target and falls
   through; an unconditional BRA only to its target; BRX/JMX (a jump table,
@@ -21,14 +23,23 @@ Definitions (the ones bench/sass_budget.py reports):
   then the fewest stores narrower than it (the interior loop, not the loop
   of the edge units that also stores element by element), then the most
   store bits in its body (an unrolled loop, not its remainder).
-- Fast path: with back edges removed the loop is a DAG; the fast path is the
-  path from the header to a latch that passes through a block holding the
-  widest store, stores the most bits (predicated stores count) and, among
-  those, has the fewest instructions (each CALL costs its callee's fast
-  path). Without a loop (Triton) it is the same from the entry to an
-  EXIT block. This picks the side of every compiler slow-path test
-  (``@!P0 BRA`` around a CALL to ``__internal_*_slowpath``, the scalar
-  edge-store tail, the compute-only fold) that skips the rare work.
+- Fast path (interior): with back edges removed the loop is a DAG; the
+  fast path is the path from the header to a latch that passes through a
+  block holding the widest store, holds the fewest stores narrower than it,
+  then stores the most bits (predicated stores count) and, among those, has
+  the fewest instructions (each CALL costs its callee's fast path). Without
+  a loop (Triton) it is the same from the entry to an EXIT block. This
+  picks the side of every compiler slow-path test (``@!P0 BRA`` around a
+  CALL to ``__internal_*_slowpath``, the scalar edge-store tail, the
+  compute-only fold) that skips the rare work. Narrower stores come first:
+  a masked store block that the compiler placed after an if-converted
+  vector store (``@!P1 STG.E.128`` then ``@!P1 BRA`` over the block of
+  ``@P2 STG.E``) lies on a path through the vector store too, and "the most
+  bits" alone would add it to the aligned path.
+- Edge path (``kind="edge"``): the path through a store narrower than the
+  widest with the fewest widest stores, then the most bits, then the fewest
+  instructions: the element-by-element stores of a tensor's edge unit, or
+  of a Triton program that is masked (misaligned or at a tensor's end).
 - Slow path: the loop's blocks off the fast path (each once), plus the static
   size of every subroutine they call.
 """
@@ -64,6 +75,17 @@ class Inst:
     def target(self) -> str | None:
         found = _TARGET.search(self.args)
         return found.group(1) if found else None
+
+    @property
+    def local_call(self) -> bool:
+        """A CALL to a label of the function's own code (``@P0 CALL.REL.NOINC `(.L_x_7)``, how
+        ptxas leaves a loop for sm_80): a branch that returns nowhere, not a subroutine call."""
+        return self.base == "CALL" and (self.target or "").startswith(".L")
+
+    @property
+    def subroutine(self) -> str | None:
+        """The subroutine a CALL enters (``$__internal_*``), else None."""
+        return self.target if self.base == "CALL" and not self.local_call else None
 
     @property
     def conditional(self) -> bool:
@@ -102,7 +124,22 @@ def is_fp64(inst: Inst) -> bool:
 
 
 def is_conversion(inst: Inst) -> bool:
+    """F2F, I2F, F2I, I2I, F2FP, I2FP, F2IP."""
     return inst.base in _CONVERSIONS
+
+
+def is_table_load(inst: Inst) -> bool:
+    """A load of table data: LDG, a generic LD, or an LDC indexed by a register (``c[0x3][R2]``);
+    not ULDC nor an LDC of a fixed kernel-parameter slot (the fill kernels read nothing else
+    from memory in their loops: outputs are written only)."""
+    if inst.base in ("LDG", "LD"):
+        return True
+    return inst.base == "LDC" and re.search(r"c\[0x[0-9a-f]+\]\s*\[\s*U?R\d", inst.args) is not None
+
+
+def is_shared(inst: Inst) -> bool:
+    """A shared-memory access or a barrier: LDS, LDSM, STS, STSM, BAR (a layout conversion)."""
+    return inst.base in ("LDS", "LDSM", "STS", "STSM", "BAR")
 
 
 def parse(text: str) -> dict[str, Function]:
@@ -148,14 +185,14 @@ def _blocks(name: str, seq: list) -> Function:
             pending = []
             blocks.append(open_block)
         open_block.insts.append(item)
-        if item.base in _ENDS or item.base == "EXIT" and not item.conditional:
+        if item.base in _ENDS or item.local_call or item.base == "EXIT" and not item.conditional:
             open_block = None
     for label in pending:  # labels after the last instruction (the .size end label)
         labels[label] = len(blocks)
     for i, block in enumerate(blocks):
         last = block.insts[-1]
         falls = i + 1 < len(blocks)
-        if last.base == "BRA":
+        if last.base == "BRA" or last.local_call:
             target = labels.get(last.target or "")
             block.succs = ([target] if target is not None and target < len(blocks) else []) + (
                 [i + 1] if last.conditional and falls else []
@@ -259,15 +296,34 @@ class Analyzer:
                 sinks = {b for b in order if not self.fn.blocks[b].succs}
                 found = self._shortest(order, back, start, sinks, [], depth + 1)
                 if found:
-                    self._callee[label] = (found[0][1], self._expand(found[1], depth + 1))
+                    self._callee[label] = (found[0][-1], self._expand(found[1], depth + 1))
         return self._callee[label]
 
-    def weight(self, block: int, depth: int = 0) -> tuple[int, int]:
-        """(-bits stored, instructions) of a block, its callees' fast paths included."""
+    def weight(self, block: int, depth: int = 0, widest: int | None = None, kind: str = "interior") -> tuple:
+        """The cost a path adds through one block, compared as a tuple (smaller is preferred).
+
+        Args:
+            block: index of the block in the function.
+            depth: subroutine nesting (callees deeper than 8 cost nothing).
+            widest: bits of the widest store of the region; None: stores are not told apart by width.
+            kind: "interior" (stores narrower than widest first) or "edge" (stores of the widest first).
+
+        Returns:
+            (stores to avoid, -bits stored, instructions), its callees' fast paths included;
+            the first term is 0 when widest is None.
+        """
         insts = self.fn.blocks[block].insts
+        widths = [store_bits(i) for i in insts if i.base in STORES]
+        if widest is None:
+            avoid = 0
+        elif kind == "edge":
+            avoid = sum(w >= widest for w in widths)
+        else:
+            avoid = sum(w < widest for w in widths)
         return (
-            -sum(store_bits(i) for i in insts if i.base in STORES),
-            len(insts) + sum(self.callee_path(i.target, depth)[0] for i in insts if i.base == "CALL" and i.target),
+            avoid,
+            -sum(widths),
+            len(insts) + sum(self.callee_path(i.subroutine, depth)[0] for i in insts if i.subroutine),
         )
 
     def _expand(self, blocks: list[int], depth: int = 0) -> list[Inst]:
@@ -275,27 +331,27 @@ class Analyzer:
         for b in blocks:
             for inst in self.fn.blocks[b].insts:
                 out.append(inst)
-                if inst.base == "CALL" and inst.target:
-                    out.extend(self.callee_path(inst.target, depth)[1])
+                if inst.subroutine:
+                    out.extend(self.callee_path(inst.subroutine, depth)[1])
         return out
 
-    def _shortest(self, order, back, source, sinks, waypoints, depth=0):
-        """Path source -> waypoints (in topological order) -> any sink with back edges removed that stores
-        the most bits and, among those, has the fewest instructions: ((-bits, instructions), blocks)."""
+    def _shortest(self, order, back, source, sinks, waypoints, depth=0, widest=None, kind="interior"):
+        """Path source -> waypoints (in topological order) -> any sink with back edges removed of the least
+        weight() (widest, kind: as there): ((avoided stores, -bits, instructions), blocks)."""
         allowed = set(order)
         rank = {n: k for k, n in enumerate(order)}
         stops = [source, *sorted(waypoints, key=rank.__getitem__)]
-        cost, path = self.weight(source, depth), [source]
+        cost, path = self.weight(source, depth, widest, kind), [source]
         for k, start in enumerate(stops):
             targets = {stops[k + 1]} if k + 1 < len(stops) else set(sinks)
-            dist, prev = {start: (0, 0)}, {}
+            dist, prev = {start: (0, 0, 0)}, {}
             for node in order[rank[start] :]:
                 if node not in dist:
                     continue
                 for nxt in self.fn.blocks[node].succs:
                     if nxt in allowed and (node, nxt) not in back:
-                        w = self.weight(nxt, depth)
-                        d = (dist[node][0] + w[0], dist[node][1] + w[1])
+                        w = self.weight(nxt, depth, widest, kind)
+                        d = tuple(a + b for a, b in zip(dist[node], w, strict=True))
                         if nxt not in dist or d < dist[nxt]:
                             dist[nxt], prev[nxt] = d, node
             reached = [t for t in targets if t in dist]
@@ -305,7 +361,7 @@ class Analyzer:
             segment = [end]
             while segment[-1] != start:
                 segment.append(prev[segment[-1]])
-            cost = (cost[0] + dist[end][0], cost[1] + dist[end][1])
+            cost = tuple(a + b for a, b in zip(cost, dist[end], strict=True))
             path += segment[::-1][1:]
         return cost, path
 
@@ -355,11 +411,19 @@ class Analyzer:
             and any(b < widest for b in w)
         ]
 
-    def fast_path(self, header: int | None = None, through: int | None = None) -> Path | None:
+    def fast_path(self, header: int | None = None, through: int | None = None, kind: str = "interior") -> Path | None:
         """The fast path of the loop at header (None: of the whole function, entry to EXIT).
 
-        through: a block the path must also visit (to enumerate the per-mode paths
-        of a kernel whose mode is a run-time branch).
+        Args:
+            header: the loop's header block; None for the entry-to-EXIT path.
+            through: a block the path must also visit (to enumerate the per-mode paths
+                of a kernel whose mode is a run-time branch).
+            kind: "interior", through a widest store with the fewest narrower ones (the
+                aligned path), or "edge", through a narrower store with the fewest widest
+                ones (the element-by-element stores); the module docstring states both rules.
+
+        Returns:
+            The path, or None when the region has no store of that kind.
         """
         order, back = _walk(self.fn, 0 if header is None else header)
         if header is None:
@@ -369,22 +433,212 @@ class Analyzer:
             region = loops(self.fn)[header]
             order = [b for b in order if b in region]
             sinks = {u for u, v in back if v == header and u in region}
-        stores = self.store_blocks(region)
-        if not stores:
+        widest = max(self.store_widths(region), default=None)
+        if widest is None:
             return None
-        widest = max(stores.values())
+        if kind == "edge":
+            ways_of = [b for b in region if any(w < widest for w in self.store_widths([b]))]
+        else:
+            ways_of = [b for b, w in self.store_blocks(region).items() if w == widest]
         best = None
-        for block in (b for b, w in stores.items() if w == widest):
+        for block in ways_of:
             ways = [block] + ([through] if through is not None and through != block else [])
             if header in ways:
                 ways.remove(header)
-            found = self._shortest(order, back, order[0], sinks, ways)
+            found = self._shortest(order, back, order[0], sinks, ways, 0, widest, kind)
             if found and (best is None or found[0] < best[0]):
                 best = found
         if best is None:
             return None
         nested = any(v != header and v in region for _, v in back)
         return Path(best[1], self._expand(best[1]), header, region, nested)
+
+    def _dag(self) -> tuple[list[int], set[tuple[int, int]]]:
+        """(blocks reachable from the entry in reverse post-order, retreating edges), cached."""
+        if not hasattr(self, "_dag_cache"):
+            self._dag_cache = _walk(self.fn, 0)
+        return self._dag_cache
+
+    def dag_insts(self, sources, targets=None) -> int | None:
+        """Fewest instructions on a path from a block of sources to a block of targets (both ends
+        counted, callees' fast paths included) with the retreating edges of the entry's walk removed:
+        every loop on the way is passed in zero trips. targets None: to an EXIT, predicated or not
+        (counted up to it). None when no such path exists."""
+        order, back = self._dag()
+        rank = {n: k for k, n in enumerate(order)}
+        starts = [b for b in sources if b in rank]
+        if not starts:
+            return None
+        dist = {b: self.weight(b)[-1] for b in starts}
+        ends = []
+        for node in order[min(rank[b] for b in starts) :]:
+            if node not in dist:
+                continue
+            insts = self.fn.blocks[node].insts
+            if targets is None:
+                at = next((k for k, i in enumerate(insts) if i.base == "EXIT"), None)
+                if at is not None:
+                    ends.append(dist[node] - len(insts) + at + 1)
+            elif node in targets:
+                ends.append(dist[node])
+            for nxt in self.fn.blocks[node].succs:
+                if nxt in rank and (node, nxt) not in back:
+                    d = dist[node] + self.weight(nxt)[-1]
+                    if d < dist.get(nxt, d + 1):
+                        dist[nxt] = d
+        return min(ends) if ends else None
+
+    def reaches(self, source: int, target: int) -> bool:
+        """Whether target is reachable from source without a retreating edge (source before target)."""
+        return source == target or self.dag_insts([source], [target]) is not None
+
+    def prologue(self, header: int | None) -> int:
+        """Instructions from the entry to a loop's header, the header excluded (the fewest, every
+        loop on the way passed in zero trips); 0 without a loop."""
+        if header is None or header == 0:
+            return 0
+        found = self.dag_insts([0], [header])
+        return 0 if found is None else found - self.weight(header)[-1]
+
+    def epilogue(self, path: Path) -> int:
+        """Instructions from leaving the loop of path to an EXIT (the fewest), from a successor
+        outside the loop of a block of the path (the header's own instructions count again when
+        the loop is left from it: a top-tested loop); 0 without a loop, or when it is left by a
+        predicated EXIT inside (that is the last trip's)."""
+        if path.header is None:
+            return 0
+        best = None
+        for k, u in enumerate(path.blocks):
+            # Left where the trip still has work after u (a loop tested at its top): the blocks up
+            # to u run once more. Left at the trip's end (the latch, or a predicated CALL before
+            # a latch that is only its BRA): that was the last trip.
+            rest = (i.base != "BRA" for b in path.blocks[k + 1 :] for i in self.fn.blocks[b].insts)
+            prefix = sum(self.weight(b)[-1] for b in path.blocks[: k + 1]) if any(rest) else 0
+            for v in self.fn.blocks[u].succs:
+                if v in path.region:
+                    continue
+                rest = self.dag_insts([v])
+                if rest is not None and (best is None or prefix + rest < best):
+                    best = prefix + rest
+        return best or 0
+
+    def cycle_insts(self, header: int) -> int:
+        """Fewest instructions of one trip of the loop at header (header to a latch)."""
+        order, back = _walk(self.fn, header)
+        region = loops(self.fn)[header]
+        order = [b for b in order if b in region]
+        latches = {u for u, v in back if v == header and u in region}
+        found = self._shortest(order, back, header, latches, [])
+        return found[0][-1] if found else 0
+
+    def search_loops(self, header: int) -> list[int]:
+        """Headers of the innermost loops without a store that come before the loop at header (it is
+        reachable from them without a retreating edge): a grouped kernel's search of its table."""
+        every = loops(self.fn)
+        return sorted(
+            h
+            for h, body in every.items()
+            if h != header
+            and not self.store_blocks(body)
+            and not any(other < body for other in every.values())
+            # not inside a loop of stores (a transform's own loop inside an edge loop)
+            and not any(h in other for _, other in self.hot_loops())
+            and self.reaches(h, header)
+        )
+
+    def _idom(self) -> tuple[dict[int, int], dict[int, int]]:
+        """(immediate dominator, reverse post-order rank) of every block reachable from the entry,
+        by the iteration of Cooper, Harvey and Kennedy ("A Simple, Fast Dominance Algorithm")."""
+        if not hasattr(self, "_idom_cache"):
+            order, _ = self._dag()
+            rank = {n: k for k, n in enumerate(order)}
+            preds = _preds(self.fn, order)
+            idom = {order[0]: order[0]}
+
+            def meet(a, b):
+                while a != b:
+                    while rank[a] > rank[b]:
+                        a = idom[a]
+                    while rank[b] > rank[a]:
+                        b = idom[b]
+                return a
+
+            changed = True
+            while changed:
+                changed = False
+                for b in order[1:]:
+                    done = [p for p in preds[b] if p in idom]
+                    if not done:
+                        continue
+                    new = done[0]
+                    for p in done[1:]:
+                        new = meet(p, new)
+                    if idom.get(b) != new:
+                        idom[b], changed = new, True
+            self._idom_cache = (idom, rank, meet)
+        return self._idom_cache[:2]
+
+    def _dom_depth(self, block: int) -> int:
+        idom, _ = self._idom()
+        depth = 0
+        while idom.get(block, block) != block:
+            block, depth = idom[block], depth + 1
+        return depth
+
+    def owner(self, header: int, heads: list[int]) -> int | None:
+        """Which of heads (the hot loops of a kernel, one per mode) the loop at header belongs to:
+        the one with the deepest common dominator (the mode's branch of a run-time switch, or,
+        with one head, that head); None when two tie or the loop is unreachable."""
+        idom, _ = self._idom()
+        meet = self._idom_cache[2]
+        if header not in idom:
+            return None
+        depths = sorted(((self._dom_depth(meet(header, h)), h) for h in heads if h in idom), reverse=True)
+        if not depths or len(depths) > 1 and depths[0][0] == depths[1][0]:
+            return depths[0][1] if len(depths) == 1 else None
+        return depths[0][1]
+
+    def related(self, path: Path, heads: list[int] | None = None) -> dict:
+        """The other loops of the code that path's loop belongs to (one mode of a kernel).
+
+        Args:
+            path: an interior fast path (``fast_path``).
+            heads: the headers of every mode's hot loop in the function (a kernel whose mode is
+                a run-time value); None: path's alone. A loop belongs to the head ``owner`` picks.
+
+        Returns:
+            dict with "edge": the costliest edge path (``kind="edge"``) of path's own region
+            (a masked store block beside the vector one) or, when it has none, of the other
+            loops of its mode that store element by element (a tensor's edge units), or None;
+            "shifted": the fast paths of its mode's loops that realign misaligned units
+            (``shifted_loops``); "search": [(header, instructions a trip)] of
+            ``search_loops``; "prologue" and "epilogue": instruction counts (``prologue``,
+            ``epilogue``).
+        """
+        own = self.fast_path(path.header, kind="edge") if path.header is not None else self.fast_path(kind="edge")
+        edge = own if own is not None and own.stores() else None
+        shifted = []
+        if path.header is not None:
+            heads = heads or [path.header]
+            shifted_heads = set(self.shifted_loops())
+            others = []
+            for h, _ in self.hot_loops():
+                if h in heads or self.owner(h, heads) != path.header:
+                    continue
+                found = self.fast_path(h) if h in shifted_heads else self.fast_path(h, kind="edge")
+                if found is not None:
+                    (shifted if h in shifted_heads else others).append(found)
+            if edge is None and others:
+                edge = max(others, key=lambda q: len(q.insts) / max(1, q.stored_bits()))
+        return {
+            "edge": edge,
+            "shifted": shifted,
+            "search": [(h, self.cycle_insts(h)) for h in self.search_loops(path.header)]
+            if path.header is not None
+            else [],
+            "prologue": self.prologue(path.header),
+            "epilogue": self.epilogue(path),
+        }
 
     def slow_insts(self, path: Path, others: set[int] = frozenset()) -> int:
         """Static instructions of the region's blocks off the path, and of their callees.
@@ -398,7 +652,7 @@ class Analyzer:
         if others and own:
             side &= set(_walk(self.fn, own[0])[0])
         total = sum(len(self.fn.blocks[b].insts) for b in side)
-        callees = {i.target for b in side for i in self.fn.blocks[b].insts if i.base == "CALL" and i.target}
+        callees = {i.subroutine for b in side for i in self.fn.blocks[b].insts if i.subroutine}
         for label in callees:
             start = self.fn.labels.get(label)
             if start is not None:
@@ -449,7 +703,18 @@ def paths_of(an: Analyzer, per_mode: bool) -> list[Path]:
 
 
 def metrics(an: Analyzer, path: Path, elems: float, others=frozenset()) -> dict:
-    """The per-element columns of one fast path."""
+    """The per-element columns of one fast path.
+
+    Args:
+        an: the function's Analyzer.
+        path: its fast path (``fast_path``).
+        elems: elements one trip of path stores per thread.
+        others: blocks of the other modes' fast paths (``slow_insts``).
+
+    Returns:
+        dict of counts per element (sass, slow, fp64, mufu, cvt, table_loads, shared), the
+        widest store, the bits stored and the opcode histogram of the path.
+    """
     stores = path.stores()
     widest = max(stores, key=store_bits)
     return {
@@ -460,6 +725,8 @@ def metrics(an: Analyzer, path: Path, elems: float, others=frozenset()) -> dict:
         "fp64_per_elem": sum(map(is_fp64, path.insts)) / elems,
         "mufu_per_elem": sum(i.base == "MUFU" for i in path.insts) / elems,
         "cvt_per_elem": sum(map(is_conversion, path.insts)) / elems,
+        "table_loads_per_elem": sum(map(is_table_load, path.insts)) / elems,
+        "shared_per_elem": sum(map(is_shared, path.insts)) / elems,
         "local_ops_fast": sum(i.base in ("LDL", "STL") for i in path.insts),
         "store": widest.op,
         "store_bits": store_bits(widest),

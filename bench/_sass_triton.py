@@ -1,8 +1,10 @@
-"""Compile tinit's Triton kernels for sm_90 without a GPU, typed as their launchers call them (bench/sass_budget.py).
+"""Compile tinit's Triton kernels for sm_90 or sm_80 without a GPU, typed as their launchers call them.
 
-Every ``*_kernel`` JIT function of triton_kernels/trunc_normal.py and
-trunc_normal_grouped.py is compiled once per dtype and (if it has a MODE
-constexpr) per transform mode. Its arguments are those of a real launch:
+For bench/sass_budget.py. Every ``*_kernel`` JIT function of
+triton_kernels/trunc_normal.py and trunc_normal_grouped.py is compiled once
+per dtype and (if it has a MODE constexpr) per transform mode; the grouped
+kernel once per tensor count of TENSOR_COUNTS (equal tensors totalling
+TOTAL_ELEMENTS), whose table searches (LOG unrolled steps) differ. Its arguments are those of a real launch:
 the module's launcher (``_launch``, ``philox_words_triton``, the grouped
 ``_plan`` + ``_launch``) runs on CPU tensors with the kernel swapped for a
 recorder, and each argument is typed by ``triton.runtime.jit.mangle_type``,
@@ -27,6 +29,10 @@ import warnings
 from pathlib import Path
 
 FILES = ("trunc_normal", "trunc_normal_grouped")
+# The grouped kernel is compiled for equal tensors totalling TOTAL_ELEMENTS, split into each of
+# these counts (its search of the table has LOG = _search_steps(count) unrolled steps).
+TENSOR_COUNTS = (1, 256, 4096)
+TOTAL_ELEMENTS = 1 << 28
 DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 _PACKAGE = "_sass_budget_kernels"
 
@@ -112,7 +118,6 @@ def _recipes(mods: dict) -> list[tuple]:
     from tinit.params import transform_constants
 
     tn, tg = mods.get("trunc_normal"), mods.get("trunc_normal_grouped")
-    n = 256  # grouped: 256 tensors of 2^20 elements (LOG 8, BLOCK DEFAULT_BLOCK)
     recipes = []
     if tn is not None:
         recipes.append(
@@ -144,16 +149,17 @@ def _recipes(mods: dict) -> list[tuple]:
                     ),
                 )
             )
-        if tg is not None:
+        for n in TENSOR_COUNTS if tg is not None else ():
+            each = TOTAL_ELEMENTS // n  # 256 tensors of 2^20 elements: LOG 8, BLOCK DEFAULT_BLOCK
             recipes.append(
                 (
-                    "_grouped_kernel",
+                    ("_grouped_kernel", n),
                     name,
                     tg,
-                    lambda dtype=dtype: tg._launch(
+                    lambda dtype=dtype, n=n, each=each: tg._launch(
                         tg._plan(
                             np.full(n, 1 << 20, dtype=np.int64),
-                            np.full(n, 1 << 20, dtype=np.int64),
+                            np.full(n, each, dtype=np.int64),
                             np.arange(n, dtype=np.int64),
                             np.zeros(n, dtype=np.int64),
                             np.zeros(n, dtype=np.int64),
@@ -170,20 +176,22 @@ def _recipes(mods: dict) -> list[tuple]:
 
 
 def _recorded(mods: dict) -> dict:
-    """{(kernel, dtype): (args, kwargs)} of the launchers' calls, or why a launcher failed (a str)."""
+    """{(kernel, dtype, tensors): (args, kwargs)} of the launchers' calls, or why a launcher failed
+    (a str); tensors: the tensor count of a grouped launch (TENSOR_COUNTS), else None."""
     try:
         recipes = _recipes(mods)
     except Exception:  # noqa: BLE001 - e.g. tinit.params changed: every kernel is typed by names
         return {}
     found = {}
     for kernel, dtype, mod, call in recipes:
+        kernel, tensors = kernel if isinstance(kernel, tuple) else (kernel, None)
         rec, saved = _Recorder(), getattr(mod, kernel, None)
         setattr(mod, kernel, rec)  # the launcher reads the module global at call time
         try:
             call()
-            found[(kernel, dtype)] = rec.calls[0]
+            found[(kernel, dtype, tensors)] = rec.calls[0]
         except Exception as exc:  # noqa: BLE001 - a changed launcher: typed by names instead
-            found[(kernel, dtype)] = f"names (launcher failed: {type(exc).__name__}: {exc})"
+            found[(kernel, dtype, tensors)] = f"names (launcher failed: {type(exc).__name__}: {exc})"
         finally:
             setattr(mod, kernel, saved)
     return found
@@ -215,9 +223,22 @@ def _torch_dtype(dtype: str):
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype)
 
 
-def compile_all(root: Path, modes: dict[int, str], work: Path, select=None) -> list[dict]:
-    """One dict per kernel, dtype and mode: kernel, dtype, mode, cubin and ptx paths, metadata name,
-    num_warps, BLOCK (None without one), options, typed_by; or an error instead of the compiled fields."""
+def compile_all(root: Path, modes: dict[int, str], work: Path, select=None, capability: int = 90) -> list[dict]:
+    """Compile every Triton kernel of root once per dtype, mode and (grouped) tensor count.
+
+    Args:
+        root: the source tree (its triton_kernels/ and tinit/).
+        modes: {value: name} of ``enum TransformMode``.
+        work: folder for the cubins and PTX.
+        select: predicate on (kernel, dtype, mode) of what to compile; None: everything.
+        capability: the GPU target, 90 (sm_90) or 80 (sm_80).
+
+    Returns:
+        One dict per compiled kernel: kernel, dtype, mode, tensors (the grouped launch's tensor
+        count, TENSOR_COUNTS, else None), cubin and ptx paths, metadata name, num_warps, BLOCK
+        and REPS (None without them), options, typed_by, capability; or an error instead of the
+        compiled fields.
+    """
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -237,68 +258,93 @@ def compile_all(root: Path, modes: dict[int, str], work: Path, select=None) -> l
             dtypes = ["words"] if "philox" in kname else list(DTYPES.values())
             constexpr = {p.name for p in fn.params if p.is_constexpr}
             for dtype in dtypes:
-                if isinstance(recorded.get((kname, dtype)), tuple):
-                    args, kwargs = recorded[(kname, dtype)]
-                    # The recorded positional arguments are the first ones, the rest came by keyword.
-                    values = {**dict(zip(fn.arg_names, args, strict=False)), **kwargs}
-                    options = {k: v for k, v in kwargs.items() if k not in fn.arg_names}
-                    sig = {n: "constexpr" if n in constexpr else mangle_type(values[n]) for n in fn.arg_names}
-                    typed_by = "launcher"
-                else:
-                    values, options = _by_names(fn, mod, dtype)
-                    sig = {n: "constexpr" if n in constexpr else values[n] for n in fn.arg_names}
-                    typed_by = recorded.get((kname, dtype), "names (no launcher recipe)")
-                attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if sig[n].startswith("*")}
-                for mode in sorted(modes) if "MODE" in constexpr else [None]:
-                    if select and not select(kname, dtype, mode):
-                        continue
-                    consts = {n: values[n] for n in constexpr} | ({"MODE": mode} if mode is not None else {})
-                    try:
-                        with warnings.catch_warnings():  # the launcher's options, whatever triton's defaults
-                            warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
-                            k = triton.compile(
-                                ASTSource(fn, sig, constexprs=consts, attrs=attrs),
-                                target=GPUTarget("cuda", 90, 32),
-                                options=options,
-                            )
-                    except Exception as exc:  # noqa: BLE001 - reported as that case's error
-                        out.append(
-                            {
-                                "kernel": kname,
-                                "dtype": dtype,
-                                "mode": mode,
-                                "typed_by": typed_by,
-                                "error": f"compile: {type(exc).__name__}: {str(exc)[:300]}",
-                            }
-                        )
-                        continue
-                    cubin = work / f"{kname}_{dtype}_{'' if mode is None else mode}.cubin"
-                    cubin.write_bytes(k.asm["cubin"])
-                    cubin.with_suffix(".ptx").write_text(k.asm["ptx"])
-                    out.append(
-                        {
-                            "kernel": kname,
-                            "dtype": dtype,
-                            "mode": mode,
-                            "cubin": cubin,
-                            "ptx": cubin.with_suffix(".ptx"),
-                            "name": k.metadata.name,
-                            "num_warps": k.metadata.num_warps,
-                            "block": consts.get("BLOCK"),
-                            "options": options,
-                            "typed_by": typed_by,
-                        }
+                counts = sorted(t for k, d, t in recorded if (k, d) == (kname, dtype) and t is not None) or [None]
+                for tensors in counts:
+                    out += _compile_variants(
+                        fn,
+                        mod,
+                        kname,
+                        dtype,
+                        tensors,
+                        recorded.get((kname, dtype, tensors)),
+                        constexpr,
+                        modes,
+                        work,
+                        select,
+                        capability,
+                        (triton, GPUTarget, ASTSource, mangle_type),
                     )
     return out
 
 
-def ptxas_command(ptx: Path, options: dict) -> list[str]:
-    """The ``ptxas -v`` that triton runs on this PTX (its own ptxas and flags, less -lineinfo)."""
+def _compile_variants(fn, mod, kname, dtype, tensors, call, constexpr, modes, work, select, capability, api):
+    """compile_all's dicts for one kernel, dtype and tensor count (every mode of a MODE constexpr)."""
+    triton, GPUTarget, ASTSource, mangle_type = api
+    if isinstance(call, tuple):
+        args, kwargs = call
+        # The recorded positional arguments are the first ones, the rest came by keyword.
+        values = {**dict(zip(fn.arg_names, args, strict=False)), **kwargs}
+        options = {k: v for k, v in kwargs.items() if k not in fn.arg_names}
+        sig = {n: "constexpr" if n in constexpr else mangle_type(values[n]) for n in fn.arg_names}
+        typed_by = "launcher"
+    else:
+        values, options = _by_names(fn, mod, dtype)
+        sig = {n: "constexpr" if n in constexpr else values[n] for n in fn.arg_names}
+        typed_by = call or "names (no launcher recipe)"
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if sig[n].startswith("*")}
+    out = []
+    for mode in sorted(modes) if "MODE" in constexpr else [None]:
+        if select and not select(kname, dtype, mode):
+            continue
+        consts = {n: values[n] for n in constexpr} | ({"MODE": mode} if mode is not None else {})
+        base = {"kernel": kname, "dtype": dtype, "mode": mode, "tensors": tensors, "typed_by": typed_by}
+        try:
+            with warnings.catch_warnings():  # the launcher's options, whatever triton's defaults
+                warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
+                k = triton.compile(
+                    ASTSource(fn, sig, constexprs=consts, attrs=attrs),
+                    target=GPUTarget("cuda", capability, 32),
+                    options=options,
+                )
+        except Exception as exc:  # noqa: BLE001 - reported as that case's error
+            out.append({**base, "error": f"compile: {type(exc).__name__}: {str(exc)[:300]}"})
+            continue
+        stem = f"{kname}_{dtype}_{'' if mode is None else mode}{'' if tensors is None else f'_n{tensors}'}"
+        cubin = work / f"{stem}.sm_{capability}.cubin"
+        cubin.write_bytes(k.asm["cubin"])
+        cubin.with_suffix(".ptx").write_text(k.asm["ptx"])
+        out.append(
+            {
+                **base,
+                "cubin": cubin,
+                "ptx": cubin.with_suffix(".ptx"),
+                "name": k.metadata.name,
+                "num_warps": k.metadata.num_warps,
+                "block": consts.get("BLOCK"),
+                "reps": consts.get("REPS"),
+                "options": options,
+                "capability": capability,
+            }
+        )
+    return out
+
+
+def ptxas_command(ptx: Path, options: dict, capability: int = 90) -> list[str]:
+    """The ``ptxas -v`` that triton runs on this PTX (its own ptxas and flags, less -lineinfo).
+
+    Args:
+        ptx: the kernel's PTX file.
+        options: the launch options it was compiled with (enable_fp_fusion).
+        capability: its target, 90 or 80.
+
+    Returns:
+        The command line.
+    """
     try:
         from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
 
-        ptxas, arch = get_ptxas(90).path, sm_arch_from_capability(90)
+        ptxas, arch = get_ptxas(capability).path, sm_arch_from_capability(capability)
     except ImportError:
-        ptxas, arch = "ptxas", "sm_90a"
+        ptxas, arch = "ptxas", "sm_90a" if capability == 90 else f"sm_{capability}"
     fmad = [] if options.get("enable_fp_fusion", True) else ["--fmad=false"]
     return [ptxas, *fmad, "-v", "--regAllocOptLevel=2", f"--gpu-name={arch}", str(ptx), "-o", "/dev/null"]

@@ -115,12 +115,12 @@ fi
 
 step "tinit.tools.info" 30 "$PY" -m tinit.tools.info
 
-step "SASS budget (CUDA kernels)" 60 "$PY" bench/sass_budget.py --no-triton --json "$SASS_JSON"
+step "SASS budget (CUDA kernels)" 60 "$PY" bench/sass_budget.py --arch sm_90 --no-triton --json "$SASS_JSON"
 
-# The Triton kernels' SASS takes about a minute of one CPU core to compile: it runs beside the
+# The Triton kernels' SASS (sm_90, the GPU here) takes a minute or two of one CPU core: it runs beside the
 # benchmarks (which wait on the GPU, not the CPU) and its estimates are added to the report after.
 echo "=== [$(elapsed) s] SASS budget (CUDA and Triton kernels), in the background" | tee -a "$LOG"
-"$PY" bench/sass_budget.py --json "$SASS_ALL_JSON" >"$LOG_DIR/sass_budget_all.log" 2>&1 &
+"$PY" bench/sass_budget.py --arch sm_90 --json "$SASS_ALL_JSON" >"$LOG_DIR/sass_budget_all.log" 2>&1 &
 SASS_ALL_PID=$!
 
 bench_budget=$(clamp $(( $(left) - 170 )) 120 240)

@@ -1,51 +1,72 @@
-"""Static SASS instruction budget of every tinit GPU kernel, per element, for sm_90 (H200), without a GPU.
+"""Static SASS instruction budget of every tinit GPU kernel, per element, for sm_90 and sm_80, without a GPU.
 
-    python bench/sass_budget.py [--cuda/--no-cuda] [--triton/--no-triton] [--md PATH] [--json PATH]
-                                [--keep-dir DIR] [--root DIR] [--filter REGEX] [--p-diverge MODE=P ...]
+    python bench/sass_budget.py [--cuda/--no-cuda] [--triton/--no-triton] [--arch sm_90 --arch sm_80]
+                                [--md PATH] [--json PATH] [--keep-dir DIR] [--root DIR] [--filter REGEX]
+                                [--p-diverge MODE=P ...]
 
-Prints a markdown table (also --md) and writes the JSON report to --json or
-bench/results/sass_budget_<date>_<commit>.json (commit: TINIT_COMMIT, else
-``git rev-parse --short=12 HEAD`` of --root). --root measures another source
-tree (e.g. ``git archive`` of a commit); --filter keeps the cases whose
-"kernel/dtype/mode" matches; --keep-dir keeps cubins, SASS, PTX, ptxas logs.
+Prints a markdown table per arch (also --md) and writes the JSON report to
+--json or bench/results/sass_budget_<date>_<commit>.json (commit:
+TINIT_COMMIT, else ``git rev-parse --short=12 HEAD`` of --root). --arch
+picks the targets (default both of ARCHS, setup.py's DEFAULT_CUDA_ARCHS);
+--root measures another source tree (e.g. ``git archive`` of a commit);
+--filter keeps the cases whose "backend/kernel/dtype/mode" matches;
+--keep-dir keeps cubins, SASS, PTX, ptxas logs.
 
 CUDA: the kernels' .cu files (CU_FILES) are compiled with the extension's
 nvcc flags (setup.py: -O3 -std=c++17 --fmad=false; torch's
-COMMON_NVCC_FLAGS; -I csrc/include) by ``nvcc -cubin -arch=sm_90 -Xptxas
--v`` and disassembled with nvdisasm (PATH, else triton's). Each __global__
-function is named from its demangled symbol: the first template argument
-that is a type gives the dtype (float fp32, double fp64, __nv_bfloat16 bf16,
-__half fp16, unsigned int words), the first integer (or enumerator) argument
-the transform mode, named from ``enum TransformMode`` of transform.h (read
-with a regex: modes are reported as the enum has them). Triton: _sass_triton
-compiles every ``*_kernel`` for GPUTarget("cuda", 90, 32) with the argument
-types its launcher passes, once per dtype and mode.
+COMMON_NVCC_FLAGS; -I csrc/include) by ``nvcc -cubin -arch=<arch> -Xptxas
+-v`` (two at a time) and disassembled with nvdisasm (PATH, else triton's).
+Each __global__ function is named from its demangled symbol: the first
+template argument that is a type gives the dtype (float fp32, double fp64,
+__nv_bfloat16 bf16, __half fp16, unsigned int words), the first integer (or
+enumerator) argument the transform mode, named from ``enum TransformMode``
+of transform.h (read with a regex: modes are reported as the enum has
+them). Triton: _sass_triton compiles every ``*_kernel`` for GPUTarget("cuda",
+90 or 80, 32) with the argument types its launcher passes, once per dtype
+and mode, and the grouped kernel once per tensor count (1, 256, 4096).
 
-Metric (_sass states the CFG rules): the fast path of the hot loop, i.e. the
-path from the loop header back to it through the block of the widest global
-store that stores the most bits and has the fewest instructions, divided by
-the elements it stores (STG.E.128 of fp32 = 4; STG.E.64 of bf16 = 4; an
-unrolled loop stores more). Loop set-up before the first trip is not
-counted; UMOV/BSSY/BSYNC/BRA are (they take issue slots). Triton kernels
-have no loop: their path runs from entry to EXIT and covers 4 BLOCK /
-(32 num_warps) elements per thread. Slow path: static instructions of the
-loop's other blocks and of the subroutines they call, per element. FP64: D*
-opcodes (not DEPBAR), F2F/I2F/F2I/FRND with .F64, MUFU.*64H. Conversions:
-F2F, I2F, F2I, I2I, F2FP, I2FP, F2IP. Spills: ptxas -v (for Triton, triton's
-ptxas rerun on its PTX with its flags); registers: cuobjdump -res-usage.
+Columns (_sass states the CFG rules), per element a thread stores:
+
+- interior: the fast path of the hot loop, from its header back to it
+  through the widest global store with the fewest narrower stores, then the
+  most bits, then the fewest instructions, divided by the elements its
+  widest stores write (STG.E.128 of fp32 = 4; STG.E.64 of bf16 = 4; an
+  unrolled loop stores more). UMOV/BSSY/BSYNC/BRA count (they take issue
+  slots). Triton single-tensor kernels have no loop: their path runs from
+  entry to EXIT and covers 4 BLOCK / (32 num_warps) elements per thread.
+- edge: the element-by-element path (a store narrower than the widest, the
+  fewest widest ones): a tensor's edge unit (CUDA: the loop after the
+  interior one), or a masked Triton program.
+- misaligned: CUDA fp32/bf16/fp16, the costliest of the loops that realign
+  misaligned units (fill_runs_shifted, one per shift); where there are none
+  (fp64, words, Triton), the edge path, which misaligned tensors take for
+  every unit (marked "(edge)").
+- set-up: instructions from the entry to the hot loop's header (prologue)
+  plus from its exit to EXIT (epilogue), every other loop passed in zero
+  trips; for the grouped CUDA kernel also the trip of its table search loop
+  ("P + S/step"); for the Triton grouped kernel the figure of each tensor
+  count's compile. Steady state: interior + set-up amortised (STEADY_TEXT).
+- tbl ld: LDG/LD/indexed LDC on the interior path (the ndtri table);
+  smem+bar: LDS/LDSM/STS/STSM/BAR on it (Triton layout conversions).
+- slow: static instructions of the loop's other blocks and of the
+  subroutines they call. FP64: D* opcodes (not DEPBAR), F2F/I2F/F2I/FRND
+  with .F64, MUFU.*64H. Conversions: F2F, I2F, F2I, I2I, F2FP, I2FP, F2IP.
+  Spills: ptxas -v (for Triton, triton's ptxas rerun on its PTX with its
+  flags); registers: cuobjdump -res-usage.
+
 Kernels whose mode is a run-time value (grouped_kernel<T>: one loop per
-mode; _grouped_kernel: one branch per mode) get one case per fast path,
-named after the single-tensor kernel (same backend and dtype) whose
+mode; _grouped_kernel: one loop per mode) get one case per fast path, named
+after the single-tensor kernel (same backend, dtype and arch) whose
 fast-path opcode histogram is nearest (L1 distance over its size, greedy one
 to one; match_d). Two modes whose single-tensor code is identical cannot be
 told apart there.
 
 Throughput model (an issue-rate bound, stated in every report): G elements/s
-= min(132 SMs x 4 schedulers x 32 lanes x 1.98 GHz / SASS per element,
-4.8 TB/s / bytes per element). It ignores pipe limits (FP64 and MUFU issue
-at a fraction of that rate), latency and occupancy. ``--p-diverge MODE=P``
-adds a figure for fast + P x slow per element (P: the chance that a warp
-takes the slow blocks; default 0).
+= min(SMs x 4 schedulers x 32 lanes x clock / interior SASS per element, HBM
+bandwidth / bytes per element), H200 for sm_90 and A100 for sm_80 (MODELS).
+It ignores pipe limits (FP64 and MUFU issue at a fraction of that rate),
+latency and occupancy. ``--p-diverge MODE=P`` adds a figure for fast + P x
+slow per element (P: the chance that a warp takes the slow blocks).
 
 A hand count of the same metric on tinit's kernels agrees within 1%
 (docs/sass_budget.md); its FP64 figure counted D* opcodes only (53 of this
@@ -73,7 +94,8 @@ import _sass_triton
 
 REPO = Path(__file__).resolve().parent.parent
 CU_FILES = ("csrc/cuda/trunc_normal_kernel.cu", "csrc/cuda/trunc_normal_grouped_kernel.cu")
-ARCH = "sm_90"
+ARCHS = ("sm_90", "sm_80")  # setup.py's DEFAULT_CUDA_ARCHS: 8.0 and 9.0
+ARCH = ARCHS[0]
 NVCC_FLAGS = ["-O3", "-std=c++17", "--fmad=false"]  # setup.py, the extension's release nvcc flags
 TORCH_NVCC_FLAGS = [
     "-D__CUDA_NO_HALF_OPERATORS__",
@@ -82,10 +104,30 @@ TORCH_NVCC_FLAGS = [
     "-D__CUDA_NO_HALF2_OPERATORS__",
     "--expt-relaxed-constexpr",
 ]  # COMMON_NVCC_FLAGS of torch, if torch is absent
-MODEL = {"sms": 132, "schedulers": 4, "lanes": 32, "clock_ghz": 1.98, "hbm_tb_s": 4.8}
+# Per arch, the GPU of the throughput model and what the steady state needs (resident CUDA blocks).
+MODELS = {
+    "sm_90": {"gpu": "H200", "sms": 132, "schedulers": 4, "lanes": 32, "clock_ghz": 1.98, "hbm_tb_s": 4.8},
+    "sm_80": {"gpu": "A100-SXM4-80GB", "sms": 108, "schedulers": 4, "lanes": 32, "clock_ghz": 1.41, "hbm_tb_s": 2.039},
+}
+MODEL = MODELS["sm_90"]
+SM_LIMITS = {"regs": 65536, "threads": 2048, "blocks": 32, "reg_unit": 256}  # per SM, sm_80 and sm_90
+THREADS = 256  # kThreads: every CUDA kernel's block
+TOTAL_ELEMENTS = _sass_triton.TOTAL_ELEMENTS  # the steady state's fill: one tensor, or equal ones
+TENSOR_COUNTS = _sass_triton.TENSOR_COUNTS
 MODEL_TEXT = (
-    "G elem/s = min(132 SMs x 4 schedulers x 32 lanes x 1.98 GHz / SASS per element, "
-    "4.8 TB/s / bytes per element); weighted: SASS per element = fast + P(diverge) x slow"
+    "G elem/s = min(SMs x 4 schedulers x 32 lanes x clock / SASS per element, HBM bandwidth / bytes per "
+    "element), SASS per element of the interior loop (H200 for sm_90: 132 SMs, 1.98 GHz, 4.8 TB/s; "
+    "A100 for sm_80: 108 SMs, 1.41 GHz, 2.039 TB/s); weighted: SASS per element = fast + P(diverge) x slow"
+)
+STEADY_TEXT = (
+    "steady state = interior + set-up / elements a thread writes per set-up, for 2^28 elements: "
+    "CUDA single, one tensor, set-up = prologue + epilogue once per thread, 4 ceil(2^26 / threads) "
+    "elements, threads = 256 x min(blocks needed, SMs x resident blocks at its registers); "
+    "CUDA grouped, equal tensors (1, 256, 4096), set-up once per chunk and lane (launch_grouped gives "
+    "each warp one chunk: kernel entry included) + ceil(log2 tensors) x the search loop's trip, over "
+    "4 kChunkUnits / kLanes elements; Triton grouped, compiled at each count's LOG, set-up once per "
+    "program over REPS x 4 BLOCK / (32 num_warps) elements; Triton single, no loop: the interior "
+    "path runs entry to EXIT, set-up included"
 )
 TYPES = {
     "float": "fp32",
@@ -140,14 +182,27 @@ def nvcc_flags(root: Path) -> list[str]:
     return [*NVCC_FLAGS, *torch_flags, "-I", str(root / "csrc" / "include")]
 
 
-def compile_cu(source: Path, out_dir: Path, flags: list[str]) -> tuple[Path, str]:
-    """``nvcc -cubin -arch=sm_90`` of one .cu: (cubin, ptxas -v log)."""
-    cubin = out_dir / f"{source.stem}.{ARCH}.cubin"
+def compile_cu(source: Path, out_dir: Path, flags: list[str], arch: str = ARCH) -> tuple[Path, str]:
+    """``nvcc -cubin -arch=ARCH`` of one .cu.
+
+    Args:
+        source: the .cu file.
+        out_dir: where the cubin goes.
+        flags: nvcc flags (``nvcc_flags``).
+        arch: the target, "sm_90" or "sm_80".
+
+    Returns:
+        (cubin path, ptxas -v log).
+
+    Raises:
+        RuntimeError: nvcc failed.
+    """
+    cubin = out_dir / f"{source.stem}.{arch}.cubin"
     proc = _run(
         [
             shutil.which("nvcc") or "nvcc",
             "-cubin",
-            f"-arch={ARCH}",
+            f"-arch={arch}",
             *flags,
             "-Xptxas",
             "-v",
@@ -155,7 +210,7 @@ def compile_cu(source: Path, out_dir: Path, flags: list[str]) -> tuple[Path, str
             str(cubin),
             str(source),
         ],
-        f"nvcc {source.name}",
+        f"nvcc {source.name} {arch}",
     )
     return cubin, proc.stdout + proc.stderr
 
@@ -232,19 +287,126 @@ def describe(demangled: str, modes: dict[int, str]) -> tuple[str, str | None, in
     return base, dtype, mode
 
 
-def throughput(per_elem: float, dtype: str | None) -> dict:
-    """The model's estimate (G elements/s) and which of its two bounds sets it."""
-    issue = MODEL["sms"] * MODEL["schedulers"] * MODEL["lanes"] * MODEL["clock_ghz"] / per_elem
-    hbm = MODEL["hbm_tb_s"] * 1e3 / BYTES.get(dtype, 4)
+def throughput(per_elem: float, dtype: str | None, arch: str = ARCH) -> dict:
+    """The model's estimate (G elements/s) and which of its two bounds sets it.
+
+    Args:
+        per_elem: SASS instructions per element.
+        dtype: the output dtype (its bytes per element bound HBM).
+        arch: which GPU of MODELS.
+
+    Returns:
+        {"est_gelem_s": float, "bound": "issue" or "hbm"}.
+    """
+    m = MODELS[arch]
+    issue = m["sms"] * m["schedulers"] * m["lanes"] * m["clock_ghz"] / per_elem
+    hbm = m["hbm_tb_s"] * 1e3 / BYTES.get(dtype, 4)
     return {"est_gelem_s": min(issue, hbm), "bound": "issue" if issue < hbm else "hbm"}
 
 
-def cases_of(functions, usage, ptxas, names, backend, elems_of, refs) -> list[dict]:
-    """Cases of one backend's functions; names: symbol -> (kernel, dtype, mode).
+def resident_blocks(regs: int | None, arch: str = ARCH) -> int:
+    """CUDA blocks of THREADS resident on the GPU at once at regs registers a thread.
 
-    refs[(backend, dtype)] collects the single-mode kernels' fast-path histograms
-    (processed first); a kernel without a mode in its name (not words) then gets
-    one case per reference mode, its paths matched by _match.
+    Args:
+        regs: registers per thread (cuobjdump); None counts as 255.
+        arch: which GPU of MODELS (its SM count).
+
+    Returns:
+        SMs x blocks per SM, the register file allocated per warp in SM_LIMITS["reg_unit"] registers.
+    """
+    unit = SM_LIMITS["reg_unit"]
+    per_warp = -(-(regs or 255) * 32 // unit) * unit
+    warps = SM_LIMITS["regs"] // per_warp
+    per_sm = min(warps // (THREADS // 32), SM_LIMITS["threads"] // THREADS, SM_LIMITS["blocks"])
+    return MODELS[arch]["sms"] * max(per_sm, 1)
+
+
+def grouped_chunk(root: Path) -> tuple[int, int] | None:
+    """(kLanes, kChunkUnits) of the grouped CUDA kernel, read from its source; None if not found."""
+    try:
+        text = (root / CU_FILES[1]).read_text()
+    except OSError:
+        return None
+    lanes = re.search(r"kLanes\s*=\s*(\d+)\s*;", text)
+    units = re.search(r"kChunkUnits\s*=\s*kLanes\s*\*\s*(\d+)\s*;", text)
+    if not lanes or not units:
+        return None
+    return int(lanes[1]), int(lanes[1]) * int(units[1])
+
+
+def search_steps(tensors: int) -> int:
+    """Trips of a binary search over tensors entries: ceil(log2 tensors)."""
+    return max(0, (tensors - 1).bit_length())
+
+
+def steady_state(case: dict, arch: str, chunk: tuple[int, int] | None) -> None:
+    """Add the steady state (STEADY_TEXT) to a case.
+
+    Args:
+        case: a row of ``cases_of`` (interior and set-up columns), changed in place: it gains
+            ``setup_per`` {tensors: set-up instructions}, ``elems_per_setup`` {tensors: elements
+            a thread writes per set-up} and ``steady_per_elem`` {tensors: SASS per element}.
+        arch: its target (resident blocks of the single CUDA kernel).
+        chunk: (kLanes, kChunkUnits) of the grouped CUDA kernel, or None.
+    """
+    interior, setup = case["sass_per_elem"], case.get("setup_insts")
+    grouped = "grouped" in case["kernel"]
+    per, elems = {}, {}
+    if case["backend"] == "cuda" and not grouped and setup is not None:
+        units = TOTAL_ELEMENTS // 4
+        threads = THREADS * min(-(-units // THREADS), resident_blocks(case.get("regs"), arch))
+        per[1], elems[1] = setup, 4 * -(-units // threads)
+    elif case["backend"] == "cuda" and grouped and setup is not None and chunk:
+        lanes, units = chunk
+        for n in TENSOR_COUNTS:
+            per[n] = setup + search_steps(n) * (case.get("search_step_insts") or 0)
+            elems[n] = 4 * units // lanes
+    elif case["backend"] == "triton" and grouped:
+        for n, found in sorted(case.get("setup_by_tensors", {}).items()):
+            per[n], elems[n] = found, (case.get("reps") or 1) * case["elems"]
+    elif case["backend"] == "triton":
+        per[1], elems[1] = 0, case["elems"]  # no loop: the path is the program, set-up included
+    case["setup_per"] = per
+    case["elems_per_setup"] = elems
+    case["steady_per_elem"] = {n: interior + per[n] / elems[n] for n in per}
+
+
+def _elems_by_kind(elems_of, symbol, dtype):
+    """elems(path, kind) for one function: the fixed count of elems_of (Triton), else the bits of
+    the path's stores that the kind writes: interior, the widest; edge, the narrower (all of them
+    when it holds one width); shifted, all."""
+
+    def elems(path, kind="interior"):
+        fixed = elems_of(symbol, path, dtype)
+        if fixed is not None:
+            return fixed
+        widths = [_sass.store_bits(i) for i in path.stores()]
+        top = max(widths)
+        narrower = [w for w in widths if w < top] or widths  # an edge path of narrower stores only
+        chosen = {"edge": narrower, "shifted": widths}.get(kind, [w for w in widths if w == top])
+        return sum(chosen) / 8 / BYTES.get(dtype, 4)
+
+    return elems
+
+
+def cases_of(functions, usage, ptxas, names, backend, elems_of, refs, arch=ARCH) -> list[dict]:
+    """Cases of one backend's functions.
+
+    Args:
+        functions: symbol -> _sass.Function.
+        usage, ptxas: symbol -> cuobjdump -res-usage and ptxas -v fields.
+        names: symbol -> (kernel, dtype, mode).
+        backend: "cuda" or "triton".
+        elems_of: (symbol, path, dtype) -> elements per trip, or None to count them from the
+            path's stores (``_elems_by_kind``).
+        refs: {(backend, dtype, arch): {mode: histogram}} of the single-mode kernels' fast paths,
+            filled here (they are processed first); a kernel without a mode in its name (not
+            words) then gets one case per reference mode, its paths matched by _sass.match.
+        arch: the target the functions were compiled for.
+
+    Returns:
+        One dict per case: the columns of _sass.metrics and the edge, misaligned and set-up
+        columns of _sass.Analyzer.related.
     """
     out = []
     for symbol in sorted(functions, key=lambda s: (names[s][2] is None and names[s][1] != "words", s)):
@@ -253,6 +415,7 @@ def cases_of(functions, usage, ptxas, names, backend, elems_of, refs) -> list[di
         res = {**usage.get(symbol, {}), **ptxas.get(symbol, {})}
         common = {
             "backend": backend,
+            "arch": arch,
             "kernel": kernel,
             "dtype": dtype,
             "symbol": symbol,
@@ -263,76 +426,156 @@ def cases_of(functions, usage, ptxas, names, backend, elems_of, refs) -> list[di
             "spill_loads": res.get("spill_loads"),
             "local_ops_static": sum(i.base in ("LDL", "STL") for b in an.fn.blocks for i in b.insts),
         }
-        runtime_mode = mode is None and dtype != "words" and bool(refs.get((backend, dtype)))
+        key = (backend, dtype, arch)
+        runtime_mode = mode is None and dtype != "words" and bool(refs.get(key))
         paths = _sass.paths_of(an, runtime_mode)
         if not paths:
             out.append({**common, "mode": mode, "error": "no global store found"})
             continue
         if mode is None and dtype != "words" and not runtime_mode:
             common["note"] = "mode is a run-time value and no single-mode kernel was measured to match it"
-        chosen = _sass.match(paths, refs[(backend, dtype)]) if runtime_mode else [(paths[0], mode, None)]
+        chosen = _sass.match(paths, refs[key]) if runtime_mode else [(paths[0], mode, None)]
+        elems = _elems_by_kind(elems_of, symbol, dtype)
         for path, m, dist in chosen:
             others = set().union(*(set(q.blocks) for q, *_ in chosen if q is not path))
-            row = {**common, "mode": m, **_sass.metrics(an, path, elems_of(symbol, path, dtype), others)}
-            if not runtime_mode:
-                # Misaligned tensors: the costliest of the shifted-run loops (one per shift).
-                shifted = [q for q in map(an.fast_path, an.shifted_loops()) if q is not None]
-                row["shifted_per_elem"] = max(
-                    (len(q.insts) / elems_of(symbol, q, dtype) for q in shifted), default=None
-                )
+            row = {**common, "mode": m, **_sass.metrics(an, path, elems(path), others)}
+            rel = an.related(path, [q.header for q, *_ in chosen if q.header is not None])
+            edge = rel["edge"]
+            row["edge_per_elem"] = len(edge.insts) / elems(edge, "edge") if edge else None
+            # Misaligned tensors: the costliest of the shifted-run loops (one per shift), else
+            # (fp64, words, Triton) the edge path, which they take for every unit.
+            row["shifted_per_elem"] = max((len(q.insts) / elems(q, "shifted") for q in rel["shifted"]), default=None)
+            row["misaligned_per_elem"] = row["shifted_per_elem"] or row["edge_per_elem"]
+            row["misaligned_by"] = "shifted runs" if rel["shifted"] else "edge path"
+            row["prologue_insts"], row["epilogue_insts"] = rel["prologue"], rel["epilogue"]
+            row["setup_insts"] = rel["prologue"] + rel["epilogue"] if path.header is not None else None
+            row["search_step_insts"] = sum(c for _, c in rel["search"]) if rel["search"] else None
             if dist is not None:
                 row["match_d"] = round(dist, 3)
             elif m is not None:
-                refs.setdefault((backend, dtype), {})[m] = path.histogram()
+                refs.setdefault(key, {})[m] = path.histogram()
             out.append(row)
     return out
 
 
 def cuda_cases(
-    source: Path, modes: dict[int, str], work: Path, keep: Path | None, refs: dict, select=None
+    source: Path,
+    modes: dict[int, str],
+    work: Path,
+    keep: Path | None,
+    refs: dict,
+    select=None,
+    arch: str = ARCH,
+    compiled: tuple[Path, str] | None = None,
 ) -> list[dict]:
-    """Cases of one .cu file (select: a predicate on (kernel, dtype, mode) to keep fewer)."""
-    cubin, log = compile_cu(source, work, nvcc_flags(source.parents[2]))
+    """Cases of one .cu file.
+
+    Args:
+        source: the .cu file (under csrc/cuda of its tree).
+        modes: {value: name} of ``enum TransformMode``.
+        work: folder for the cubin.
+        keep: folder to keep SASS and ptxas logs in, or None.
+        refs: the single-mode histograms (``cases_of``).
+        select: a predicate on (kernel, dtype, mode) to keep fewer; None keeps all.
+        arch: the target.
+        compiled: (cubin, ptxas log) of ``compile_cu`` when already compiled.
+
+    Returns:
+        The cases (``cases_of``) with their steady state (``steady_state``).
+    """
+    cubin, log = compiled or compile_cu(source, work, nvcc_flags(source.parents[2]), arch)
     if keep:
-        (keep / f"{source.stem}.ptxas.txt").write_text(log)
+        (keep / f"{source.stem}.{arch}.ptxas.txt").write_text(log)
     functions, usage = disassemble(cubin, keep)
     symbols = [s for s in functions if not s.startswith("$")]
     names = {s: describe(d, modes) for s, d in zip(symbols, demangle(symbols), strict=True)}
     if select:
         symbols = [s for s in symbols if select(*names[s])]
     functions = {s: functions[s] for s in symbols}
-
-    def elems(symbol, path, dtype):
-        return path.stored_bits() / 8 / BYTES.get(dtype, 4)
-
-    return cases_of(functions, usage, ptxas_info(log), names, "cuda", elems, refs)
+    cases = cases_of(functions, usage, ptxas_info(log), names, "cuda", lambda s, p, d: None, refs, arch)
+    chunk = grouped_chunk(source.parents[2])
+    for c in cases:
+        if "error" not in c:
+            steady_state(c, arch, chunk)
+    return cases
 
 
 def triton_cases(
-    root: Path, modes: dict[int, str], work: Path, keep: Path | None, refs: dict, select=None
+    root: Path,
+    modes: dict[int, str],
+    work: Path,
+    keep: Path | None,
+    refs: dict,
+    select=None,
+    arch: str = ARCH,
 ) -> list[dict]:
-    """Cases of the Triton kernels (select: a predicate on (kernel, dtype, mode) to compile fewer)."""
+    """Cases of the Triton kernels.
+
+    Args:
+        root: the source tree.
+        modes: {value: name} of ``enum TransformMode``.
+        work: folder for cubins and PTX (keep, when given).
+        keep: folder to keep SASS in, or None.
+        refs: the single-mode histograms (``cases_of``).
+        select: a predicate on (kernel, dtype, mode) to compile fewer; None compiles all.
+        arch: the target, "sm_90" or "sm_80".
+
+    Returns:
+        The cases, one per kernel, dtype and mode: the grouped kernel's row is its compile for
+        256 tensors, with the set-up of every tensor count (``setup_by_tensors``) and the steady
+        state; error rows for what did not import or compile.
+    """
+    capability = int(arch.split("_")[1])
     functions, usage, ptxas, names, elems, extra = {}, {}, {}, {}, {}, {}
     failed = []
-    for k in _sass_triton.compile_all(root, modes, keep or work, select):
+    for k in _sass_triton.compile_all(root, modes, keep or work, select, capability):
         if "error" in k:
-            failed.append({"backend": "triton", **k})
+            failed.append({"backend": "triton", "arch": arch, **k})
             continue
-        symbol = f"{k['kernel']}[{k['dtype']},{'' if k['mode'] is None else k['mode']}]"
+        mode = "" if k["mode"] is None else k["mode"]
+        count = "" if k["tensors"] is None else f",n={k['tensors']}"
+        symbol = f"{k['kernel']}[{k['dtype']},{mode}{count}]"
         fns, use = disassemble(k["cubin"], keep)
         functions[symbol], usage[symbol] = fns[k["name"]], use.get(k["name"], {})
-        log = _run(_sass_triton.ptxas_command(k["ptx"], k["options"]), "ptxas -v")
+        log = _run(_sass_triton.ptxas_command(k["ptx"], k["options"], capability), "ptxas -v")
         ptxas[symbol] = next(iter(ptxas_info(log.stdout + log.stderr).values()), {})
         names[symbol] = (k["kernel"], k["dtype"], k["mode"])
         # a program is 4 BLOCK elements (one Philox block per 4) over 32 num_warps threads
         elems[symbol] = 4 * k["block"] / (32 * k["num_warps"]) if k["block"] else None
-        extra[symbol] = {"typed_by": k["typed_by"], "options": k["options"]}
-    cases = cases_of(
-        functions, usage, ptxas, names, "triton", lambda s, p, d: elems[s] or p.stored_bits() / 8 / BYTES[d], refs
-    )
+        extra[symbol] = {
+            "typed_by": k["typed_by"],
+            "options": k["options"],
+            "tensors": k["tensors"],
+            "reps": k["reps"],
+        }
+    cases = cases_of(functions, usage, ptxas, names, "triton", lambda s, p, d: elems[s], refs, arch)
     for c in cases:
         c.update(extra[c["symbol"]])
-    return cases + failed
+    return _merge_tensor_counts(cases, arch) + failed
+
+
+def _merge_tensor_counts(cases: list[dict], arch: str) -> list[dict]:
+    """One row per grouped (dtype, mode): the 256-tensor compile (else the first), with
+    ``setup_by_tensors`` {count: set-up instructions} of every compile; then every steady state."""
+    primary, setups = {}, {}
+    for c in cases:
+        if c.get("tensors") is None or "error" in c:
+            continue
+        key = (c["kernel"], c["dtype"], c["mode"])
+        setups.setdefault(key, {})[c["tensors"]] = c.get("setup_insts")
+        if key not in primary or c["tensors"] == 256:
+            primary[key] = c
+    out = []
+    for c in cases:
+        if c.get("tensors") is not None and "error" not in c:
+            key = (c["kernel"], c["dtype"], c["mode"])
+            if primary[key] is not c:
+                continue
+            c["setup_by_tensors"] = {n: v for n, v in sorted(setups[key].items()) if v is not None}
+        if "error" not in c:
+            steady_state(c, arch, None)
+        out.append(c)
+    return out
 
 
 def commit(root: Path) -> tuple[str, bool]:
@@ -381,9 +624,14 @@ COLUMNS = [
     "kernel",
     "dtype",
     "mode",
-    "SASS/elem",
+    "interior/elem",
+    "edge/elem",
+    "misaligned/elem",
+    "set-up",
+    "steady 1 / 256 / 4096",
+    "tbl ld/elem",
+    "smem+bar/elem",
     "slow/elem",
-    "shifted/elem",
     "FP64/elem",
     "MUFU/elem",
     "cvt/elem",
@@ -397,56 +645,102 @@ COLUMNS = [
 ]
 
 
+def _setup_cell(c: dict) -> str:
+    """Set-up instructions per thread: grouped CUDA "P + S/step" (per chunk), Triton grouped one
+    figure per tensor count, else the prologue and epilogue of the loop; "in path" without a loop."""
+    if c.get("search_step_insts"):
+        return f"{c['setup_insts']} + {c['search_step_insts']}/step"
+    if c.get("setup_by_tensors"):
+        return " / ".join(str(v) for v in c["setup_by_tensors"].values())
+    return "in path" if c.get("setup_insts") is None else str(c["setup_insts"])
+
+
+def _steady_cell(c: dict) -> str:
+    steady = c.get("steady_per_elem") or {}
+    if len(steady) > 1:
+        return " / ".join(_fmt(steady.get(n), 2) for n in TENSOR_COUNTS)
+    return _fmt(next(iter(steady.values()), None), 2)
+
+
+def _row(c: dict) -> str:
+    if "error" in c:
+        return (
+            f"| {c['backend']} | {c['kernel']} | {c['dtype']} | {c.get('mode_name') or '-'} | "
+            f"error: {c['error']} |" + " |" * (len(COLUMNS) - 5)
+        )
+    mode = c.get("mode_name") or "-"
+    if "match_d" in c:
+        mode += f" (d={c['match_d']:.2f})"
+    est = f"{c['est_gelem_s']:.0f} ({c['bound']})"
+    if c.get("p_diverge"):
+        est += f"; P={c['p_diverge']}: {c['weighted_est_gelem_s']:.0f}"
+    misaligned = _fmt(c.get("misaligned_per_elem"), 2)
+    if c.get("misaligned_per_elem") is not None and c.get("misaligned_by") == "edge path":
+        misaligned += " (edge)"
+    cells = [
+        c["backend"],
+        c["kernel"],
+        c["dtype"],
+        mode,
+        _fmt(c["sass_per_elem"], 2),
+        _fmt(c.get("edge_per_elem"), 2),
+        misaligned,
+        _setup_cell(c),
+        _steady_cell(c),
+        _fmt(c.get("table_loads_per_elem"), 2),
+        _fmt(c.get("shared_per_elem"), 2),
+        _fmt(c["slow_per_elem"]),
+        _fmt(c["fp64_per_elem"]),
+        _fmt(c["mufu_per_elem"]),
+        _fmt(c["cvt_per_elem"]),
+        _fmt(c["regs"]),
+        f"{_fmt(c['spill_stores'])}/{_fmt(c['spill_loads'])}",
+        _fmt(c["stack"]),
+        _fmt(c["local_ops_fast"]),
+        c["store"],
+        _fmt(c["elems"], 0),
+        est,
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
 def markdown(report: dict) -> str:
-    """The report as a markdown table, with the command, versions and model above it."""
+    """The report as markdown: the command, versions and models, then one table per arch.
+
+    Args:
+        report: what ``run`` returns (with "command" added by ``main``).
+
+    Returns:
+        The text.
+    """
     head = (
         f"`{report['command']}` at {report['commit']}{' (sources modified)' if report['dirty'] else ''}, "
         f"{report['date']}; nvcc {report['versions']['nvcc']}, triton {report['versions']['triton']}, "
-        f"{report['arch']}."
+        f"{', '.join(report['archs'])}."
     )
     skipped = "".join(f"\n\nSkipped: {why}" for why in report["skipped"])
-    lines = [
-        head + skipped,
-        "",
-        f"Model: {report['model']}.",
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
-    ]
-    for c in report["cases"]:
-        if "error" in c:
-            lines.append(
-                f"| {c['backend']} | {c['kernel']} | {c['dtype']} | {c.get('mode_name') or '-'} | "
-                f"error: {c['error']} |" + " |" * (len(COLUMNS) - 5)
-            )
-            continue
-        mode = c.get("mode_name") or "-"
-        if "match_d" in c:
-            mode += f" (d={c['match_d']:.2f})"
-        est = f"{c['est_gelem_s']:.0f} ({c['bound']})"
-        if c.get("p_diverge"):
-            est += f"; P={c['p_diverge']}: {c['weighted_est_gelem_s']:.0f}"
-        cells = [
-            c["backend"],
-            c["kernel"],
-            c["dtype"],
-            mode,
-            _fmt(c["sass_per_elem"], 2),
-            _fmt(c["slow_per_elem"]),
-            _fmt(c.get("shifted_per_elem"), 2),
-            _fmt(c["fp64_per_elem"]),
-            _fmt(c["mufu_per_elem"]),
-            _fmt(c["cvt_per_elem"]),
-            _fmt(c["regs"]),
-            f"{_fmt(c['spill_stores'])}/{_fmt(c['spill_loads'])}",
-            _fmt(c["stack"]),
-            _fmt(c["local_ops_fast"]),
-            c["store"],
-            _fmt(c["elems"], 0),
-            est,
+    lines = [head + skipped, "", f"Model: {report['model']}.", "", f"Steady state: {report['steady_model']}."]
+    for arch in report["archs"]:
+        model = MODELS[arch]
+        lines += [
+            "",
+            f"### {arch} ({model['gpu']} model)",
+            "",
+            "| " + " | ".join(COLUMNS) + " |",
+            "|" + "---|" * len(COLUMNS),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines += [_row(c) for c in report["cases"] if c.get("arch", ARCH) == arch]
     return "\n".join(lines) + "\n"
+
+
+def _compile_all_cu(root: Path, work: Path, archs) -> dict:
+    """{(.cu, arch): (cubin, ptxas log)} of every CU_FILES x archs, two nvcc at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(cu, arch) for arch in archs for cu in CU_FILES]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = {job: pool.submit(compile_cu, root / job[0], work, nvcc_flags(root), job[1]) for job in jobs}
+        return {job: future.result() for job, future in done.items()}
 
 
 def run(
@@ -456,53 +750,71 @@ def run(
     keep: Path | None = None,
     select=None,
     p_diverge: dict | None = None,
+    archs=ARCHS,
 ) -> dict:
-    """Measure root's kernels; returns the report (what --json writes).
+    """Measure root's kernels.
 
-    select(kernel, dtype, mode) -> bool limits what is compiled (Triton) and
-    analysed; a kernel whose mode is a run-time value is matched only against
-    the single-mode kernels selected with it.
+    Args:
+        root: the source tree.
+        cuda, triton: which backends to measure.
+        keep: folder to keep cubins, SASS, PTX and ptxas logs in, or None.
+        select: select(kernel, dtype, mode) -> bool limits what is compiled (Triton) and
+            analysed; a kernel whose mode is a run-time value is matched only against the
+            single-mode kernels selected with it. None: everything.
+        p_diverge: {mode name or value: P} for the weighted figure.
+        archs: the targets, of ARCHS.
+
+    Returns:
+        The report (what --json writes).
     """
     modes = read_modes(root / "csrc" / "include" / "tinit" / "transform.h")
     cases, refs, skipped = [], {}, []
     with tempfile.TemporaryDirectory() as tmp:
         work = keep or Path(tmp)
+        compiled = {}
         if cuda and shutil.which("nvcc"):
-            for cu in CU_FILES:
-                cases += cuda_cases(root / cu, modes, work, keep, refs, select)
+            compiled = _compile_all_cu(root, work, archs)
         elif cuda:
             skipped.append("cuda: no nvcc on PATH")
-        if triton:
-            try:
-                cases += triton_cases(root, modes, work, keep, refs, select)
-            except ImportError as exc:
-                skipped.append(f"triton: {exc}")
+        for arch in archs:
+            for cu in CU_FILES if compiled else ():
+                cases += cuda_cases(root / cu, modes, work, keep, refs, select, arch, compiled[(cu, arch)])
+            if triton:
+                try:
+                    cases += triton_cases(root, modes, work, keep, refs, select, arch)
+                except ImportError as exc:
+                    skipped.append(f"triton: {exc}")
+                    triton = False
     p_diverge = p_diverge or {}
     for c in cases:
         c["mode_name"] = modes.get(c["mode"]) if c.get("mode") is not None else None
         if "error" in c:
             continue
-        c.update(throughput(c["sass_per_elem"], c["dtype"]))
+        c.update(throughput(c["sass_per_elem"], c["dtype"], c["arch"]))
         p = p_diverge.get(c["mode_name"], p_diverge.get(str(c["mode"]), 0.0))
         if p:
             weighted = c["sass_per_elem"] + p * c["slow_per_elem"]
             c.update(
                 p_diverge=p,
                 weighted_per_elem=weighted,
-                weighted_est_gelem_s=throughput(weighted, c["dtype"])["est_gelem_s"],
+                weighted_est_gelem_s=throughput(weighted, c["dtype"], c["arch"])["est_gelem_s"],
             )
     sha, dirty = commit(root)
     return {
         "commit": sha,
         "dirty": dirty,
         "date": datetime.date.today().isoformat(),
-        "arch": ARCH,
+        "arch": archs[0],
+        "archs": list(archs),
         "root": str(root),
         "versions": versions(),
         "nvcc_flags": nvcc_flags(root),
         "modes": modes,
         "model": MODEL_TEXT,
-        "model_constants": MODEL,
+        "model_constants": {arch: MODELS[arch] for arch in archs},
+        "steady_model": STEADY_TEXT,
+        "tensor_counts": list(TENSOR_COUNTS),
+        "total_elements": TOTAL_ELEMENTS,
         "p_diverge": p_diverge,
         "skipped": skipped,
         "cases": cases,
@@ -510,9 +822,16 @@ def run(
 
 
 def main(argv=None) -> int:
+    """The command line (module docstring); returns 1 when a case is an error row, else 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cuda", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--triton", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--arch",
+        action="append",
+        choices=ARCHS,
+        help=f"target to compile for (repeat for several; default: {' and '.join(ARCHS)})",
+    )
     parser.add_argument("--md", type=Path, help="also write the markdown table here")
     parser.add_argument("--json", type=Path, help="JSON path (default bench/results/sass_budget_<date>_<commit>.json)")
     parser.add_argument("--keep-dir", type=Path, help="keep cubins, SASS, PTX and ptxas logs here")
@@ -533,7 +852,8 @@ def main(argv=None) -> int:
         args.keep_dir.mkdir(parents=True, exist_ok=True)
     p_diverge = {k: float(v) for k, v in (item.split("=", 1) for item in args.p_diverge)}
     pattern = re.compile(args.filter) if args.filter else None
-    report = run(args.root.resolve(), args.cuda, args.triton, args.keep_dir, None, p_diverge)
+    archs = tuple(dict.fromkeys(args.arch)) if args.arch else ARCHS
+    report = run(args.root.resolve(), args.cuda, args.triton, args.keep_dir, None, p_diverge, archs)
     report["cases"] = [
         c
         for c in report["cases"]
