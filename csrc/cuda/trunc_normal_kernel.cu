@@ -23,8 +23,6 @@ namespace tinit {
 namespace cuda {
 namespace {
 
-constexpr int kMaxDevices = 64;
-
 // Minimum resident blocks per SM for __launch_bounds__. The fp64 tail
 // kernel, at ptxas's own choice of 48 registers, spills two loop-invariant
 // words to the stack; asking for four blocks (up to 64 registers) keeps them
@@ -55,35 +53,12 @@ __global__ void __launch_bounds__(kThreads)
                      static_cast<int64_t>(gridDim.x) * blockDim.x);
 }
 
-// Blocks of `kernel` resident on the current device at once (the grid-stride
-// loop needs no more), cached per kernel and device: the occupancy query is
-// host-only, so it is also safe while a CUDA graph is being captured.
-template <typename Kernel>
-cudaError_t grid_size(Kernel kernel, std::atomic<int>* cache, int64_t blocks, int* grid) {
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  int resident = device < kMaxDevices ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (resident <= 0) {
-    int sms = 0, per_sm = 0;
-    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (err != cudaSuccess) return err;
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
-    if (err != cudaSuccess) return err;
-    resident = sms * (per_sm > 0 ? per_sm : 1);
-    if (device < kMaxDevices) cache[device].store(resident, std::memory_order_relaxed);
-  }
-  const int64_t needed = (blocks + kThreads - 1) / kThreads;
-  *grid = static_cast<int>(needed < resident ? needed : resident);
-  return cudaSuccess;
-}
-
 template <typename out_t, int Mode>
 cudaError_t launch_mode(const FillLaunch<out_t>& p, cudaStream_t cuda_stream) {
   static std::atomic<int> cache[kMaxDevices];
   const auto kernel = &trunc_normal_kernel<out_t, Mode>;
   int grid = 0;
-  const cudaError_t err = grid_size(kernel, cache, block_count(p.numel, p.offset), &grid);
+  const cudaError_t err = grid_size(kernel, cache, (block_count(p.numel, p.offset) + kThreads - 1) / kThreads, &grid);
   if (err != cudaSuccess) return err;
   kernel<<<grid, kThreads, 0, cuda_stream>>>(p.out, p.numel, philox_keys(p.seed), p.stream, p.offset, p.params,
                                              vector_ok(p.out, p.offset), p.compute_only);
@@ -93,7 +68,8 @@ cudaError_t launch_mode(const FillLaunch<out_t>& p, cudaStream_t cuda_stream) {
 cudaError_t launch_words(const FillLaunch<uint32_t>& p, cudaStream_t cuda_stream) {
   static std::atomic<int> cache[kMaxDevices];
   int grid = 0;
-  const cudaError_t err = grid_size(&philox_kernel, cache, block_count(p.numel, p.offset), &grid);
+  const cudaError_t err =
+      grid_size(&philox_kernel, cache, (block_count(p.numel, p.offset) + kThreads - 1) / kThreads, &grid);
   if (err != cudaSuccess) return err;
   philox_kernel<<<grid, kThreads, 0, cuda_stream>>>(p.out, p.numel, philox_keys(p.seed), p.stream, p.offset,
                                                     vector_ok(p.out, p.offset));
