@@ -130,6 +130,20 @@ inline cudaError_t grid_size(Kernel kernel, std::atomic<int>* cache, int64_t nee
   return cudaSuccess;
 }
 
+// The round keys as register values: a kernel argument would otherwise be
+// re-read from the constant bank inside the loop (ptxas rematerialises it
+// there, an LDC or ULDC per key pair and trip), where the registers that the
+// launch bounds leave free hold it for nothing. Values are unchanged.
+TINIT_HD PhiloxKeys keys_in_registers(PhiloxKeys keys) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+  for (int round = 0; round < 10; ++round)
+    asm volatile("prmt.b32 %0, %0, 0, 0x3210; prmt.b32 %1, %1, 0, 0x3210;"
+                 : "+r"(keys.k0[round]), "+r"(keys.k1[round]));
+#endif
+  return keys;
+}
+
 // Number of Philox blocks that cover tensor elements [0, numel) starting at
 // stream index offset.
 TINIT_HD int64_t block_count(int64_t numel, uint64_t offset) {

@@ -183,7 +183,7 @@ TINIT_HD void grouped_thread(const GroupView& t, const PhiloxKeys& keys, int64_t
 // cap registers at 64 and cost instructions in the loop.
 template <typename out_t>
 __global__ void __launch_bounds__(kThreads, 2) grouped_kernel(const GroupView t, const PhiloxKeys keys) {
-  grouped_thread<out_t>(t, keys, blockIdx.x, threadIdx.x, gridDim.x);
+  grouped_thread<out_t>(t, keys_in_registers(keys), blockIdx.x, threadIdx.x, gridDim.x);
 }
 
 }  // namespace

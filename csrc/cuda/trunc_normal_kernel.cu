@@ -23,14 +23,16 @@ namespace tinit {
 namespace cuda {
 namespace {
 
-// Minimum resident blocks per SM for __launch_bounds__. The fp64 tail
-// kernel, at ptxas's own choice of 48 registers, spills two loop-invariant
-// words to the stack; asking for four blocks (up to 64 registers) keeps them
-// in registers (62). 0 leaves every other kernel to ptxas's choice: an
-// explicit 1 makes ptxas take up to twice the registers (and half the
-// resident warps) for one or two fewer instructions an element.
+// Minimum resident blocks per SM for __launch_bounds__: two (at most 128
+// registers, 16 warps an SM, 4 a scheduler), so that the round keys
+// (keys_in_registers) and the loop's values stay in registers: the loop is
+// issue-bound (its only loads are ndtri rows that stay in L1, its stores need
+// no wait, and each lane carries four independent values a trip), so four
+// warps a scheduler cover its latencies, and every instruction saved is
+// throughput. The fp64 tail kernel asks for four (up to 64 registers): at
+// ptxas's own choice of 48 it spilled two loop-invariant words.
 template <typename out_t, int Mode>
-constexpr int kMinBlocks = sizeof(out_t) == 8 && Mode == kTail ? 4 : 0;
+constexpr int kMinBlocks = sizeof(out_t) == 8 && Mode == kTail ? 4 : 2;
 
 template <typename out_t, int Mode>
 __global__ void __launch_bounds__(kThreads, (kMinBlocks<out_t, Mode>))
@@ -38,7 +40,7 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<out_t, Mode>))
                         const TruncNormalParams<typename Out<out_t>::T> P, bool vec_ok, bool compute_only) {
   using T = typename Out<out_t>::T;
   const uint32_t sink = fill_blocks<out_t, Mode>(
-      out, numel, keys, stream, offset, P, vec_ok, compute_only, 0, block_count(numel, offset),
+      out, numel, keys_in_registers(keys), stream, offset, P, vec_ok, compute_only, 0, block_count(numel, offset),
       static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, static_cast<int64_t>(gridDim.x) * blockDim.x);
   // Compute-only runs keep every value alive through this (practically never
   // taken) store, so the compiler cannot drop the arithmetic feeding it.
