@@ -350,21 +350,29 @@ TINIT_HD T horner(T t, T c, Rest... rest) {
 
 // ------------------------------------------------------------ ndtri_table
 // The coefficient rows (TINIT_NDTRI_COEFFICIENTS, fitted by the generator's
-// segment_rows). Device code reads its own
-// copy in global memory (cached; lanes of a warp mostly share a few rows);
-// constant memory would serialise lanes that read different rows.
+// segment_rows), in ndtri_segment order: the CPU's vector kernels read them.
 alignas(16) static constexpr float kNdtriHost[kNdtriSegments * kNdtriRow] = TINIT_NDTRI_COEFFICIENTS;
-#if defined(__CUDACC__)
-alignas(16) static __device__ const float kNdtriDevice[kNdtriSegments * kNdtriRow] = TINIT_NDTRI_COEFFICIENTS;
-#endif
 
-TINIT_HD const float* ndtri_rows() {
-#if defined(__CUDA_ARCH__)
-  return kNdtriDevice;
-#else
-  return kNdtriHost;
-#endif
+// The same rows in reverse order, row 255 - t at position t: indexed by
+// t = bits(s) >> 22 itself (ndtri_row), with no subtraction from 255. Device
+// code reads its own copy in global memory (cached; lanes of a warp mostly
+// share a few rows); constant memory would serialise lanes that read
+// different rows.
+struct NdtriByTop {
+  float c[kNdtriSegments * kNdtriRow];
+};
+constexpr NdtriByTop ndtri_by_top() {
+  NdtriByTop r{};
+  for (int row = 0; row < kNdtriSegments; ++row) {
+    for (int k = 0; k < kNdtriRow; ++k)
+      r.c[(kNdtriSegments - 1 - row) * kNdtriRow + k] = kNdtriHost[row * kNdtriRow + k];
+  }
+  return r;
 }
+alignas(16) static constexpr NdtriByTop kNdtriByTopHost = ndtri_by_top();
+#if defined(__CUDACC__)
+alignas(16) static __device__ const NdtriByTop kNdtriByTopDevice = ndtri_by_top();
+#endif
 
 // The row of s in [0, 2): 255 - (bits >> 22), bits >> 22 = 2 E + the top
 // mantissa bit (E the biased exponent). Rows 0..5 (s >= 1/4) hold the
@@ -372,6 +380,20 @@ TINIT_HD const float* ndtri_rows() {
 // 2^(E-127) [1.5, 2) and [1, 1.5), for E = 124 down to 1. Every s in [0, 2)
 // has a row, so no clamp is needed: valid_params keeps s in [0, 1.75].
 TINIT_HD uint32_t ndtri_segment(float s) { return 255u - (float_as_bits(s) >> 22); }
+
+// The coefficients of s's row ndtri_segment(s): row bits(s) >> 22 of the
+// reversed copy. On the device the shift is opaque to ptxas, which would
+// otherwise fold it into the multiply (a shift, a mask and a multiply-add);
+// as written it is one shift and one multiply-add into the table's address.
+TINIT_HD const float* ndtri_row(float s) {
+#if defined(__CUDA_ARCH__)
+  uint32_t top;
+  asm("shr.b32 %0, %1, 22;" : "=r"(top) : "r"(float_as_bits(s)));
+  return kNdtriByTopDevice.c + static_cast<uint64_t>(top) * kNdtriRow;
+#else
+  return kNdtriByTopHost.c + static_cast<uint64_t>(float_as_bits(s) >> 22) * kNdtriRow;
+#endif
+}
 
 // The variable of the row's polynomial: q^2 for row 0, else r in [-1/4, 1/4)
 // with s = 2^(E-127) (1.25 + r) or (1.75 + r) (exact, from the mantissa bits).
@@ -398,7 +420,7 @@ TINIT_HD float ndtri_poly(const float* c, float t) {
 // m = q on row 0 and 1 on the others. No log, no branch, no division.
 TINIT_HD float ndtri_table(float s, float q) {
   const bool central = s >= 0.25f;
-  const float* c = ndtri_rows() + ndtri_segment(s) * kNdtriRow;
+  const float* c = ndtri_row(s);
   const float p = ndtri_poly(c, ndtri_variable(s, q, central));
   return central ? q * p : p;
 }
@@ -406,7 +428,7 @@ TINIT_HD float ndtri_table(float s, float q) {
 // The same z as the pair z_hi + z_lo (precise mode).
 TINIT_HD float ndtri_table_pair(float s, float q, float& z_lo) {
   const bool central = s >= 0.25f;
-  const float* c = ndtri_rows() + ndtri_segment(s) * kNdtriRow;
+  const float* c = ndtri_row(s);
   float p_lo;
   const float p_hi = ndtri_poly(c, ndtri_variable(s, q, central), p_lo);
   const float m = central ? q : 1.0f;
