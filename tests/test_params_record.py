@@ -92,7 +92,7 @@ def test_from_packed_reads_every_field_by_name(dump):
     # Distinct, exactly representable values: any swapped index shows.
     packed = TruncNormalParams(*[float(Mode.TAIL) if i == 0 else (i + 0.5) * (-1) ** i for i in range(PARAM_COUNT)])
     lines = _run(dump, *(repr(v) for v in packed))
-    assert [name for name, _ in lines] == [*TruncNormalParams._fields, "flip"]
+    assert [name for name, _ in lines] == [*TruncNormalParams._fields, "flip", "unclamped"]
     got = {name: float(value) for name, value in lines}
     for name, value in packed._asdict().items():
         expect = float(int(value)) if name in ("mode", "split") else value

@@ -120,12 +120,18 @@ TINIT_HD void values_span(const GroupView& t, const PhiloxKeys& keys, const Grou
   const TruncNormalParams<T> P = static_cast<const TruncNormalParams<T>*>(t.params)[e.params];
   auto* out = static_cast<out_t*>(e.out);
   const bool vec = e.vec_ok != 0;
-  switch (P.mode) {
+  switch (kernel_mode(P)) {
     case kUniform:
       fill_blocks<out_t, kUniform>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
       break;
     case kTwoSided:
       fill_blocks<out_t, kTwoSided>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
+      break;
+    case kTwoSidedUnclamped:  // set for float compute only
+      if constexpr (std::is_same<T, float>::value) {
+        fill_blocks<out_t, kTwoSidedUnclamped>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane,
+                                               kLanes);
+      }
       break;
     case kTwoSidedPrecise:
       fill_blocks<out_t, kTwoSidedPrecise>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);

@@ -16,6 +16,7 @@
 // blocks at most.
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "trunc_normal_device.cuh"
 
@@ -86,11 +87,16 @@ cudaError_t launch_fill(const FillLaunch<out_t>& launch, cudaStream_t cuda_strea
   if constexpr (is_words<out_t>) {
     return launch_words(launch, cuda_stream);
   } else {
-    switch (launch.params.mode) {
+    switch (kernel_mode(launch.params)) {
       case kUniform:
         return launch_mode<out_t, kUniform>(launch, cuda_stream);
       case kTwoSided:
         return launch_mode<out_t, kTwoSided>(launch, cuda_stream);
+      case kTwoSidedUnclamped:  // set for float compute only
+        if constexpr (std::is_same<compute_t<out_t>, float>::value) {
+          return launch_mode<out_t, kTwoSidedUnclamped>(launch, cuda_stream);
+        }
+        return cudaErrorInvalidValue;
       case kTwoSidedPrecise:
         return launch_mode<out_t, kTwoSidedPrecise>(launch, cuda_stream);
       case kTail:

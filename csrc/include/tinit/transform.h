@@ -52,6 +52,11 @@ enum TransformMode : int {
   kTwoSided = 1,
   kTwoSidedPrecise = 2,
   kTail = 3,
+  // Never packed (valid_mode refuses it; kModeCount counts the packed modes):
+  // the CUDA kernels' variant of kTwoSided, float compute, for a record whose
+  // clamp cannot fire (TruncNormalParams::unclamped). The same values
+  // without the clamp; every other backend runs kTwoSided for it.
+  kTwoSidedUnclamped = 4,
 };
 constexpr int kModeCount = 4;
 // Positions of the fields in the packed list of doubles: the order of
@@ -134,6 +139,7 @@ struct TruncNormalParams {
   T b0;                  // tail: -beta' > 0
   T ratio;               // tail: Q(a0) / Q(b0), a0 = -alpha'
   T l1, l2, l3, l4, l5;  // tail (float): l(e) ~ e (l1 + e (l2 + ...)), see tail_excursion
+  uint32_t unclamped;    // derived: 1 when no value can leave [lo, hi] (clamp_cannot_fire)
 
   static TruncNormalParams from_packed(const double* p) {
     TruncNormalParams r;
@@ -162,9 +168,40 @@ struct TruncNormalParams {
     r.l3 = static_cast<T>(p[kPackedL3]);
     r.l4 = static_cast<T>(p[kPackedL4]);
     r.l5 = static_cast<T>(p[kPackedL5]);
+    r.unclamped = clamp_cannot_fire(r) ? 1u : 0u;
     return r;
   }
+
+  // Whether the float two-sided transform (two_sided_value) of these constants
+  // keeps every value inside [lo, hi] without the clamp, proved in double on
+  // the fp32 constants the kernels read, with wide margins. s >= s_min, the
+  // smaller s of word 0 of a side that a word can take (s = s0 + step w' is
+  // one rounding of terms >= 0); Phi(-t) <= exp(-t^2/2) / 2 (t >= 0) bounds
+  // |Phi^-1(s)| by t_max = sqrt(2 log(1 / (2 s_min))); ndtri_table is within
+  // ~1.5 2^-24 of max(|z|, 1) of it, far inside the 2^-10 added; the two fmas
+  // round by 2^-24 of |mean| + |x - mean| each (2^-20 allowed). A libm's log or sqrt may
+  // differ by an ulp: that moves the decision, never a value (the clamp is a
+  // no-op whenever this holds). Only for float compute and kTwoSided.
+  static bool clamp_cannot_fire(const TruncNormalParams& r) {
+    if (sizeof(T) != 4 || r.mode != kTwoSided) return false;
+    const double upper = r.split == 0xffffffffu ? 1.0 : static_cast<double>(r.b_sf);
+    const double s_min = static_cast<double>(r.a_cdf) < upper ? static_cast<double>(r.a_cdf) : upper;
+    if (!(s_min >= 0x1p-120)) return false;
+    const double l = s_min >= 0.5 ? 0.0 : ::log(0.5 / s_min);
+    const double z = ::sqrt(2.0 * l) * (1.0 + 0x1p-10) + 0x1p-10;
+    const double mean = static_cast<double>(r.mean),
+                 sd = ::fabs(static_cast<double>(r.sd_hi)) + ::fabs(static_cast<double>(r.sd_lo));
+    const double reach = sd * z;
+    const double margin = reach + (::fabs(mean) + reach) * 0x1p-20 + 0x1p-140;
+    return mean - margin > static_cast<double>(r.lo) && mean + margin < static_cast<double>(r.hi);
+  }
 };
+
+// The mode a CUDA kernel runs a record with: its own, or kTwoSidedUnclamped.
+template <typename T>
+TINIT_HD int kernel_mode(const TruncNormalParams<T>& P) {
+  return P.unclamped ? static_cast<int>(kTwoSidedUnclamped) : P.mode;
+}
 
 TINIT_HD uint32_t float_as_bits(float x) {
 #if defined(__CUDA_ARCH__)
@@ -522,14 +559,16 @@ TINIT_HD T two_sided_s(uint32_t w, const TruncNormalParams<T>& P, bool& lower, T
 }
 
 // kTwoSided, float compute: x = mean + (sd_hi + sd_lo) z, one rounding of
-// the product's main term.
+// the product's main term. Clamp false: kTwoSidedUnclamped (P.unclamped).
+template <bool Clamp = true>
 TINIT_HD float two_sided_value(uint32_t w, const TruncNormalParams<float>& P) {
   bool lower;
   float q;
   const float s = two_sided_s(w ^ P.flip, P, lower, q);
   const float zl = ndtri_table(s, q);
   const float z = lower ? zl : -zl;
-  return clamp_to<float>(fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean)), P);
+  const float x = fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean));
+  return Clamp ? clamp_to<float>(x, P) : x;
 }
 
 // kTwoSidedPrecise, float compute: z = z_hi + z_lo, then
@@ -638,6 +677,8 @@ TINIT_HD T trunc_normal_value(uint32_t w, const TruncNormalParams<T>& P) {
     return tail_value<T>(w, P);
   } else if constexpr (Mode == kTwoSidedPrecise && sizeof(T) == 4) {
     return two_sided_precise_value(w, P);
+  } else if constexpr (Mode == kTwoSidedUnclamped && sizeof(T) == 4) {
+    return two_sided_value<false>(w, P);
   } else {
     return two_sided_value(w, P);
   }
