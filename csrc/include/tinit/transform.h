@@ -140,6 +140,7 @@ struct TruncNormalParams {
   T ratio;               // tail: Q(a0) / Q(b0), a0 = -alpha'
   T l1, l2, l3, l4, l5;  // tail (float): l(e) ~ e (l1 + e (l2 + ...)), see tail_excursion
   uint32_t unclamped;    // derived: 1 when no value can leave [lo, hi] (clamp_cannot_fire)
+  uint32_t one_bits;     // derived: 0x3f800000, the bits of 1.0f (ndtri_variable)
 
   static TruncNormalParams from_packed(const double* p) {
     TruncNormalParams r;
@@ -169,6 +170,7 @@ struct TruncNormalParams {
     r.l4 = static_cast<T>(p[kPackedL4]);
     r.l5 = static_cast<T>(p[kPackedL5]);
     r.unclamped = clamp_cannot_fire(r) ? 1u : 0u;
+    r.one_bits = 0x3f800000u;
     return r;
   }
 
@@ -434,8 +436,8 @@ TINIT_HD const float* ndtri_row(float s) {
 
 // The variable of the row's polynomial: q^2 for row 0, else r in [-1/4, 1/4)
 // with s = 2^(E-127) (1.25 + r) or (1.75 + r) (exact, from the mantissa bits).
-TINIT_HD float ndtri_variable(float s, float q, bool central) {
-  const float r = bits_as_float((float_as_bits(s) & 0x003fffffu) | 0x3f800000u) - 1.25f;
+TINIT_HD float ndtri_variable(float s, float q, bool central, uint32_t one_bits) {
+  const float r = bits_as_float((float_as_bits(s) & 0x003fffffu) | one_bits) - 1.25f;
   return central ? q * q : r;
 }
 
@@ -455,19 +457,19 @@ TINIT_HD float ndtri_poly(const float* c, float t) {
 // Phi^-1(s) <= 0 for s in [2^-125, 1/2], q = s - 1/2, to ~1.5 2^-24 of
 // max(|z|, 1), from one degree-6 polynomial per row: z = m P(t) with
 // m = q on row 0 and 1 on the others. No log, no branch, no division.
-TINIT_HD float ndtri_table(float s, float q) {
+TINIT_HD float ndtri_table(float s, float q, uint32_t one_bits) {
   const bool central = s >= 0.25f;
   const float* c = ndtri_row(s);
-  const float p = ndtri_poly(c, ndtri_variable(s, q, central));
+  const float p = ndtri_poly(c, ndtri_variable(s, q, central, one_bits));
   return central ? q * p : p;
 }
 
 // The same z as the pair z_hi + z_lo (precise mode).
-TINIT_HD float ndtri_table_pair(float s, float q, float& z_lo) {
+TINIT_HD float ndtri_table_pair(float s, float q, float& z_lo, uint32_t one_bits) {
   const bool central = s >= 0.25f;
   const float* c = ndtri_row(s);
   float p_lo;
-  const float p_hi = ndtri_poly(c, ndtri_variable(s, q, central), p_lo);
+  const float p_hi = ndtri_poly(c, ndtri_variable(s, q, central, one_bits), p_lo);
   const float m = central ? q : 1.0f;
   const float z_hi = m * p_hi;
   z_lo = fma_rn(m, p_hi, -z_hi) + m * p_lo;
@@ -565,7 +567,7 @@ TINIT_HD float two_sided_value(uint32_t w, const TruncNormalParams<float>& P) {
   bool lower;
   float q;
   const float s = two_sided_s(w ^ P.flip, P, lower, q);
-  const float zl = ndtri_table(s, q);
+  const float zl = ndtri_table(s, q, P.one_bits);
   const float z = lower ? zl : -zl;
   const float x = fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean));
   return Clamp ? clamp_to<float>(x, P) : x;
@@ -579,7 +581,7 @@ TINIT_HD float two_sided_precise_value(uint32_t w, const TruncNormalParams<float
   float q;
   const float s = two_sided_s(w ^ P.flip, P, lower, q);
   float zl_lo;
-  const float zl_hi = ndtri_table_pair(s, q, zl_lo);
+  const float zl_hi = ndtri_table_pair(s, q, zl_lo, P.one_bits);
   const float z_hi = lower ? zl_hi : -zl_hi;
   const float z_lo = lower ? zl_lo : -zl_lo;
   const float main = fma_rn(P.sd_hi, z_hi, P.mean);
