@@ -555,7 +555,18 @@ TINIT_HD T uniform_value(uint32_t w, const TruncNormalParams<T>& P) {
 template <typename T>
 TINIT_HD T two_sided_s(uint32_t w, const TruncNormalParams<T>& P, bool& lower, T& q) {
   lower = w <= P.split;
+#if defined(__CUDA_ARCH__)
+  // lower ? w : ~w as a compare and a predicated NOT: left to itself, ptxas
+  // picks a compare, a select of a mask and an XOR where split is in a
+  // register (the grouped kernel's record) rather than the constant bank.
+  uint32_t wl;
+  asm("{\n\t.reg .pred up;\n\tsetp.hi.u32 up, %1, %2;\n\tmov.b32 %0, %1;\n\t@up not.b32 %0, %1;\n\t}"
+      : "=r"(wl)
+      : "r"(w), "r"(P.split));
+  const T fw = static_cast<T>(wl);
+#else
   const T fw = static_cast<T>(lower ? w : ~w);
+#endif
   q = fma_rn(fw, P.step, lower ? P.a_half : P.b_half);
   return fma_rn(fw, P.step, lower ? P.a_cdf : P.b_sf);
 }
