@@ -116,6 +116,24 @@ def test_records_of_every_mode_round_trip(dump, record):
         assert got[name] == pytest.approx(getattr(record, name), rel=1e-15, abs=0.0), name
 
 
+@pytest.mark.parametrize(
+    ("record", "unclamped"),
+    [
+        pytest.param(transform_constants(0.0, 0.02, -2.0, 2.0, torch.float32), 1, id="default-window"),
+        pytest.param(transform_constants(0.0, 1.0, -math.inf, math.inf, torch.float32), 1, id="untruncated"),
+        pytest.param(transform_constants(0.0, 0.02, -0.04, 0.04, torch.float32), 0, id="2-std"),
+        pytest.param(transform_constants(0.0, 1.0, -4.0, 4.0, torch.float32), 0, id="4-std"),
+        pytest.param(uniform_constants(-0.1, 0.1, torch.float32), 0, id="uniform"),
+        pytest.param(transform_constants(1.0, 1.0 / 7.0, -math.inf, 0.0, torch.float32), 0, id="precise"),
+        pytest.param(transform_constants(0.0, 1.0, 8.0, 100.0, torch.float32), 0, id="tail"),
+    ],
+)
+def test_unclamped_only_where_the_clamp_cannot_fire(dump, record, unclamped):
+    # The CUDA kernels skip the clamp (kTwoSidedUnclamped) only for two-sided
+    # windows wide enough that no value reaches a bound.
+    assert _fields(dump, record)["unclamped"] == unclamped
+
+
 def test_mode_is_transform_mode(dump):
     lines = _run(dump, "--modes")
     counts = [int(line[1]) for line in lines if line[0] == "kModeCount"]
