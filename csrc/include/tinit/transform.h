@@ -140,7 +140,8 @@ struct TruncNormalParams {
   T ratio;               // tail: Q(a0) / Q(b0), a0 = -alpha'
   T l1, l2, l3, l4, l5;  // tail (float): l(e) ~ e (l1 + e (l2 + ...)), see tail_excursion
   uint32_t unclamped;    // derived: 1 when no value can leave [lo, hi] (clamp_cannot_fire)
-  uint32_t one_bits;     // derived: 0x3f800000, the bits of 1.0f (ndtri_variable)
+  uint32_t one_bits;     // derived: 0x3f800000, the bits of 1.0f, read from here so that a GPU keeps
+                         // them in a register: ndtri_variable's and-or is then one LOP3
 
   static TruncNormalParams from_packed(const double* p) {
     TruncNormalParams r;
@@ -180,10 +181,11 @@ struct TruncNormalParams {
   // smaller s of word 0 of a side that a word can take (s = s0 + step w' is
   // one rounding of terms >= 0); Phi(-t) <= exp(-t^2/2) / 2 (t >= 0) bounds
   // |Phi^-1(s)| by t_max = sqrt(2 log(1 / (2 s_min))); ndtri_table is within
-  // ~1.5 2^-24 of max(|z|, 1) of it, far inside the 2^-10 added; the two fmas
-  // round by 2^-24 of |mean| + |x - mean| each (2^-20 allowed). A libm's log or sqrt may
-  // differ by an ulp: that moves the decision, never a value (the clamp is a
-  // no-op whenever this holds). Only for float compute and kTwoSided.
+  // ~1.5 2^-24 of max(|z|, 1) of it, far inside the 2^-10 added; the two
+  // fmas round by 2^-24 of |mean| + |x - mean| each (2^-20 allowed). A
+  // libm's log or sqrt may differ by an ulp: that can move the decision,
+  // never a value (the clamp is a no-op whenever this holds). Float compute
+  // and kTwoSided only; the CUDA kernels then run kTwoSidedUnclamped.
   static bool clamp_cannot_fire(const TruncNormalParams& r) {
     if (sizeof(T) != 4 || r.mode != kTwoSided) return false;
     const double upper = r.split == 0xffffffffu ? 1.0 : static_cast<double>(r.b_sf);
