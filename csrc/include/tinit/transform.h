@@ -52,13 +52,14 @@ enum TransformMode : int {
   kTwoSided = 1,
   kTwoSidedPrecise = 2,
   kTail = 3,
-  // Never packed (valid_mode refuses it; kModeCount counts the packed modes):
-  // the CUDA kernels' variant of kTwoSided, float compute, for a record whose
-  // clamp cannot fire (TruncNormalParams::unclamped). The same values
-  // without the clamp; every other backend runs kTwoSided for it.
-  kTwoSidedUnclamped = 4,
 };
 constexpr int kModeCount = 4;
+// Not a TransformMode (never packed; valid_mode refuses it): the CUDA
+// kernels' variant of kTwoSided, float compute, for a record whose clamp
+// cannot fire (TruncNormalParams::unclamped), the same values without the
+// clamp. Every other backend runs kTwoSided for such a record. Outside the
+// enum, which lists the packed modes of tinit.params.Mode.
+constexpr int kTwoSidedUnclamped = kModeCount;
 // Positions of the fields in the packed list of doubles: the order of
 // TruncNormalParams below and of tinit.params.TruncNormalParams; the count
 // follows from the list.
@@ -204,7 +205,7 @@ struct TruncNormalParams {
 // The mode a CUDA kernel runs a record with: its own, or kTwoSidedUnclamped.
 template <typename T>
 TINIT_HD int kernel_mode(const TruncNormalParams<T>& P) {
-  return P.unclamped ? static_cast<int>(kTwoSidedUnclamped) : P.mode;
+  return P.unclamped ? kTwoSidedUnclamped : P.mode;
 }
 
 TINIT_HD uint32_t float_as_bits(float x) {
