@@ -39,9 +39,9 @@ namespace {
 
 constexpr int kLanes = 32;
 constexpr int kWarps = kThreads / kLanes;
-// 1024 elements: the grain of the warps' ranges (8 units a lane), not a unit
-// of set-up (a warp pays its search and an entry its record per range, not
-// per chunk); a finer grain would only grow the prefix sums' values.
+// 1024 elements: the grain of the warps' ranges (8 units a lane), which bounds
+// how far one warp's work may exceed another's; no longer a unit of set-up
+// (a warp pays its search once, an entry its record once per range).
 constexpr int64_t kChunkUnits = kLanes * 8;
 constexpr size_t kSectionAlign = 64;
 
