@@ -307,10 +307,16 @@ TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, const PhiloxKeys& keys,
   }
   if (vec_ok) {
     const int64_t stop = end < interior_end ? end : interior_end;
-    for (; g < stop; g += step) {
-      T v[4];
-      block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
-      Out<out_t>::store4(out + (4 * g - skip), v);
+    if (g < stop) {
+      // The element offset advances by a constant: one 64-bit add a trip
+      // fewer than forming 4 g - skip from g (a pointer would lose the
+      // global address space, an integer address too: generic stores).
+      int64_t at = 4 * g - skip;
+      for (; g < stop; g += step, at += 4 * step) {
+        T v[4];
+        block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
+        Out<out_t>::store4(out + at, v);
+      }
     }
   }
   for (; g < end; g += step) {
