@@ -53,11 +53,13 @@ void run(unsigned char* out, int64_t numel, uint64_t seed, uint64_t stream, uint
                                          offset,
                                          tinit::TruncNormalParams<compute_t<out_t>>::from_packed(packed),
                                          compute_only};
-  switch (p.params.mode) {
+  switch (tinit::kernel_mode(p.params)) {  // the choice of launch_fill
     case tinit::kUniform:
       return emulate<out_t, tinit::kUniform>(p, threads);
     case tinit::kTwoSided:
       return emulate<out_t, tinit::kTwoSided>(p, threads);
+    case tinit::kTwoSidedUnclamped:
+      return emulate<out_t, tinit::kTwoSidedUnclamped>(p, threads);
     case tinit::kTwoSidedPrecise:
       return emulate<out_t, tinit::kTwoSidedPrecise>(p, threads);
     default:

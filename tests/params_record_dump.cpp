@@ -2,7 +2,7 @@
 // against tinit.params.TruncNormalParams and tinit.params.Mode:
 //   params_record_dump <kParamCount doubles>: builds TruncNormalParams<double>
 //     with from_packed and prints every field as "name value", in declaration
-//     order (then the derived flip);
+//     order (then the derived flip, and unclamped of the float record);
 //   params_record_dump --modes: prints "kModeCount n", every TransformMode
 //     enumerator as "mode kName value", and valid_mode(m) for m in -2 .. n + 1
 //     as "valid m 0|1".
@@ -55,5 +55,7 @@ int main(int argc, char** argv) {
   TINIT_FIELD(l4);
   TINIT_FIELD(l5);
   std::printf("flip %u\n", r.flip);
+  // Derived for float compute only (the fp64 record never skips its clamp).
+  std::printf("unclamped %u\n", tinit::TruncNormalParams<float>::from_packed(packed).unclamped);
   return 0;
 }

@@ -455,6 +455,31 @@ def test_grouped_host_run_matches_cpu_grouped_op(grouped_harness, grid):
     assert report["chunks"] > 0
 
 
+# Windows whose clamp cannot fire (the CUDA kernels' kTwoSidedUnclamped) beside
+# ones where it can, of several sizes, so that warps cross entries of both.
+UNCLAMPED_WINDOWS = [(0.0, 0.02, -2.0, 2.0), (0.0, 0.02, -0.04, 0.04), (0.5, 1.0, -math.inf, math.inf)]
+
+
+@needs_native
+@pytest.mark.parametrize("grid", [pytest.param(0, id="launcher-grid"), pytest.param(2, id="grid2")])
+def test_grouped_host_run_unclamped_windows_match_cpu(grouped_harness, grid):
+    tensors, streams, offsets, constants = [], [], [], []
+    for i, numel in enumerate([5000, 1, 2**12 + 3, 777, 3 * 2**12]):
+        for d, dtype in enumerate((torch.float32, torch.bfloat16, torch.float16)):
+            tensors.append(torch.empty(numel, dtype=dtype))
+            streams.append(11 + len(streams))
+            offsets.append(i + d)
+            constants.append(transform_constants(*UNCLAMPED_WINDOWS[(i + d) % 3], dtype))
+    records = [
+        _tensor_record(DTYPE_CODES[t.dtype], t.numel(), s, o, 0, c)
+        for t, s, o, c in zip(tensors, streams, offsets, constants, strict=True)
+    ]
+    got, _ = _grouped_run(grouped_harness, records, grid)
+    ops.trunc_normal_grouped_native(tensors, GROUP_SEED, streams, offsets, constants)
+    for t, part, o, c in zip(tensors, _split(got, tensors), offsets, constants, strict=True):
+        _assert_same_bits(part, t, f"grouped host run (grid {grid}): {t.dtype} n={t.numel()} offset {o} std {c.sd_hi}")
+
+
 @needs_native
 def test_grouped_table_does_not_grow_with_elements(grouped_harness):
     constants = transform_constants(*MODE_WINDOWS[3], torch.float32)

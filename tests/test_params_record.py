@@ -92,7 +92,7 @@ def test_from_packed_reads_every_field_by_name(dump):
     # Distinct, exactly representable values: any swapped index shows.
     packed = TruncNormalParams(*[float(Mode.TAIL) if i == 0 else (i + 0.5) * (-1) ** i for i in range(PARAM_COUNT)])
     lines = _run(dump, *(repr(v) for v in packed))
-    assert [name for name, _ in lines] == [*TruncNormalParams._fields, "flip"]
+    assert [name for name, _ in lines] == [*TruncNormalParams._fields, "flip", "unclamped"]
     got = {name: float(value) for name, value in lines}
     for name, value in packed._asdict().items():
         expect = float(int(value)) if name in ("mode", "split") else value
@@ -114,6 +114,24 @@ def test_records_of_every_mode_round_trip(dump, record):
     assert got["mode"] == record.mode
     for name in TruncNormalParams._fields:
         assert got[name] == pytest.approx(getattr(record, name), rel=1e-15, abs=0.0), name
+
+
+@pytest.mark.parametrize(
+    ("record", "unclamped"),
+    [
+        pytest.param(transform_constants(0.0, 0.02, -2.0, 2.0, torch.float32), 1, id="default-window"),
+        pytest.param(transform_constants(0.0, 1.0, -math.inf, math.inf, torch.float32), 1, id="untruncated"),
+        pytest.param(transform_constants(0.0, 0.02, -0.04, 0.04, torch.float32), 0, id="2-std"),
+        pytest.param(transform_constants(0.0, 1.0, -4.0, 4.0, torch.float32), 0, id="4-std"),
+        pytest.param(uniform_constants(-0.1, 0.1, torch.float32), 0, id="uniform"),
+        pytest.param(transform_constants(1.0, 1.0 / 7.0, -math.inf, 0.0, torch.float32), 0, id="precise"),
+        pytest.param(transform_constants(0.0, 1.0, 8.0, 100.0, torch.float32), 0, id="tail"),
+    ],
+)
+def test_unclamped_only_where_the_clamp_cannot_fire(dump, record, unclamped):
+    # The CUDA kernels skip the clamp (kTwoSidedUnclamped) only for two-sided
+    # windows wide enough that no value reaches a bound.
+    assert _fields(dump, record)["unclamped"] == unclamped
 
 
 def test_mode_is_transform_mode(dump):

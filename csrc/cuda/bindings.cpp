@@ -182,7 +182,7 @@ void launch_plan(GroupPlan& plan, uint64_t seed, c10::Device device, const char*
   const auto* base = static_cast<const char*>(table.const_data_ptr());
   plan.for_each([&](const auto& group) {
     if (group.empty()) return;
-    launch_grouped(group, base + group.table_offset, seed, stream);
+    C10_CUDA_CHECK(launch_grouped(group, base + group.table_offset, seed, stream));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }

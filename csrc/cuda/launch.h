@@ -159,10 +159,11 @@ cudaError_t pack_grouped(GroupedLaunch<out_t>& group, void* table);
 
 // Fills every output of `group` from its table, copied to device memory
 // `device_table` (8-byte aligned), in one launch on `cuda_stream`. Nothing to
-// do (no launch) when the group has no chunks.
+// do (no launch) when the group has no chunks. Returns the error of the
+// occupancy query before the launch.
 template <typename out_t>
-void launch_grouped(const GroupedLaunch<out_t>& group, const void* device_table, uint64_t seed,
-                    cudaStream_t cuda_stream);
+cudaError_t launch_grouped(const GroupedLaunch<out_t>& group, const void* device_table, uint64_t seed,
+                           cudaStream_t cuda_stream);
 
 // The rows of a shard laid out as runs (the schema of tinit::trunc_normal_runs_):
 // rows = prod(outer_sizes[0 .. dims)) outputs of `run` elements, row r at

@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -29,6 +30,7 @@ namespace tinit {
 namespace cuda {
 namespace {
 constexpr int kThreads = 256;  // per CUDA block, every tinit kernel
+constexpr int kMaxDevices = 64;
 
 // Per output dtype: the compute type T (compute_t: fp32, or fp64 for fp64
 // tensors), the rounding on store and the aligned store of one block's four
@@ -103,6 +105,43 @@ TINIT_HD uint32_t fold_bits(double x) {
   std::memcpy(&u, &x, sizeof(u));
 #endif
   return static_cast<uint32_t>(u) ^ static_cast<uint32_t>(u >> 32);
+}
+
+// The grid of a launch of `kernel` that needs `needed` CUDA blocks: at most
+// the blocks resident on the current device at once (one wave; the kernels'
+// loops stride past it), cached per kernel and device. The occupancy query is
+// host-only, so it is also safe while a CUDA graph is being captured.
+template <typename Kernel>
+inline cudaError_t grid_size(Kernel kernel, std::atomic<int>* cache, int64_t needed, int* grid) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  int resident = device < kMaxDevices ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (resident <= 0) {
+    int sms = 0, per_sm = 0;
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
+    if (err != cudaSuccess) return err;
+    resident = sms * (per_sm > 0 ? per_sm : 1);
+    if (device < kMaxDevices) cache[device].store(resident, std::memory_order_relaxed);
+  }
+  *grid = static_cast<int>(needed < resident ? needed : resident);
+  return cudaSuccess;
+}
+
+// The round keys as register values: a kernel argument would otherwise be
+// re-read from the constant bank inside the loop (ptxas rematerialises it
+// there, an LDC or ULDC per key pair and trip), where the registers that the
+// launch bounds leave free hold it for nothing. Values are unchanged.
+TINIT_HD PhiloxKeys keys_in_registers(PhiloxKeys keys) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+  for (int round = 0; round < 10; ++round)
+    asm volatile("prmt.b32 %0, %0, 0, 0x3210; prmt.b32 %1, %1, 0, 0x3210;"
+                 : "+r"(keys.k0[round]), "+r"(keys.k1[round]));
+#endif
+  return keys;
 }
 
 // Number of Philox blocks that cover tensor elements [0, numel) starting at
@@ -268,10 +307,16 @@ TINIT_HD uint32_t fill_blocks(out_t* out, int64_t numel, const PhiloxKeys& keys,
   }
   if (vec_ok) {
     const int64_t stop = end < interior_end ? end : interior_end;
-    for (; g < stop; g += step) {
-      T v[4];
-      block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
-      Out<out_t>::store4(out + (4 * g - skip), v);
+    if (g < stop) {
+      // The element offset advances by a constant: one 64-bit add a trip
+      // fewer than forming 4 g - skip from g (a pointer would lose the
+      // global address space, an integer address too: generic stores).
+      int64_t at = 4 * g - skip;
+      for (; g < stop; g += step, at += 4 * step) {
+        T v[4];
+        block_values<out_t, Mode>(keys, stream, blk0 + static_cast<uint64_t>(g), P, v);
+        Out<out_t>::store4(out + at, v);
+      }
     }
   }
   for (; g < end; g += step) {

@@ -12,16 +12,19 @@
 //   chunk_end[n]   inclusive prefix sums of the entries' chunk counts
 //   params[m]      TruncNormalParams<T>, converted once on the host
 // Each entry's units (Philox blocks, trunc_normal_device.cuh) are cut into
-// chunks of kChunkUnits. Warp w of CUDA block b takes chunks
-// c = b * kWarps + w, c + grid * kWarps, ...; it finds c's entry by binary
-// search over chunk_end and its lanes walk the chunk's units with stride
-// kLanes (consecutive lanes, consecutive vector stores). A warp, not a CUDA
-// block, per chunk keeps a model's many small tensors from idling most of a
-// block. The transform mode is switched per chunk (warp-uniform) and the
-// dtype is the kernel's template parameter, so one launch serves every mode.
-// A unit's values are those of trunc_normal_kernel.cu for the same element:
-// the same block_values/store_values, fed from the element's stream index,
-// never from the chunk, the grid or the batching.
+// chunks of kChunkUnits, numbered across the entries in table order. The
+// grid's warps split the chunks into contiguous, equal ranges (sizes differ
+// by at most one chunk): a warp finds its first chunk's entry by one binary
+// search over chunk_end, then walks its range in order, loading an entry's
+// record and switching the transform mode once per entry it meets (never per
+// chunk), and its lanes walk each entry's part with stride kLanes
+// (consecutive lanes, consecutive vector stores). A warp, not a CUDA block,
+// is the unit of work, so a model's many small tensors do not idle most of a
+// block; the dtype is the kernel's template parameter, so one launch serves
+// every mode. A unit's values are those of trunc_normal_kernel.cu for the
+// same element: the same block_values/store_values, fed from the element's
+// stream index, never from the chunk, the range, the grid or the batching.
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -36,8 +39,10 @@ namespace {
 
 constexpr int kLanes = 32;
 constexpr int kWarps = kThreads / kLanes;
-constexpr int64_t kChunkUnits = kLanes * 8;  // 1024 elements: a search per 8 units a lane
-constexpr int64_t kMaxGrid = 0x7fffffff;     // gridDim.x limit; the chunk loop strides past it
+// 1024 elements: the grain of the warps' ranges (8 units a lane), which bounds
+// how far one warp's work may exceed another's; no longer a unit of set-up
+// (a warp pays its search once, an entry its record once per range).
+constexpr int64_t kChunkUnits = kLanes * 8;
 constexpr size_t kSectionAlign = 64;
 
 struct GroupEntry {
@@ -107,31 +112,26 @@ TINIT_HD int64_t entry_of(const int64_t* chunk_end, int64_t n, int64_t c) {
   return lo;
 }
 
-// Chunk c's entry and its units [*g0, *g1) of that entry.
-TINIT_HD const GroupEntry& chunk_span(const GroupView& t, int64_t c, int64_t* g0, int64_t* g1) {
-  const int64_t e = entry_of(t.chunk_end, t.n, c);
-  const GroupEntry& entry = t.entries[e];
-  const int64_t first = e == 0 ? 0 : t.chunk_end[e - 1];
-  const int64_t units = block_count(entry.numel, entry.offset);
-  *g0 = (c - first) * kChunkUnits;
-  *g1 = *g0 + kChunkUnits < units ? *g0 + kChunkUnits : units;
-  return entry;
-}
-
+// Units [g0, g1) of entry e, this lane's share (stride kLanes).
 template <typename out_t>
-TINIT_HD void values_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c, int lane) {
+TINIT_HD void values_span(const GroupView& t, const PhiloxKeys& keys, const GroupEntry& e, int64_t g0, int64_t g1,
+                          int lane) {
   using T = typename Out<out_t>::T;
-  int64_t g0, g1;
-  const GroupEntry& e = chunk_span(t, c, &g0, &g1);
   const TruncNormalParams<T> P = static_cast<const TruncNormalParams<T>*>(t.params)[e.params];
   auto* out = static_cast<out_t*>(e.out);
   const bool vec = e.vec_ok != 0;
-  switch (P.mode) {
+  switch (kernel_mode(P)) {
     case kUniform:
       fill_blocks<out_t, kUniform>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
       break;
     case kTwoSided:
       fill_blocks<out_t, kTwoSided>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
+      break;
+    case kTwoSidedUnclamped:  // set for float compute only
+      if constexpr (std::is_same<T, float>::value) {
+        fill_blocks<out_t, kTwoSidedUnclamped>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane,
+                                               kLanes);
+      }
       break;
     case kTwoSidedPrecise:
       fill_blocks<out_t, kTwoSidedPrecise>(out, e.numel, keys, e.stream, e.offset, P, vec, false, g0, g1, lane, kLanes);
@@ -142,31 +142,54 @@ TINIT_HD void values_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c
   }
 }
 
-TINIT_HD void words_chunk(const GroupView& t, const PhiloxKeys& keys, int64_t c, int lane) {
-  int64_t g0, g1;
-  const GroupEntry& e = chunk_span(t, c, &g0, &g1);
-  philox_fill_blocks(static_cast<uint32_t*>(e.out), e.numel, keys, e.stream, e.offset, e.vec_ok != 0, g0, g1, lane,
-                     kLanes);
-}
-
 // What thread `thread` of CUDA block `block` in a grid of `grid` blocks
 // writes: out_t values, or the raw words for out_t = uint32_t. The kernels
 // are this and nothing else, so the host harness runs exactly their code.
+// Warp w of W takes chunks [w q + min(w, r), (w + 1) q + min(w + 1, r)),
+// q = chunks / W, r = chunks % W.
 template <typename out_t>
 TINIT_HD void grouped_thread(const GroupView& t, const PhiloxKeys& keys, int64_t block, int thread, int64_t grid) {
   const int lane = thread % kLanes;
-  for (int64_t c = block * kWarps + thread / kLanes; c < t.chunks; c += grid * kWarps) {
-    if constexpr (std::is_same<out_t, uint32_t>::value) {
-      words_chunk(t, keys, c, lane);
-    } else {
-      values_chunk<out_t>(t, keys, c, lane);
+  const int64_t warps = grid * kWarps;
+  const int64_t warp = block * kWarps + thread / kLanes;
+  const int64_t q = t.chunks / warps, r = t.chunks % warps;
+  int64_t c = warp * q + (warp < r ? warp : r);
+  const int64_t c_end = c + q + (warp < r ? 1 : 0);
+  if (c >= c_end) return;
+  int64_t e = entry_of(t.chunk_end, t.n, c);
+  int64_t first = e == 0 ? 0 : t.chunk_end[e - 1];  // entry e's chunks: [first, chunk_end[e])
+  for (;;) {
+    const int64_t last = t.chunk_end[e];
+    const int64_t stop = last < c_end ? last : c_end;
+    if (stop > c) {
+      const GroupEntry& entry = t.entries[e];
+      const int64_t units = block_count(entry.numel, entry.offset);
+      const int64_t g0 = (c - first) * kChunkUnits;
+      const int64_t g1 = (stop - first) * kChunkUnits < units ? (stop - first) * kChunkUnits : units;
+      if constexpr (std::is_same<out_t, uint32_t>::value) {
+        philox_fill_blocks(static_cast<uint32_t*>(entry.out), entry.numel, keys, entry.stream, entry.offset,
+                           entry.vec_ok != 0, g0, g1, lane, kLanes);
+      } else {
+        values_span<out_t>(t, keys, entry, g0, g1, lane);
+      }
+      c = stop;
     }
+    if (c >= c_end) return;
+    first = last;
+    ++e;
   }
 }
 
+// Occupancy: two CUDA blocks of 256 threads an SM (at most 128 registers a
+// thread; 16 warps an SM, 4 a scheduler; 2112 warps on an H200's 132 SMs).
+// The loop is issue-bound (about 42 instructions an element against 4 to 8
+// bytes written), its only loads are ndtri rows that stay in L1 and its
+// stores need no wait, and each lane carries four independent values a trip:
+// four warps a scheduler cover the FMA and L1 latencies. More warps would
+// cap registers at 64 and cost instructions in the loop.
 template <typename out_t>
-__global__ void __maxnreg__(128) grouped_kernel(const GroupView t, const PhiloxKeys keys) {
-  grouped_thread<out_t>(t, keys, blockIdx.x, threadIdx.x, gridDim.x);
+__global__ void __launch_bounds__(kThreads, 2) grouped_kernel(const GroupView t, const PhiloxKeys keys) {
+  grouped_thread<out_t>(t, keys_in_registers(keys), blockIdx.x, threadIdx.x, gridDim.x);
 }
 
 }  // namespace
@@ -206,21 +229,33 @@ cudaError_t pack_grouped(GroupedLaunch<out_t>& group, void* table) {
   return cudaSuccess;
 }
 
+// Grid: one wave of resident blocks (fewer when there are fewer chunks than
+// warps: one chunk a warp). Every warp of the launch then runs at once on its
+// own contiguous range, and the ranges differ by one chunk at most (8 units a
+// lane), so the launch ends within a chunk of the ideal whether the elements
+// sit in one tensor, a few large ones beside many small ones, or thousands of
+// equal ones; a second wave would only add a start-up and a tail. Set-up, in
+// sm_90 SASS: about 225 instructions a warp, 22 a search step and 135 an
+// entry it crosses; for 2^28 elements (3968 a lane on 2112 warps) under 0.2
+// an element, even over 4096 tensors.
 template <typename out_t>
-void launch_grouped(const GroupedLaunch<out_t>& group, const void* device_table, uint64_t seed,
-                    cudaStream_t cuda_stream) {
+cudaError_t launch_grouped(const GroupedLaunch<out_t>& group, const void* device_table, uint64_t seed,
+                           cudaStream_t cuda_stream) {
+  static std::atomic<int> cache[kMaxDevices];
   Sections s;
-  if (group.chunks <= 0 || !sections_of(group, &s)) return;
+  if (group.chunks <= 0 || !sections_of(group, &s)) return cudaSuccess;
   const GroupView t = view_of(device_table, s, static_cast<int64_t>(group.outputs.size()), group.chunks);
-  const int64_t needed = (group.chunks + kWarps - 1) / kWarps;
-  const auto grid = static_cast<unsigned>(needed < kMaxGrid ? needed : kMaxGrid);
+  int grid = 0;
+  const cudaError_t err = grid_size(&grouped_kernel<out_t>, cache, (group.chunks + kWarps - 1) / kWarps, &grid);
+  if (err != cudaSuccess) return err;
   grouped_kernel<out_t><<<grid, kThreads, 0, cuda_stream>>>(t, philox_keys(seed));
+  return cudaSuccess;
 }
 
 #define TINIT_GROUPED_TYPE(out_t)                                          \
   template size_t grouped_table_bytes<out_t>(const GroupedLaunch<out_t>&); \
   template cudaError_t pack_grouped<out_t>(GroupedLaunch<out_t>&, void*);  \
-  template void launch_grouped<out_t>(const GroupedLaunch<out_t>&, const void*, uint64_t, cudaStream_t);
+  template cudaError_t launch_grouped<out_t>(const GroupedLaunch<out_t>&, const void*, uint64_t, cudaStream_t);
 TINIT_GROUPED_TYPE(float)
 TINIT_GROUPED_TYPE(double)
 TINIT_GROUPED_TYPE(__nv_bfloat16)

@@ -16,6 +16,7 @@
 // blocks at most.
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "trunc_normal_device.cuh"
 
@@ -23,16 +24,16 @@ namespace tinit {
 namespace cuda {
 namespace {
 
-constexpr int kMaxDevices = 64;
-
-// Minimum resident blocks per SM for __launch_bounds__. The fp64 tail
-// kernel, at ptxas's own choice of 48 registers, spills two loop-invariant
-// words to the stack; asking for four blocks (up to 64 registers) keeps them
-// in registers (62). 0 leaves every other kernel to ptxas's choice: an
-// explicit 1 makes ptxas take up to twice the registers (and half the
-// resident warps) for one or two fewer instructions an element.
+// Minimum resident blocks per SM for __launch_bounds__: two (at most 128
+// registers, 16 warps an SM, 4 a scheduler), so that the round keys
+// (keys_in_registers) and the loop's values stay in registers: the loop is
+// issue-bound (its only loads are ndtri rows that stay in L1, its stores need
+// no wait, and each lane carries four independent values a trip), so four
+// warps a scheduler cover its latencies, and every instruction saved is
+// throughput. The fp64 tail kernel asks for four (up to 64 registers): at
+// ptxas's own choice of 48 it spilled two loop-invariant words.
 template <typename out_t, int Mode>
-constexpr int kMinBlocks = sizeof(out_t) == 8 && Mode == kTail ? 4 : 0;
+constexpr int kMinBlocks = sizeof(out_t) == 8 && Mode == kTail ? 4 : 2;
 
 template <typename out_t, int Mode>
 __global__ void __launch_bounds__(kThreads, (kMinBlocks<out_t, Mode>))
@@ -40,7 +41,7 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<out_t, Mode>))
                         const TruncNormalParams<typename Out<out_t>::T> P, bool vec_ok, bool compute_only) {
   using T = typename Out<out_t>::T;
   const uint32_t sink = fill_blocks<out_t, Mode>(
-      out, numel, keys, stream, offset, P, vec_ok, compute_only, 0, block_count(numel, offset),
+      out, numel, keys_in_registers(keys), stream, offset, P, vec_ok, compute_only, 0, block_count(numel, offset),
       static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, static_cast<int64_t>(gridDim.x) * blockDim.x);
   // Compute-only runs keep every value alive through this (practically never
   // taken) store, so the compiler cannot drop the arithmetic feeding it.
@@ -55,35 +56,12 @@ __global__ void __launch_bounds__(kThreads)
                      static_cast<int64_t>(gridDim.x) * blockDim.x);
 }
 
-// Blocks of `kernel` resident on the current device at once (the grid-stride
-// loop needs no more), cached per kernel and device: the occupancy query is
-// host-only, so it is also safe while a CUDA graph is being captured.
-template <typename Kernel>
-cudaError_t grid_size(Kernel kernel, std::atomic<int>* cache, int64_t blocks, int* grid) {
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  int resident = device < kMaxDevices ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (resident <= 0) {
-    int sms = 0, per_sm = 0;
-    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (err != cudaSuccess) return err;
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
-    if (err != cudaSuccess) return err;
-    resident = sms * (per_sm > 0 ? per_sm : 1);
-    if (device < kMaxDevices) cache[device].store(resident, std::memory_order_relaxed);
-  }
-  const int64_t needed = (blocks + kThreads - 1) / kThreads;
-  *grid = static_cast<int>(needed < resident ? needed : resident);
-  return cudaSuccess;
-}
-
 template <typename out_t, int Mode>
 cudaError_t launch_mode(const FillLaunch<out_t>& p, cudaStream_t cuda_stream) {
   static std::atomic<int> cache[kMaxDevices];
   const auto kernel = &trunc_normal_kernel<out_t, Mode>;
   int grid = 0;
-  const cudaError_t err = grid_size(kernel, cache, block_count(p.numel, p.offset), &grid);
+  const cudaError_t err = grid_size(kernel, cache, (block_count(p.numel, p.offset) + kThreads - 1) / kThreads, &grid);
   if (err != cudaSuccess) return err;
   kernel<<<grid, kThreads, 0, cuda_stream>>>(p.out, p.numel, philox_keys(p.seed), p.stream, p.offset, p.params,
                                              vector_ok(p.out, p.offset), p.compute_only);
@@ -93,7 +71,8 @@ cudaError_t launch_mode(const FillLaunch<out_t>& p, cudaStream_t cuda_stream) {
 cudaError_t launch_words(const FillLaunch<uint32_t>& p, cudaStream_t cuda_stream) {
   static std::atomic<int> cache[kMaxDevices];
   int grid = 0;
-  const cudaError_t err = grid_size(&philox_kernel, cache, block_count(p.numel, p.offset), &grid);
+  const cudaError_t err =
+      grid_size(&philox_kernel, cache, (block_count(p.numel, p.offset) + kThreads - 1) / kThreads, &grid);
   if (err != cudaSuccess) return err;
   philox_kernel<<<grid, kThreads, 0, cuda_stream>>>(p.out, p.numel, philox_keys(p.seed), p.stream, p.offset,
                                                     vector_ok(p.out, p.offset));
@@ -108,11 +87,16 @@ cudaError_t launch_fill(const FillLaunch<out_t>& launch, cudaStream_t cuda_strea
   if constexpr (is_words<out_t>) {
     return launch_words(launch, cuda_stream);
   } else {
-    switch (launch.params.mode) {
+    switch (kernel_mode(launch.params)) {
       case kUniform:
         return launch_mode<out_t, kUniform>(launch, cuda_stream);
       case kTwoSided:
         return launch_mode<out_t, kTwoSided>(launch, cuda_stream);
+      case kTwoSidedUnclamped:  // set for float compute only
+        if constexpr (std::is_same<compute_t<out_t>, float>::value) {
+          return launch_mode<out_t, kTwoSidedUnclamped>(launch, cuda_stream);
+        }
+        return cudaErrorInvalidValue;
       case kTwoSidedPrecise:
         return launch_mode<out_t, kTwoSidedPrecise>(launch, cuda_stream);
       case kTail:

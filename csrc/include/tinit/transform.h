@@ -54,6 +54,12 @@ enum TransformMode : int {
   kTail = 3,
 };
 constexpr int kModeCount = 4;
+// Not a TransformMode (never packed; valid_mode refuses it): the CUDA
+// kernels' variant of kTwoSided, float compute, for a record whose clamp
+// cannot fire (TruncNormalParams::unclamped), the same values without the
+// clamp. Every other backend runs kTwoSided for such a record. Outside the
+// enum, which lists the packed modes of tinit.params.Mode.
+constexpr int kTwoSidedUnclamped = kModeCount;
 // Positions of the fields in the packed list of doubles: the order of
 // TruncNormalParams below and of tinit.params.TruncNormalParams; the count
 // follows from the list.
@@ -134,6 +140,9 @@ struct TruncNormalParams {
   T b0;                  // tail: -beta' > 0
   T ratio;               // tail: Q(a0) / Q(b0), a0 = -alpha'
   T l1, l2, l3, l4, l5;  // tail (float): l(e) ~ e (l1 + e (l2 + ...)), see tail_excursion
+  uint32_t unclamped;    // derived: 1 when no value can leave [lo, hi] (clamp_cannot_fire)
+  uint32_t one_bits;     // derived: 0x3f800000, the bits of 1.0f, read from here so that a GPU keeps
+                         // them in a register: ndtri_variable's and-or is then one LOP3
 
   static TruncNormalParams from_packed(const double* p) {
     TruncNormalParams r;
@@ -162,9 +171,42 @@ struct TruncNormalParams {
     r.l3 = static_cast<T>(p[kPackedL3]);
     r.l4 = static_cast<T>(p[kPackedL4]);
     r.l5 = static_cast<T>(p[kPackedL5]);
+    r.unclamped = clamp_cannot_fire(r) ? 1u : 0u;
+    r.one_bits = 0x3f800000u;
     return r;
   }
+
+  // Whether the float two-sided transform (two_sided_value) of these constants
+  // keeps every value inside [lo, hi] without the clamp, proved in double on
+  // the fp32 constants the kernels read, with wide margins. s >= s_min, the
+  // smaller s of word 0 of a side that a word can take (s = s0 + step w' is
+  // one rounding of terms >= 0); Phi(-t) <= exp(-t^2/2) / 2 (t >= 0) bounds
+  // |Phi^-1(s)| by t_max = sqrt(2 log(1 / (2 s_min))); ndtri_table is within
+  // ~1.5 2^-24 of max(|z|, 1) of it, far inside the 2^-10 added; the two
+  // fmas round by 2^-24 of |mean| + |x - mean| each (2^-20 allowed). A
+  // libm's log or sqrt may differ by an ulp: that can move the decision,
+  // never a value (the clamp is a no-op whenever this holds). Float compute
+  // and kTwoSided only; the CUDA kernels then run kTwoSidedUnclamped.
+  static bool clamp_cannot_fire(const TruncNormalParams& r) {
+    if (sizeof(T) != 4 || r.mode != kTwoSided) return false;
+    const double upper = r.split == 0xffffffffu ? 1.0 : static_cast<double>(r.b_sf);
+    const double s_min = static_cast<double>(r.a_cdf) < upper ? static_cast<double>(r.a_cdf) : upper;
+    if (!(s_min >= 0x1p-120)) return false;
+    const double l = s_min >= 0.5 ? 0.0 : ::log(0.5 / s_min);
+    const double z = ::sqrt(2.0 * l) * (1.0 + 0x1p-10) + 0x1p-10;
+    const double mean = static_cast<double>(r.mean),
+                 sd = ::fabs(static_cast<double>(r.sd_hi)) + ::fabs(static_cast<double>(r.sd_lo));
+    const double reach = sd * z;
+    const double margin = reach + (::fabs(mean) + reach) * 0x1p-20 + 0x1p-140;
+    return mean - margin > static_cast<double>(r.lo) && mean + margin < static_cast<double>(r.hi);
+  }
 };
+
+// The mode a CUDA kernel runs a record with: its own, or kTwoSidedUnclamped.
+template <typename T>
+TINIT_HD int kernel_mode(const TruncNormalParams<T>& P) {
+  return P.unclamped ? kTwoSidedUnclamped : P.mode;
+}
 
 TINIT_HD uint32_t float_as_bits(float x) {
 #if defined(__CUDA_ARCH__)
@@ -350,21 +392,29 @@ TINIT_HD T horner(T t, T c, Rest... rest) {
 
 // ------------------------------------------------------------ ndtri_table
 // The coefficient rows (TINIT_NDTRI_COEFFICIENTS, fitted by the generator's
-// segment_rows). Device code reads its own
-// copy in global memory (cached; lanes of a warp mostly share a few rows);
-// constant memory would serialise lanes that read different rows.
+// segment_rows), in ndtri_segment order: the CPU's vector kernels read them.
 alignas(16) static constexpr float kNdtriHost[kNdtriSegments * kNdtriRow] = TINIT_NDTRI_COEFFICIENTS;
-#if defined(__CUDACC__)
-alignas(16) static __device__ const float kNdtriDevice[kNdtriSegments * kNdtriRow] = TINIT_NDTRI_COEFFICIENTS;
-#endif
 
-TINIT_HD const float* ndtri_rows() {
-#if defined(__CUDA_ARCH__)
-  return kNdtriDevice;
-#else
-  return kNdtriHost;
-#endif
+// The same rows in reverse order, row 255 - t at position t: indexed by
+// t = bits(s) >> 22 itself (ndtri_row), with no subtraction from 255. Device
+// code reads its own copy in global memory (cached; lanes of a warp mostly
+// share a few rows); constant memory would serialise lanes that read
+// different rows.
+struct NdtriByTop {
+  float c[kNdtriSegments * kNdtriRow];
+};
+constexpr NdtriByTop ndtri_by_top() {
+  NdtriByTop r{};
+  for (int row = 0; row < kNdtriSegments; ++row) {
+    for (int k = 0; k < kNdtriRow; ++k)
+      r.c[(kNdtriSegments - 1 - row) * kNdtriRow + k] = kNdtriHost[row * kNdtriRow + k];
+  }
+  return r;
 }
+alignas(16) static constexpr NdtriByTop kNdtriByTopHost = ndtri_by_top();
+#if defined(__CUDACC__)
+alignas(16) static __device__ const NdtriByTop kNdtriByTopDevice = ndtri_by_top();
+#endif
 
 // The row of s in [0, 2): 255 - (bits >> 22), bits >> 22 = 2 E + the top
 // mantissa bit (E the biased exponent). Rows 0..5 (s >= 1/4) hold the
@@ -373,10 +423,24 @@ TINIT_HD const float* ndtri_rows() {
 // has a row, so no clamp is needed: valid_params keeps s in [0, 1.75].
 TINIT_HD uint32_t ndtri_segment(float s) { return 255u - (float_as_bits(s) >> 22); }
 
+// The coefficients of s's row ndtri_segment(s): row bits(s) >> 22 of the
+// reversed copy. On the device the shift is opaque to ptxas, which would
+// otherwise fold it into the multiply (a shift, a mask and a multiply-add);
+// as written it is one shift and one multiply-add into the table's address.
+TINIT_HD const float* ndtri_row(float s) {
+#if defined(__CUDA_ARCH__)
+  uint32_t top;
+  asm("shr.b32 %0, %1, 22;" : "=r"(top) : "r"(float_as_bits(s)));
+  return kNdtriByTopDevice.c + static_cast<uint64_t>(top) * kNdtriRow;
+#else
+  return kNdtriByTopHost.c + static_cast<uint64_t>(float_as_bits(s) >> 22) * kNdtriRow;
+#endif
+}
+
 // The variable of the row's polynomial: q^2 for row 0, else r in [-1/4, 1/4)
 // with s = 2^(E-127) (1.25 + r) or (1.75 + r) (exact, from the mantissa bits).
-TINIT_HD float ndtri_variable(float s, float q, bool central) {
-  const float r = bits_as_float((float_as_bits(s) & 0x003fffffu) | 0x3f800000u) - 1.25f;
+TINIT_HD float ndtri_variable(float s, float q, bool central, uint32_t one_bits) {
+  const float r = bits_as_float((float_as_bits(s) & 0x003fffffu) | one_bits) - 1.25f;
   return central ? q * q : r;
 }
 
@@ -396,19 +460,19 @@ TINIT_HD float ndtri_poly(const float* c, float t) {
 // Phi^-1(s) <= 0 for s in [2^-125, 1/2], q = s - 1/2, to ~1.5 2^-24 of
 // max(|z|, 1), from one degree-6 polynomial per row: z = m P(t) with
 // m = q on row 0 and 1 on the others. No log, no branch, no division.
-TINIT_HD float ndtri_table(float s, float q) {
+TINIT_HD float ndtri_table(float s, float q, uint32_t one_bits) {
   const bool central = s >= 0.25f;
-  const float* c = ndtri_rows() + ndtri_segment(s) * kNdtriRow;
-  const float p = ndtri_poly(c, ndtri_variable(s, q, central));
+  const float* c = ndtri_row(s);
+  const float p = ndtri_poly(c, ndtri_variable(s, q, central, one_bits));
   return central ? q * p : p;
 }
 
 // The same z as the pair z_hi + z_lo (precise mode).
-TINIT_HD float ndtri_table_pair(float s, float q, float& z_lo) {
+TINIT_HD float ndtri_table_pair(float s, float q, float& z_lo, uint32_t one_bits) {
   const bool central = s >= 0.25f;
-  const float* c = ndtri_rows() + ndtri_segment(s) * kNdtriRow;
+  const float* c = ndtri_row(s);
   float p_lo;
-  const float p_hi = ndtri_poly(c, ndtri_variable(s, q, central), p_lo);
+  const float p_hi = ndtri_poly(c, ndtri_variable(s, q, central, one_bits), p_lo);
   const float m = central ? q : 1.0f;
   const float z_hi = m * p_hi;
   z_lo = fma_rn(m, p_hi, -z_hi) + m * p_lo;
@@ -494,20 +558,33 @@ TINIT_HD T uniform_value(uint32_t w, const TruncNormalParams<T>& P) {
 template <typename T>
 TINIT_HD T two_sided_s(uint32_t w, const TruncNormalParams<T>& P, bool& lower, T& q) {
   lower = w <= P.split;
+#if defined(__CUDA_ARCH__)
+  // lower ? w : ~w as a compare and a predicated NOT: left to itself, ptxas
+  // picks a compare, a select of a mask and an XOR where split is in a
+  // register (the grouped kernel's record) rather than the constant bank.
+  uint32_t wl;
+  asm("{\n\t.reg .pred up;\n\tsetp.hi.u32 up, %1, %2;\n\tmov.b32 %0, %1;\n\t@up not.b32 %0, %1;\n\t}"
+      : "=r"(wl)
+      : "r"(w), "r"(P.split));
+  const T fw = static_cast<T>(wl);
+#else
   const T fw = static_cast<T>(lower ? w : ~w);
+#endif
   q = fma_rn(fw, P.step, lower ? P.a_half : P.b_half);
   return fma_rn(fw, P.step, lower ? P.a_cdf : P.b_sf);
 }
 
 // kTwoSided, float compute: x = mean + (sd_hi + sd_lo) z, one rounding of
-// the product's main term.
+// the product's main term. Clamp false: kTwoSidedUnclamped (P.unclamped).
+template <bool Clamp = true>
 TINIT_HD float two_sided_value(uint32_t w, const TruncNormalParams<float>& P) {
   bool lower;
   float q;
   const float s = two_sided_s(w ^ P.flip, P, lower, q);
-  const float zl = ndtri_table(s, q);
+  const float zl = ndtri_table(s, q, P.one_bits);
   const float z = lower ? zl : -zl;
-  return clamp_to<float>(fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean)), P);
+  const float x = fma_rn(P.sd_hi, z, fma_rn(P.sd_lo, z, P.mean));
+  return Clamp ? clamp_to<float>(x, P) : x;
 }
 
 // kTwoSidedPrecise, float compute: z = z_hi + z_lo, then
@@ -518,7 +595,7 @@ TINIT_HD float two_sided_precise_value(uint32_t w, const TruncNormalParams<float
   float q;
   const float s = two_sided_s(w ^ P.flip, P, lower, q);
   float zl_lo;
-  const float zl_hi = ndtri_table_pair(s, q, zl_lo);
+  const float zl_hi = ndtri_table_pair(s, q, zl_lo, P.one_bits);
   const float z_hi = lower ? zl_hi : -zl_hi;
   const float z_lo = lower ? zl_lo : -zl_lo;
   const float main = fma_rn(P.sd_hi, z_hi, P.mean);
@@ -616,6 +693,8 @@ TINIT_HD T trunc_normal_value(uint32_t w, const TruncNormalParams<T>& P) {
     return tail_value<T>(w, P);
   } else if constexpr (Mode == kTwoSidedPrecise && sizeof(T) == 4) {
     return two_sided_precise_value(w, P);
+  } else if constexpr (Mode == kTwoSidedUnclamped && sizeof(T) == 4) {
+    return two_sided_value<false>(w, P);
   } else {
     return two_sided_value(w, P);
   }
