@@ -303,25 +303,53 @@ if triton is not None:
     # ------------------------------------------------------------------ store
 
     @triton.jit
-    def store_block(out_ptr, vec_ptr, base, aligned, start, local, numel, x):
-        """Store the values ``x`` of tensor elements start + local that lie in [0, numel).
+    def vector_base(out_ptr, offset_lo):
+        """(vec_ptr, aligned) of a fill of ``out_ptr`` from stream index ``offset`` (its low word offset_lo).
 
-        ``base``: a multiple of 4 BLOCK, equal to start when ``aligned`` (the
-        fill's offset is a multiple of 4 and ``vec_ptr``, equal to out_ptr
-        then, is aligned for a 4-element store). Then, for a program inside
-        the tensor, the store has no mask and is vectorized in groups of 4
-        elements, the four words of a counter block, which one thread holds:
-        no layout conversion. Otherwise each element is stored alone.
+        The four elements of a counter block, out_ptr - offset % 4 + 4 b + [0, 4), are one aligned
+        4-element vector (16 bytes of fp32, 8 of bf16/fp16) when ``aligned``; vec_ptr is
+        out_ptr - offset % 4 rounded down to that alignment, which it therefore has whatever the
+        tensor's address (the hint is true), and equals out_ptr - offset % 4 when ``aligned``.
+        Computed here, not by specialising the kernel on its argument's alignment: a view or shard
+        at any address of its dtype's alignment takes the same compiled code.
         """
-        if aligned & (base + local.numel <= numel):
-            store_values(vec_ptr + base, local, x, None)
+        align: tl.constexpr = out_ptr.dtype.element_ty.primitive_bitwidth // 2  # 4 elements, in bytes
+        addr = (out_ptr - (offset_lo & 3)).to(tl.int64)
+        vec_ptr = tl.multiple_of((addr & -align).to(out_ptr.dtype), align)
+        return vec_ptr, (addr & (align - 1)) == 0
+
+    @triton.jit
+    def store_block(out_ptr, vec_ptr, base, aligned, start, numel, x0, x1, x2, x3, BLOCK: tl.constexpr):
+        """Store the values x_k[b] of tensor elements start + 4 b + k that lie in [0, numel).
+
+        x0..x3: the values of the columns of ``philox.stream_words_at``, in their layout (block b
+        in one thread). ``base``: start + offset % 4, a multiple of 4 BLOCK; ``vec_ptr``,
+        ``aligned``: of ``vector_base``. For a program inside the tensor the stores have no mask:
+        one 4-element vector store a block when aligned (the columns joined in registers into
+        the [BLOCK, 4] tile of the store's layout), else four element stores a block. At the
+        tensor's ends each element is stored alone under its mask. No path converts a layout.
+        """
+        local = tl.arange(0, BLOCK) * 4
+        if (start >= 0) & (start + 4 * BLOCK <= numel):
+            if aligned:
+                # [b, i, j] = value 2 i + j of block b, read row-major as [BLOCK, 4]: [b, k] = x_k[b].
+                x = tl.reshape(tl.join(tl.join(x0, x2), tl.join(x1, x3)), [BLOCK, 4])
+                store_values(vec_ptr + base, local[:, None] + tl.arange(0, 4)[None, :], x, None)
+            else:
+                store_values(out_ptr + start, local, x0, None)
+                store_values(out_ptr + start, local + 1, x1, None)
+                store_values(out_ptr + start, local + 2, x2, None)
+                store_values(out_ptr + start, local + 3, x3, None)
         else:
-            store_values(out_ptr + start, local, x, in_tensor(local, start, numel, local.numel))
+            span = 4 * BLOCK
+            store_values(out_ptr + start, local, x0, in_tensor(local, start, numel, span))
+            store_values(out_ptr + start, local + 1, x1, in_tensor(local + 1, start, numel, span))
+            store_values(out_ptr + start, local + 2, x2, in_tensor(local + 2, start, numel, span))
+            store_values(out_ptr + start, local + 3, x3, in_tensor(local + 3, start, numel, span))
 
     @triton.jit
     def store_values(out_ptr, local, x, mask):
-        """Store values ``x`` at ``out_ptr + local`` (where ``mask``): fp32 rounded once to the output dtype
-        (or int32 words as they are)."""
+        """Store values ``x`` at ``out_ptr + local`` (where ``mask``): fp32 rounded once to the output dtype."""
         if out_ptr.dtype.element_ty == tl.bfloat16:
             # tinit::float_to_bf16_bits: round to nearest even, once.
             u = x.to(tl.uint32, bitcast=True)
