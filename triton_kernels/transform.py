@@ -6,7 +6,7 @@ in the same order from IEEE basic operations: ``tl.fma`` for every ``fma_rn``,
 on NVIDIA), bit casts for ``float_as_bits``, and the same compares and selects. No libdevice call
 and no fp64 operation is used. ``tinit::ndtri_table``'s coefficient rows
 (``tinit._ndtri_table.COEFFICIENTS``, the values of ``TINIT_NDTRI_COEFFICIENTS``) are an fp32
-tensor that the kernels gather rows from.
+tensor (``_host.ndtri_rows``, last row first) that the kernels read a row of per value.
 
 The record: ``KernelParams`` is ``tinit::TruncNormalParams<float>`` as the kernels hold it, the
 fields of ``tinit.params.TruncNormalParams`` by name but mode (the MODE constexpr, the C++
@@ -167,21 +167,28 @@ if triton is not None:
 
     @triton.jit
     def ndtri_row(table_ptr, s):
-        """The 8 coefficients c0..c6, c0_lo of s's row (``tinit::ndtri_segment``), gathered from the fp32 table."""
-        # ndtri_segment: 255 - (bits >> 22), in [0, 255] for s in [0, 1.75] (kernel_constants checks).
-        # Eight scalar gathers: one [.., 8] load of the row compiles to 128-bit loads, but its
-        # split into columns costs layout conversions through shared memory (twice the code).
-        seg = (255 - (s.to(tl.uint32, bitcast=True) >> 22)).to(tl.int32)
-        row_ptr = table_ptr + seg * _NDTRI_ROW
-        c0 = tl.load(row_ptr)
-        c1 = tl.load(row_ptr + 1)
-        c2 = tl.load(row_ptr + 2)
-        c3 = tl.load(row_ptr + 3)
-        c4 = tl.load(row_ptr + 4)
-        c5 = tl.load(row_ptr + 5)
-        c6 = tl.load(row_ptr + 6)
-        c7 = tl.load(row_ptr + 7)
+        """The 8 coefficients c0..c6, c0_lo of s's row (``tinit::ndtri_segment``), s one-dimensional;
+        table_ptr: ``_host.ndtri_rows``.
+
+        The row's 32 bytes are two 4-element vector loads a value (its halves, 16-byte aligned:
+        the table tensor is, and a row is 32 bytes), each a [len(s), 4] tile that one thread
+        holds whole, split in registers into its columns: no layout conversion.
+        """
+        # ndtri_segment: seg = 255 - (bits >> 22), in [0, 255] for s in [0, 1.75] (kernel_constants
+        # checks), whose row the table (_host.ndtri_rows: last row first) holds at bits >> 22.
+        row = (s.to(tl.uint32, bitcast=True) >> 22).to(tl.int32)
+        half = (row * _NDTRI_ROW)[:, None] + tl.arange(0, 4)[None, :]
+        c0, c1, c2, c3 = _columns(tl.load(table_ptr + half))
+        c4, c5, c6, c7 = _columns(tl.load(table_ptr + 4 + half))
         return c0, c1, c2, c3, c4, c5, c6, c7
+
+    @triton.jit
+    def _columns(tile):
+        """The four columns of a [N, 4] tile (the inverse of ``store_block``'s join)."""
+        even, odd = tl.split(tl.reshape(tile, [tile.shape[0], 2, 2]))
+        t0, t2 = tl.split(even)
+        t1, t3 = tl.split(odd)
+        return t0, t1, t2, t3
 
     @triton.jit
     def ndtri_variable(s, q, central):
@@ -203,7 +210,7 @@ if triton is not None:
     def ndtri_table(table_ptr, s, q):
         """``tinit::ndtri_table``: Phi^-1(s) <= 0 for s in [2^-125, 1/2], q = s - 1/2 (one polynomial per row)."""
         central = s >= 0.25
-        c0, c1, c2, c3, c4, c5, c6, _ = ndtri_row(table_ptr, s)  # c0_lo unused (its load is dead code)
+        c0, c1, c2, c3, c4, c5, c6, _ = ndtri_row(table_ptr, s)  # c0_lo unused
         t = ndtri_variable(s, q, central)
         p = tl.fma(ndtri_acc(c1, c2, c3, c4, c5, c6, t), t, c0)
         return tl.where(central, q * p, p)
