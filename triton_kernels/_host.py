@@ -34,8 +34,13 @@ INSTALL_HINT = "install triton (`pip install triton`, or tinit[triton]) to use t
 # tinit's dtypes but fp64, whose transform (the C++ double path) is not ported to Triton.
 SUPPORTED_DTYPES = tuple(d for d in params.SUPPORTED_DTYPES if d != torch.float64)
 # Counter blocks (four elements each) per program and warps per program. The
-# interpreter's cost is per program, so it takes larger programs.
-DEFAULT_BLOCK = 256
+# interpreter's cost is per program, so it takes larger programs. The one-tensor
+# fill's programs are straight-line code: 512 blocks (16 values a thread) spread
+# their set-up (round keys, the store's checks) over twice the values of 256. The
+# grouped fill loops over sub-blocks of at most GROUPED_BLOCK, its set-up outside
+# the loop.
+DEFAULT_BLOCK = 512
+GROUPED_BLOCK = 256
 INTERPRETER_BLOCK = 2048
 NUM_WARPS = 4
 # Compile options of the fills: no contraction of a*b + c into an fma beyond the

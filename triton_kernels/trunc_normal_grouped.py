@@ -58,7 +58,7 @@ from tinit.params import PARAM_COUNT
 
 from . import philox
 from ._host import (
-    DEFAULT_BLOCK,
+    GROUPED_BLOCK,
     INTERPRETER_BLOCK,
     LAUNCH_OPTIONS,
     check_block,
@@ -370,7 +370,7 @@ def _const_row(constants: Sequence[float]) -> np.ndarray:
 
 def _auto_block(max_blocks: int) -> int:
     """Counter blocks per program: enough for the largest entry, within [_MIN_BLOCK, default]."""
-    cap = INTERPRETER_BLOCK if interpreted() else DEFAULT_BLOCK
+    cap = INTERPRETER_BLOCK if interpreted() else GROUPED_BLOCK
     return min(cap, max(_MIN_BLOCK, 1 << max(0, max_blocks - 1).bit_length()))
 
 
