@@ -254,8 +254,11 @@ if triton is not None:
     def two_sided_value(w, table_ptr, P):
         """``tinit::two_sided_value`` (float): mean + (sd_hi + sd_lo) z, clamped."""
         s, q, lower = two_sided_s(w ^ u32(P.flip), P)
+        # lower ? zl : -zl as a sign-bit xor (z is never NaN): a word, not a predicate, lives
+        # across the table loads; the predicate made ptxas spill at 16 values a thread.
+        sign = tl.where(lower, 0, 0x80000000).to(tl.uint32)
         zl = ndtri_table(table_ptr, s, q)
-        z = tl.where(lower, zl, -zl)
+        z = (zl.to(tl.uint32, bitcast=True) ^ sign).to(tl.float32, bitcast=True)
         return clamp_to(tl.fma(P.sd_hi, z, tl.fma(P.sd_lo, z, P.mean)), P)
 
     @triton.jit
