@@ -306,17 +306,33 @@ def test_offsets_and_blocks_bit_identical(dtype, name, offset, numel, block):
 
 
 @needs_native
+@pytest.mark.parametrize("offset", [8, 9, 10, 11])
+@pytest.mark.parametrize("shift", [1, 2, 3])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_unaligned_view_bit_identical(dtype):
-    """A view that starts 1 element into its storage: no vector store may assume alignment."""
+def test_unaligned_view_bit_identical(dtype, shift, offset):
+    """A view that starts 1-3 elements into its storage, at every offset % 4: the vector store
+    where the counter blocks are aligned (shift == offset % 4), element stores elsewhere; no
+    store may assume an alignment the view lacks, none may write outside it."""
     storage = torch.full((1100,), 7.0, dtype=dtype)
-    view = storage[1:1026]
+    view = storage[shift : shift + 1025]
     constants = transform_constants(*WINDOWS["two_sided"], dtype)
-    tk.trunc_normal_triton_(view, SEED, STREAM, 8, constants, block=64)
+    tk.trunc_normal_triton_(view, SEED, STREAM, offset, constants, block=16)
     expected = torch.empty(1025, dtype=dtype)
-    ops.trunc_normal_native(expected, SEED, STREAM, 8, constants)
-    _assert_bits_equal(view, expected, f"{dtype}, view at element 1")
-    assert float(storage[0]) == 7.0 and bool((storage[1026:] == 7.0).all()), "wrote outside the view"
+    ops.trunc_normal_native(expected, SEED, STREAM, offset, constants)
+    _assert_bits_equal(view, expected, f"{dtype}, view at element {shift}, offset {offset}")
+    assert bool((storage[:shift] == 7.0).all()) and bool((storage[shift + 1025 :] == 7.0).all()), (
+        "wrote outside the view"
+    )
+
+
+def test_ndtri_rows_are_the_table_rows_last_first():
+    """The backend's table holds ``tinit::ndtri_table``'s rows, each unchanged, in reverse order
+    (``transform.ndtri_row`` reads row 255 - seg at bits >> 22)."""
+    from tinit._ndtri_table import COEFFICIENTS, ROW, SEGMENTS
+
+    rows = torch.tensor(host.ndtri_rows()).view(torch.int32).reshape(SEGMENTS, ROW)
+    expected = torch.tensor(COEFFICIENTS, dtype=torch.float32).view(torch.int32).reshape(SEGMENTS, ROW)
+    torch.testing.assert_close(rows, expected.flip(0), rtol=0, atol=0)
 
 
 EXTREME_WORDS = [0, 1, 2, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 129, 2**32 - 128, 2**32 - 3, 2**32 - 2, 2**32 - 1]

@@ -15,7 +15,7 @@ import torch
 from torch.torch_version import TorchVersion
 
 from tinit import params
-from tinit._ndtri_table import COEFFICIENTS as _NDTRI_COEFFICIENTS
+from tinit._ndtri_table import COEFFICIENTS as _NDTRI_COEFFICIENTS, ROW as _NDTRI_ROW
 
 try:
     import triton
@@ -34,8 +34,13 @@ INSTALL_HINT = "install triton (`pip install triton`, or tinit[triton]) to use t
 # tinit's dtypes but fp64, whose transform (the C++ double path) is not ported to Triton.
 SUPPORTED_DTYPES = tuple(d for d in params.SUPPORTED_DTYPES if d != torch.float64)
 # Counter blocks (four elements each) per program and warps per program. The
-# interpreter's cost is per program, so it takes larger programs.
-DEFAULT_BLOCK = 256
+# interpreter's cost is per program, so it takes larger programs. The one-tensor
+# fill's programs are straight-line code: 512 blocks (16 values a thread) spread
+# their set-up (round keys, the store's checks) over twice the values of 256. The
+# grouped fill loops over sub-blocks of at most GROUPED_BLOCK, its set-up outside
+# the loop.
+DEFAULT_BLOCK = 512
+GROUPED_BLOCK = 256
 INTERPRETER_BLOCK = 2048
 NUM_WARPS = 4
 # Compile options of the fills: no contraction of a*b + c into an fma beyond the
@@ -191,8 +196,16 @@ def upload(table: np.ndarray, device: torch.device, what: str) -> torch.Tensor:
     return host.to(device, non_blocking=True)
 
 
+def ndtri_rows() -> np.ndarray:
+    """ndtri_table's fp32 coefficient rows (SEGMENTS x ROW, flat) in the order the kernels read them:
+    last row first, so that row 255 - seg, ``tinit::ndtri_segment``'s seg, is at 8 (bits >> 22)
+    (``transform.ndtri_row``: an offset without a subtraction). Each row's values are unchanged."""
+    rows = np.asarray(_NDTRI_COEFFICIENTS, dtype=np.float32).reshape(-1, _NDTRI_ROW)
+    return np.ascontiguousarray(rows[::-1]).reshape(-1)
+
+
 def ndtri_table_on(device: torch.device) -> torch.Tensor:
-    """The fp32 coefficient rows of ndtri_table (SEGMENTS x ROW, row-major) on ``device``, made once.
+    """The fp32 coefficient rows of ``ndtri_rows`` on ``device``, made once.
 
     Raises:
         RuntimeError: first asked for inside a CUDA-graph capture: the cached table must hold its
@@ -205,8 +218,7 @@ def ndtri_table_on(device: torch.device) -> torch.Tensor:
                 f"tinit's triton backend has not uploaded its ndtri table to {device} yet, and cannot "
                 "inside a CUDA-graph capture: run one triton fill on this device (any size) before capturing"
             )
-        coefficients = np.asarray(_NDTRI_COEFFICIENTS, dtype=np.float32)
-        table = upload(coefficients, device, "the triton backend's ndtri table")
+        table = upload(ndtri_rows(), device, "the triton backend's ndtri table")
         if device.type == "cuda":
             event = torch.cuda.Event()
             event.record(torch.cuda.current_stream(device))
@@ -226,9 +238,9 @@ def ndtri_table_on(device: torch.device) -> torch.Tensor:
 
 
 def ndtri_table_made_on(device: torch.device) -> torch.Tensor:
-    """A new copy of ndtri_table's rows on ``device``, for a traced fill: made in the trace (fake
+    """A new copy of ``ndtri_rows`` on ``device``, for a traced fill: made in the trace (fake
     tensors; no data moves)."""
-    return torch.tensor(_NDTRI_COEFFICIENTS, dtype=torch.float32, device=device)
+    return torch.tensor(ndtri_rows().tolist(), dtype=torch.float32, device=device)
 
 
 def on_device(device: torch.device):

@@ -84,18 +84,18 @@ if triton is not None:
 
     @triton.jit
     def stream_words_at(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, program, BLOCK: tl.constexpr):
-        """The words of the BLOCK counter blocks of program ``program`` of a fill, and their tensor positions.
+        """The words of the BLOCK counter blocks of program ``program`` of a fill, as four columns.
 
         64-bit scalars arrive as two int32 bit patterns (see ``split_u64``).
         Program p (an int64 scalar; the grouped kernel numbers the programs of
         each of its tensors from 0) covers counter blocks first + p*BLOCK +
         [0, BLOCK), first = offset // 4; word k of block b is stream index
         4b + k, which is tensor element 4b + k - offset (``tinit::philox_block``).
-        Returns (words uint32[BLOCK, 4], local int32[BLOCK, 4], start int64):
-        words[b, k] is word k of the program's block b and tensor element
-        start + local[b, k], local[b, k] = 4b + k. Kept two-dimensional, the
-        four words of a block stay in one thread from the Philox call to the
-        vector store.
+        Returns (r0, r1, r2, r3 uint32[BLOCK], start int64): r_k[b] is word k
+        of the program's block b and tensor element start + 4b + k. The columns
+        keep the layout of the Philox call (block b in one thread), which every
+        value computed from them and their stores (``transform.store_block``)
+        keep too: no layout conversion between the words and the store.
         """
         off = join_u64(offset_lo, offset_hi).to(tl.int64)  # < 2**63
         blk0 = (off >> 2) + program * BLOCK
@@ -108,12 +108,8 @@ if triton is not None:
         k0 = zero + u32(seed_lo)
         k1 = zero + u32(seed_hi)
         r0, r1, r2, r3 = philox4x32_10(c0, c1, c2, c3, k0, k1)
-        # [BLOCK, 2, 2] with [b, i, j] = word 2i + j of block b, read row-major
-        # as [BLOCK, 4]: [b, k] holds word k of block b.
-        words = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), [BLOCK, 4])
-        local = tl.arange(0, BLOCK)[:, None] * 4 + tl.arange(0, 4)[None, :]
         start = program * (4 * BLOCK) - (off & 3)
-        return words, local, start
+        return r0, r1, r2, r3, start
 
     @triton.jit
     def in_tensor(local, start, numel, span):

@@ -6,7 +6,7 @@ in the same order from IEEE basic operations: ``tl.fma`` for every ``fma_rn``,
 on NVIDIA), bit casts for ``float_as_bits``, and the same compares and selects. No libdevice call
 and no fp64 operation is used. ``tinit::ndtri_table``'s coefficient rows
 (``tinit._ndtri_table.COEFFICIENTS``, the values of ``TINIT_NDTRI_COEFFICIENTS``) are an fp32
-tensor that the kernels gather rows from.
+tensor (``_host.ndtri_rows``, last row first) that the kernels read a row of per value.
 
 The record: ``KernelParams`` is ``tinit::TruncNormalParams<float>`` as the kernels hold it, the
 fields of ``tinit.params.TruncNormalParams`` by name but mode (the MODE constexpr, the C++
@@ -167,21 +167,28 @@ if triton is not None:
 
     @triton.jit
     def ndtri_row(table_ptr, s):
-        """The 8 coefficients c0..c6, c0_lo of s's row (``tinit::ndtri_segment``), gathered from the fp32 table."""
-        # ndtri_segment: 255 - (bits >> 22), in [0, 255] for s in [0, 1.75] (kernel_constants checks).
-        # Eight scalar gathers: one [.., 8] load of the row compiles to 128-bit loads, but its
-        # split into columns costs layout conversions through shared memory (twice the code).
-        seg = (255 - (s.to(tl.uint32, bitcast=True) >> 22)).to(tl.int32)
-        row_ptr = table_ptr + seg * _NDTRI_ROW
-        c0 = tl.load(row_ptr)
-        c1 = tl.load(row_ptr + 1)
-        c2 = tl.load(row_ptr + 2)
-        c3 = tl.load(row_ptr + 3)
-        c4 = tl.load(row_ptr + 4)
-        c5 = tl.load(row_ptr + 5)
-        c6 = tl.load(row_ptr + 6)
-        c7 = tl.load(row_ptr + 7)
+        """The 8 coefficients c0..c6, c0_lo of s's row (``tinit::ndtri_segment``), s one-dimensional;
+        table_ptr: ``_host.ndtri_rows``.
+
+        The row's 32 bytes are two 4-element vector loads a value (its halves, 16-byte aligned:
+        the table tensor is, and a row is 32 bytes), each a [len(s), 4] tile that one thread
+        holds whole, split in registers into its columns: no layout conversion.
+        """
+        # ndtri_segment: seg = 255 - (bits >> 22), in [0, 255] for s in [0, 1.75] (kernel_constants
+        # checks), whose row the table (_host.ndtri_rows: last row first) holds at bits >> 22.
+        row = (s.to(tl.uint32, bitcast=True) >> 22).to(tl.int32)
+        half = (row * _NDTRI_ROW)[:, None] + tl.arange(0, 4)[None, :]
+        c0, c1, c2, c3 = _columns(tl.load(table_ptr + half))
+        c4, c5, c6, c7 = _columns(tl.load(table_ptr + 4 + half))
         return c0, c1, c2, c3, c4, c5, c6, c7
+
+    @triton.jit
+    def _columns(tile):
+        """The four columns of a [N, 4] tile (the inverse of ``store_block``'s join)."""
+        even, odd = tl.split(tl.reshape(tile, [tile.shape[0], 2, 2]))
+        t0, t2 = tl.split(even)
+        t1, t3 = tl.split(odd)
+        return t0, t1, t2, t3
 
     @triton.jit
     def ndtri_variable(s, q, central):
@@ -203,7 +210,7 @@ if triton is not None:
     def ndtri_table(table_ptr, s, q):
         """``tinit::ndtri_table``: Phi^-1(s) <= 0 for s in [2^-125, 1/2], q = s - 1/2 (one polynomial per row)."""
         central = s >= 0.25
-        c0, c1, c2, c3, c4, c5, c6, _ = ndtri_row(table_ptr, s)  # c0_lo unused (its load is dead code)
+        c0, c1, c2, c3, c4, c5, c6, _ = ndtri_row(table_ptr, s)  # c0_lo unused
         t = ndtri_variable(s, q, central)
         p = tl.fma(ndtri_acc(c1, c2, c3, c4, c5, c6, t), t, c0)
         return tl.where(central, q * p, p)
@@ -247,8 +254,11 @@ if triton is not None:
     def two_sided_value(w, table_ptr, P):
         """``tinit::two_sided_value`` (float): mean + (sd_hi + sd_lo) z, clamped."""
         s, q, lower = two_sided_s(w ^ u32(P.flip), P)
+        # lower ? zl : -zl as a sign-bit xor (z is never NaN): a word, not a predicate, lives
+        # across the table loads; the predicate made ptxas spill at 16 values a thread.
+        sign = tl.where(lower, 0, 0x80000000).to(tl.uint32)
         zl = ndtri_table(table_ptr, s, q)
-        z = tl.where(lower, zl, -zl)
+        z = (zl.to(tl.uint32, bitcast=True) ^ sign).to(tl.float32, bitcast=True)
         return clamp_to(tl.fma(P.sd_hi, z, tl.fma(P.sd_lo, z, P.mean)), P)
 
     @triton.jit
@@ -303,25 +313,53 @@ if triton is not None:
     # ------------------------------------------------------------------ store
 
     @triton.jit
-    def store_block(out_ptr, vec_ptr, base, aligned, start, local, numel, x):
-        """Store the values ``x`` of tensor elements start + local that lie in [0, numel).
+    def vector_base(out_ptr, offset_lo):
+        """(vec_ptr, aligned) of a fill of ``out_ptr`` from stream index ``offset`` (its low word offset_lo).
 
-        ``base``: a multiple of 4 BLOCK, equal to start when ``aligned`` (the
-        fill's offset is a multiple of 4 and ``vec_ptr``, equal to out_ptr
-        then, is aligned for a 4-element store). Then, for a program inside
-        the tensor, the store has no mask and is vectorized in groups of 4
-        elements, the four words of a counter block, which one thread holds:
-        no layout conversion. Otherwise each element is stored alone.
+        The four elements of a counter block, out_ptr - offset % 4 + 4 b + [0, 4), are one aligned
+        4-element vector (16 bytes of fp32, 8 of bf16/fp16) when ``aligned``; vec_ptr is
+        out_ptr - offset % 4 rounded down to that alignment, which it therefore has whatever the
+        tensor's address (the hint is true), and equals out_ptr - offset % 4 when ``aligned``.
+        Computed here, not by specialising the kernel on its argument's alignment: a view or shard
+        at any address of its dtype's alignment takes the same compiled code.
         """
-        if aligned & (base + local.numel <= numel):
-            store_values(vec_ptr + base, local, x, None)
+        align: tl.constexpr = out_ptr.dtype.element_ty.primitive_bitwidth // 2  # 4 elements, in bytes
+        addr = (out_ptr - (offset_lo & 3)).to(tl.int64)
+        vec_ptr = tl.multiple_of((addr & -align).to(out_ptr.dtype), align)
+        return vec_ptr, (addr & (align - 1)) == 0
+
+    @triton.jit
+    def store_block(out_ptr, vec_ptr, base, aligned, start, numel, x0, x1, x2, x3, BLOCK: tl.constexpr):
+        """Store the values x_k[b] of tensor elements start + 4 b + k that lie in [0, numel).
+
+        x0..x3: the values of the columns of ``philox.stream_words_at``, in their layout (block b
+        in one thread). ``base``: start + offset % 4, a multiple of 4 BLOCK; ``vec_ptr``,
+        ``aligned``: of ``vector_base``. For a program inside the tensor the stores have no mask:
+        one 4-element vector store a block when aligned (the columns joined in registers into
+        the [BLOCK, 4] tile of the store's layout), else four element stores a block. At the
+        tensor's ends each element is stored alone under its mask. No path converts a layout.
+        """
+        local = tl.arange(0, BLOCK) * 4
+        if (start >= 0) & (start + 4 * BLOCK <= numel):
+            if aligned:
+                # [b, i, j] = value 2 i + j of block b, read row-major as [BLOCK, 4]: [b, k] = x_k[b].
+                x = tl.reshape(tl.join(tl.join(x0, x2), tl.join(x1, x3)), [BLOCK, 4])
+                store_values(vec_ptr + base, local[:, None] + tl.arange(0, 4)[None, :], x, None)
+            else:
+                store_values(out_ptr + start, local, x0, None)
+                store_values(out_ptr + start, local + 1, x1, None)
+                store_values(out_ptr + start, local + 2, x2, None)
+                store_values(out_ptr + start, local + 3, x3, None)
         else:
-            store_values(out_ptr + start, local, x, in_tensor(local, start, numel, local.numel))
+            span = 4 * BLOCK
+            store_values(out_ptr + start, local, x0, in_tensor(local, start, numel, span))
+            store_values(out_ptr + start, local + 1, x1, in_tensor(local + 1, start, numel, span))
+            store_values(out_ptr + start, local + 2, x2, in_tensor(local + 2, start, numel, span))
+            store_values(out_ptr + start, local + 3, x3, in_tensor(local + 3, start, numel, span))
 
     @triton.jit
     def store_values(out_ptr, local, x, mask):
-        """Store values ``x`` at ``out_ptr + local`` (where ``mask``): fp32 rounded once to the output dtype
-        (or int32 words as they are)."""
+        """Store values ``x`` at ``out_ptr + local`` (where ``mask``): fp32 rounded once to the output dtype."""
         if out_ptr.dtype.element_ty == tl.bfloat16:
             # tinit::float_to_bf16_bits: round to nearest even, once.
             u = x.to(tl.uint32, bitcast=True)

@@ -104,11 +104,14 @@ def _check_target(tensor: torch.Tensor, offset: int, what: str) -> None:
 
 if triton is not None:
     from .philox import in_tensor, join_u64, philox4x32_10, stream_words, u32
-    from .transform import KernelParams, store_block, trunc_normal_value
+    from .transform import KernelParams, store_block, trunc_normal_value, vector_base
 
     # --------------------------------------------------------------- kernels
 
+    # out_ptr is not specialised on its alignment: vector_base finds the vector path at run time,
+    # so a view at any address takes the same code (no variant with element stores only).
     @triton.jit(
+        do_not_specialize_on_alignment=["out_ptr"],
         do_not_specialize=[
             "numel",
             "seed_lo",
@@ -119,7 +122,7 @@ if triton is not None:
             "offset_hi",
             "flip",
             "split",
-        ]
+        ],
     )
     def _trunc_normal_kernel(
         out_ptr,
@@ -195,10 +198,14 @@ if triton is not None:
             l4,
             l5,
         )
-        words, local, start = stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK)
-        x = trunc_normal_value(words, table_ptr, P, MODE)
+        r0, r1, r2, r3, start = stream_words(seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, BLOCK)
+        x0 = trunc_normal_value(r0, table_ptr, P, MODE)
+        x1 = trunc_normal_value(r1, table_ptr, P, MODE)
+        x2 = trunc_normal_value(r2, table_ptr, P, MODE)
+        x3 = trunc_normal_value(r3, table_ptr, P, MODE)
+        vec_ptr, aligned = vector_base(out_ptr, offset_lo)
         base = tl.program_id(0).to(tl.int64) * (4 * BLOCK)
-        store_block(out_ptr, out_ptr, base, (offset_lo & 3) == 0, start, local, numel, x)
+        store_block(out_ptr, vec_ptr, base, aligned, start, numel, x0, x1, x2, x3, BLOCK)
 
     @triton.jit(do_not_specialize=["numel", "seed_lo", "seed_hi", "stream_lo", "stream_hi", "offset_lo", "offset_hi"])
     def _philox_kernel(
@@ -207,8 +214,8 @@ if triton is not None:
         """Raw stream words of indices offset + [0, numel) into an int32 tensor (uint32 bits).
 
         Word k of every block is stored by its own strided store (out[4 b + k]): the four
-        words never meet in one register tile, so there is no layout conversion (the fills'
-        [BLOCK, 4] tile costs one through shared memory), at four 4-byte stores a block.
+        words stay in the layout of the Philox call, so there is no layout conversion, at four
+        4-byte stores a block (the fills' misaligned path, ``transform.store_block``).
         """
         pid = tl.program_id(0).to(tl.int64)
         off = join_u64(offset_lo, offset_hi).to(tl.int64)  # < 2**63

@@ -58,7 +58,7 @@ from tinit.params import PARAM_COUNT
 
 from . import philox
 from ._host import (
-    DEFAULT_BLOCK,
+    GROUPED_BLOCK,
     INTERPRETER_BLOCK,
     LAUNCH_OPTIONS,
     check_block,
@@ -124,6 +124,7 @@ if triton is not None:
         KernelParams,
         store_block,
         trunc_normal_value,
+        vector_base,
     )
 
     # Kernels may read module globals only as constexprs.
@@ -229,11 +230,14 @@ if triton is not None:
         seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi = words_args
         for r in range(subs):
             sub = program * REPS + r
-            words, local, start = stream_words_at(
+            r0, r1, r2, r3, start = stream_words_at(
                 seed_lo, seed_hi, stream_lo, stream_hi, offset_lo, offset_hi, sub, BLOCK
             )
-            x = trunc_normal_value(words, ndtri_ptr, P, MODE)
-            store_block(out_ptr, vec_ptr, sub * (4 * BLOCK), aligned, start, local, numel, x)
+            x0 = trunc_normal_value(r0, ndtri_ptr, P, MODE)
+            x1 = trunc_normal_value(r1, ndtri_ptr, P, MODE)
+            x2 = trunc_normal_value(r2, ndtri_ptr, P, MODE)
+            x3 = trunc_normal_value(r3, ndtri_ptr, P, MODE)
+            store_block(out_ptr, vec_ptr, sub * (4 * BLOCK), aligned, start, numel, x0, x1, x2, x3, BLOCK)
 
     @triton.jit(do_not_specialize=["n_entries", "entry_base", "const_base", "seed_lo", "seed_hi"])
     def _grouped_kernel(
@@ -276,11 +280,6 @@ if triton is not None:
         offset_hi = tl.load(table_ptr + 2 * (row + 3) + 1)
         mode, P = _row_params(table_ptr, 2 * (const_base + _CONST * _word(table_ptr, row + 4).to(tl.int64)))
 
-        # The vector path of store_block: the entry's address and offset aligned for 4-element
-        # stores (16 bytes of fp32, 8 of bf16/fp16). vec_ptr is the address rounded down to that
-        # alignment, which it always has (the hint is true), and equals out_ptr when aligned.
-        align: tl.constexpr = 16 if DTYPE == _FP32 else 8
-        aligned = ((addr & (align - 1)) == 0) & ((offset_lo & 3) == 0)
         if DTYPE == _FP32:
             elem: tl.constexpr = tl.float32
         elif DTYPE == _BF16:
@@ -288,7 +287,8 @@ if triton is not None:
         else:
             elem: tl.constexpr = tl.float16
         out_ptr = addr.to(tl.pointer_type(elem))
-        vec_ptr = tl.multiple_of((addr & -align).to(tl.pointer_type(elem)), align)
+        # The vector path of store_block: a counter block's four elements one aligned vector.
+        vec_ptr, aligned = vector_base(out_ptr, offset_lo)
         # Program p - first of the entry holds its sub-blocks REPS (p - first) + [0, REPS) of
         # BLOCK counter blocks, the last program fewer: the search and the constants above are
         # paid once per REPS sub-blocks.
@@ -370,7 +370,7 @@ def _const_row(constants: Sequence[float]) -> np.ndarray:
 
 def _auto_block(max_blocks: int) -> int:
     """Counter blocks per program: enough for the largest entry, within [_MIN_BLOCK, default]."""
-    cap = INTERPRETER_BLOCK if interpreted() else DEFAULT_BLOCK
+    cap = INTERPRETER_BLOCK if interpreted() else GROUPED_BLOCK
     return min(cap, max(_MIN_BLOCK, 1 << max(0, max_blocks - 1).bit_length()))
 
 
