@@ -1,6 +1,6 @@
 """GPU benchmark: tinit (cuda, triton) against torch's fills, beside the static SASS estimate.
 
-    python bench/bench_gpu.py --sass-json S.json          # 2^28 and 2^24 elements; f32, bf16; every window
+    python bench/bench_gpu.py --sass-json S.json          # 2^28, 2^24, 2^20, 2^32 elements; f32, bf16; every window
     python bench/bench_gpu.py --sizes 256M --dtypes f32 --windows pm2sigma --budget-s 60
     python bench/bench_gpu.py --device cpu --sizes 1M      # the pipeline on CPU (no GPU timing)
 
@@ -14,7 +14,9 @@ Methods (baselines are torch's own functions, imported, not rewritten):
     fill           torch.Tensor.fill_(x, 0.01): the HBM write ceiling (once per size and dtype)
     torch          torch.Tensor.normal_(x, mean, std), or uniform_(x, low, high) for the uniform
     torch_trunc    torch.nn.init.trunc_normal_(x, mean, std, a, b) (truncated normals only)
+    torch_func     torch.func._random.normal_ / uniform_ (stateless Philox, torch >= 2.12; CUDA only)
     tinit_cuda     the cuda backend's fill (torch.ops.tinit.trunc_normal_) with the window's constants
+    tinit_cuda_misaligned  the same on the view one element in (no 16-byte-aligned vector store)
     tinit_compute  the same CUDA kernel with its stores removed: the compute-only time
     tinit_triton   the triton backend's fill
     tinit_cpu      (only with --device cpu) the cpu backend's fill
@@ -175,13 +177,21 @@ def methods(
     if device.type == "cuda":
         why = dispatch.BACKENDS["cuda"].why_not(probe)
         table["tinit_cuda"] = (backend_fn("cuda"), why)
+        # One element in: every vector store straddles, the shifted loop of the kernel runs.
+        cuda_fill = backend_fn("cuda")
+        table["tinit_cuda_misaligned"] = (lambda x: cuda_fill(x.reshape(-1)[1:]), why)
         table["tinit_compute"] = (lambda x: ops.trunc_normal_compute_only(x, SEED, 0, 0, constants), why)
     else:
         table["tinit_cpu"] = (backend_fn("cpu"), dispatch.BACKENDS["cpu"].why_not(probe))
+    stateless, why_stateless = _stateless_random(device)
     if window.uniform:
         table["torch"] = (lambda x: x.uniform_(*window.args), None)
+        low, high = window.args
+        table["torch_func"] = (lambda x: stateless.uniform_(_key(device), x, low=low, high=high), why_stateless)
     else:
         table["torch"] = (lambda x: x.normal_(window.args[0], window.args[1]), None)
+        mean, std = window.args[:2]
+        table["torch_func"] = (lambda x: stateless.normal_(_key(device), x, mean=mean, std=std), why_stateless)
         table["torch_trunc"] = (
             lambda x: torch.nn.init.trunc_normal_(x, *window.args),
             _torch_trunc_reason(window, numel),
@@ -189,6 +199,30 @@ def methods(
     if device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":  # last: its first call compiles
         table["tinit_triton"] = (backend_fn("triton"), dispatch.BACKENDS["triton"].why_not(probe))
     return table
+
+
+def _stateless_random(device: torch.device):
+    """(torch.func._random, None), or (None, why not): torch's stateless Philox fills (a key in, no
+    generator state; torch >= 2.12, CUDA only), the closest thing torch has to tinit's stream."""
+    try:
+        from torch.func import _random as stateless
+    except ImportError:
+        return None, f"torch {torch.__version__} has no torch.func._random"
+    if device.type != "cuda":
+        return None, "torch.func._random fills only CUDA tensors"
+    return stateless, None
+
+
+_KEYS: dict[str, torch.Tensor] = {}
+
+
+def _key(device: torch.device) -> torch.Tensor:
+    """torch.func._random's key for SEED on ``device``, made once (its creation is not timed twice)."""
+    if str(device) not in _KEYS:
+        from torch.func import _random as stateless
+
+        _KEYS[str(device)] = stateless.key(SEED, device=device)
+    return _KEYS[str(device)]
 
 
 def _torch_trunc_reason(window: Window, numel: int) -> str | None:
@@ -227,6 +261,8 @@ def _reference(x: torch.Tensor, window: Window, offset: int, count: int) -> torc
 
 def validate(name: str, window: Window | None, x: torch.Tensor, before: torch.Tensor | None = None) -> dict:
     """Facts about one output; raises AssertionError when a tinit output is wrong."""
+    if name.endswith("_misaligned"):  # the fill wrote the view one element in, from its stream index 0
+        x, name = x.reshape(-1)[1:], name.removesuffix("_misaligned")
     if name == "tinit_compute":
         assert before is not None and torch.equal(_subsample(x), before), "compute-only run wrote to the tensor"
         return {"unchanged": True}
@@ -568,7 +604,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 1 when a tinit output failed validation, 2 without a CUDA device, else 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--sizes", default="256M,16M", help="comma-separated element counts (K/M/G = 2^10/20/30), run in this order"
+        "--sizes",
+        default="256M,16M,1M,4G",
+        help="comma-separated element counts (K/M/G = 2^10/20/30), run in this order",
     )
     parser.add_argument("--dtypes", default="f32,bf16", help="comma-separated: f32, bf16")
     parser.add_argument("--windows", default=",".join(WINDOWS), help=f"comma-separated: {', '.join(WINDOWS)}")

@@ -184,3 +184,18 @@ sys.exit(pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", *FILES])
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert " collected in " in proc.stdout.splitlines()[-1], proc.stdout[-3000:]
+
+
+def test_a_misaligned_fill_is_validated_on_its_view():
+    """``tinit_cuda_misaligned`` fills ``x[1:]`` from stream index 0: the check reads the view, so the
+    right values pass bit for bit, and values one element off (the whole tensor's fill) fail."""
+    window = bench_gpu.WINDOWS["pm2sigma"]
+    constants = window.constants(torch.float32)
+    fill = tinit.dispatch.BACKENDS["cpu"].fill
+    x = torch.full((70001,), float("nan"))  # x[0] stays NaN: the check must not read it
+    fill(x[1:], bench_gpu.SEED, 0, 0, constants)
+    facts = bench_gpu.validate("tinit_cpu_misaligned", window, x)
+    assert set(facts["cpu_check"].values()) == {"equal to the cpu backend's"}
+    fill(x, bench_gpu.SEED, 0, 0, constants)
+    with pytest.raises(AssertionError, match="differ from the cpu backend's"):
+        bench_gpu.validate("tinit_cpu_misaligned", window, x)
