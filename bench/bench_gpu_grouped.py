@@ -466,6 +466,24 @@ def _census_into(row: dict, fn, device: torch.device, budget: Budget) -> None:
             row["launches"] = _kernel_census(fn, device)
     except Exception as exc:  # noqa: BLE001  a profiler problem is not a tinit failure
         row["launches_error"] = _error_text(exc)
+    if device.type == "cuda":
+        row["host_syncs"] = _host_syncs(fn)
+
+
+def _host_syncs(fn) -> int:
+    """Host synchronisations of one untimed call: the warnings of ``torch.cuda.set_sync_debug_mode("warn")``
+    (torch's own count of the syncing calls it makes: ``.item()``, blocking copies, ...); 0 is the target."""
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with torch.no_grad():
+                fn()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    return sum("synchroniz" in str(w.message).lower() for w in caught)
 
 
 def _configs(args, case: str, budget: Budget, run) -> list[dict]:
@@ -728,7 +746,8 @@ def markdown(env: dict, rows: list[dict], complete: bool) -> str:
             c = r["launches"]
             tensors = f" for {r['tensors']} tensors" if "tensors" in r else ""
             names = "; ".join(f"{n} x{k}" for n, k in c["by_name"].items())
-            out.append(f"- {what}: {c['kernels']} {c['what']} ({c['copies']} copies/memsets){tensors}: {names}")
+            syncs = f", {r['host_syncs']} host syncs" if "host_syncs" in r else ""
+            out.append(f"- {what}: {c['kernels']} {c['what']} ({c['copies']} copies/memsets){tensors}{syncs}: {names}")
             for name, d in c.get("detail", {}).items():
                 if "registers" in d:
                     out.append(
