@@ -104,7 +104,9 @@ def targets() -> list[Target]:
             ("-march=x86-64-v4",),
             v4_runner if v4_runner is not None else ("build-only",),
             True,
-            "runs only on an AVX-512 host: qemu's TCG has no AVX-512",
+            "natively on this AVX-512 host"
+            if v4_runner is not None
+            else "built only: it runs only on an AVX-512 host (qemu's TCG has no AVX-512)",
         ),
         Target("aarch64 armv8-a", "aarch64", "aarch64-linux-gnu-g++", ("-march=armv8-a",), ("qemu-aarch64",), True),
         *(

@@ -934,3 +934,17 @@ def test_bad_numbers_name_the_flag_not_a_config_field(capsys, command, argv, nee
         main([command, *argv])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"tinit {command}: error: {needle}"
+
+
+def test_t5_on_tinits_own_model_reads_the_head_width_from_its_config(capsys):
+    """T5's recipe needs d_kv; tinit's GPT config gives it as ``head_dim`` (d_model // heads), as
+    Hugging Face configs do: q (d * d_kv)^-1/2, k and v d^-1/2, o (h * d_kv)^-1/2 (T5's _init_weights)."""
+    d, heads = 64, 2
+    rows = _run(capsys, "--layers", "2", "--d-model", str(d), "--heads", str(heads), "--no-progress", "--scheme", "t5")[
+        "rows"
+    ]
+    d_kv = d // heads
+    q, k, v = (float(s) for s in rows["attn_qkv"]["trunc"].split("/"))
+    assert q == pytest.approx((d * d_kv) ** -0.5, rel=1e-3)
+    assert k == v == pytest.approx(d**-0.5, rel=1e-3)
+    assert float(rows["attn_out"]["parent_std"]) == pytest.approx((heads * d_kv) ** -0.5, rel=1e-3)

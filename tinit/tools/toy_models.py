@@ -131,6 +131,11 @@ class GPTConfig:
         """MLP hidden width, 4 * d_model."""
         return 4 * self.d_model
 
+    @property
+    def head_dim(self) -> int:
+        """Head width, d_model // n_heads (Hugging Face's name: recipes that need it, T5's, read it)."""
+        return self.d_model // self.n_heads
+
 
 class GPTAttention(nn.Module):
     """Causal multi-head self-attention: fused ``c_attn`` (q, k, v) and the
@@ -295,6 +300,11 @@ class StackConfig:
     def heads(self) -> int:
         """Attention heads actually used."""
         return self.n_heads if self.n_heads is not None else max(1, self.d_model // 64)
+
+    @property
+    def head_dim(self) -> int:
+        """Head width, d_model // heads (Hugging Face's name: recipes that need it, T5's, read it)."""
+        return self.d_model // self.heads
 
     @property
     def ff(self) -> int:
