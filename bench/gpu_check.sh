@@ -7,7 +7,7 @@
 #      at most 240 s,
 #   2. python -m tinit.tools.info,
 #   3. the static SASS budget of the CUDA kernels (bench/sass_budget.py
-#      --no-triton, ~10 s): the estimate column of steps 4 and 5; the Triton
+#      --no-triton, ~10 s idle, at most 90 s): the estimate column of steps 4 and 5; the Triton
 #      kernels' SASS compiles in the background meanwhile (~1 min of one core)
 #      and is added to step 4's report after step 5 (bench_gpu.py --annotate),
 #   4. the GPU benchmark (bench/bench_gpu.py: 2^28 then 2^24 elements, fp32
@@ -115,7 +115,7 @@ fi
 
 step "tinit.tools.info" 30 "$PY" -m tinit.tools.info
 
-step "SASS budget (CUDA kernels)" 60 "$PY" bench/sass_budget.py --arch sm_90 --no-triton --json "$SASS_JSON"
+step "SASS budget (CUDA kernels)" 90 "$PY" bench/sass_budget.py --arch sm_90 --no-triton --json "$SASS_JSON"
 
 # The Triton kernels' SASS (sm_90, the GPU here) takes a minute or two of one CPU core: it runs beside the
 # benchmarks (which wait on the GPU, not the CPU) and its estimates are added to the report after.
