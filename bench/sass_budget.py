@@ -21,7 +21,9 @@ template argument that is a type gives the dtype (float fp32, double fp64,
 __nv_bfloat16 bf16, __half fp16, unsigned int words), the first integer (or
 enumerator) argument the transform mode, named from ``enum TransformMode``
 of transform.h (read with a regex: modes are reported as the enum has
-them). Triton: _sass_triton compiles every ``*_kernel`` for GPUTarget("cuda",
+them) and, for CUDA only, from the constants set past it
+(``kTwoSidedUnclamped = kModeCount``: two_sided_unclamped; read_cuda_modes),
+which Triton does not compile. Triton: _sass_triton compiles every ``*_kernel`` for GPUTarget("cuda",
 90 or 80, 32) with the argument types its launcher passes, once per dtype
 and mode, and the grouped kernel once per tensor count (1, 256, 4096).
 
@@ -170,6 +172,11 @@ def _run(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
+def _snake(name: str) -> str:
+    """kTwoSidedFar -> two_sided_far."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name[1:]).lower()
+
+
 def read_modes(header: Path) -> dict[int, str]:
     """``enum TransformMode`` of transform.h as {value: snake name}: kTwoSidedFar = 2 -> {2: "two_sided_far"}."""
     body = re.search(r"enum\s+(?:class\s+)?TransformMode\b[^{]*\{(.*?)\}", header.read_text(), re.DOTALL)
@@ -178,8 +185,27 @@ def read_modes(header: Path) -> dict[int, str]:
     modes, value = {}, -1
     for name, given in re.findall(r"\b(k\w+)\s*(?:=\s*(\d+))?\s*,?", re.sub(r"//[^\n]*", "", body.group(1))):
         value = int(given) if given else value + 1
-        modes[value] = re.sub(r"(?<!^)(?=[A-Z])", "_", name[1:]).lower()
+        modes[value] = _snake(name)
     return modes
+
+
+def read_cuda_modes(header: Path, modes: dict[int, str]) -> dict[int, str]:
+    """The CUDA kernels' modes outside ``enum TransformMode``, as {value: snake name}: the
+    ``constexpr int`` constants of transform.h set to ``kModeCount`` (+ n), the first value past
+    the enum's (``constexpr int kTwoSidedUnclamped = kModeCount;`` -> {4: "two_sided_unclamped"}).
+    Never packed and unknown to Triton (whose kernels refuse modes they lack), so only the CUDA
+    kernels' names use them.
+
+    Args:
+        header: transform.h.
+        modes: its enum (``read_modes``); kModeCount, when the header does not give it a number,
+            is one past the enum's largest value.
+    """
+    text = re.sub(r"//[^\n]*", "", header.read_text())
+    count = re.search(r"constexpr\s+int\s+kModeCount\s*=\s*(\d+)\s*;", text)
+    base = int(count[1]) if count else max(modes, default=-1) + 1
+    found = re.findall(r"constexpr\s+int\s+(k\w+)\s*=\s*kModeCount\s*(?:\+\s*(\d+))?\s*;", text)
+    return {base + int(extra or 0): _snake(name) for name, extra in found if base + int(extra or 0) not in modes}
 
 
 def nvcc_flags(root: Path) -> list[str]:
@@ -527,7 +553,8 @@ def cuda_cases(
 
     Args:
         source: the .cu file (under csrc/cuda of its tree).
-        modes: {value: name} of ``enum TransformMode``.
+        modes: {value: name} of ``enum TransformMode`` and of the CUDA-only modes
+            (``read_cuda_modes``).
         work: folder for the cubin.
         keep: folder to keep SASS and ptxas logs in, or None.
         refs: the single-mode histograms (``cases_of``).
@@ -824,7 +851,10 @@ def run(
     Returns:
         The report (what --json writes).
     """
-    modes = read_modes(root / "csrc" / "include" / "tinit" / "transform.h")
+    header = root / "csrc" / "include" / "tinit" / "transform.h"
+    modes = read_modes(header)
+    cuda_only = read_cuda_modes(header, modes)
+    cuda_modes = {**modes, **cuda_only}
     cases, refs, skipped = [], {}, []
     with tempfile.TemporaryDirectory() as tmp:
         work = keep or Path(tmp)
@@ -835,7 +865,7 @@ def run(
             skipped.append("cuda: no nvcc on PATH")
         for arch in archs:
             for cu in CU_FILES if compiled else ():
-                cases += cuda_cases(root / cu, modes, work, keep, refs, select, arch, compiled[(cu, arch)])
+                cases += cuda_cases(root / cu, cuda_modes, work, keep, refs, select, arch, compiled[(cu, arch)])
             if triton:
                 try:
                     cases += triton_cases(root, modes, work, keep, refs, select, arch)
@@ -844,7 +874,7 @@ def run(
                     triton = False
     p_diverge = p_diverge or {}
     for c in cases:
-        c["mode_name"] = modes.get(c["mode"]) if c.get("mode") is not None else None
+        c["mode_name"] = cuda_modes.get(c["mode"]) if c.get("mode") is not None else None
         if "error" in c:
             continue
         c.update(throughput(c["sass_per_elem"], c["dtype"], c["arch"]))
@@ -867,6 +897,7 @@ def run(
         "versions": versions(),
         "nvcc_flags": nvcc_flags(root),
         "modes": modes,
+        "cuda_only_modes": cuda_only,
         "model": MODEL_TEXT,
         "model_constants": {arch: MODELS[arch] for arch in archs},
         "steady_model": STEADY_TEXT,

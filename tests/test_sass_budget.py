@@ -20,7 +20,8 @@
   branch is a slow path off the fast one; an unrolled loop is measured on its
   main loop (16 elements a trip), not its remainder; a loop of interior
   vector stores is hot, not the loop of edge units beside it.
-- The enum of transform modes is read from the header, new modes included.
+- The enum of transform modes is read from the header, new modes included,
+  and the CUDA-only modes set past it (kTwoSidedUnclamped).
 - The steady-state model on figures of known value (set-up amortised over
   a thread's elements, search steps per tensor count, resident blocks; for
   the grouped CUDA kernel the warps of one wave, their ranges of chunks and
@@ -422,6 +423,15 @@ def test_modes_read_from_header(tmp_path):
     assert sb.read_modes(header) == {0: "two_sided", 1: "tail", 3: "central", 4: "uniform"}
     real = sb.read_modes(ROOT / "csrc" / "include" / "tinit" / "transform.h")
     assert real and all(isinstance(v, int) and name for v, name in real.items()), real
+    # CUDA-only modes: the constants set past the enum, not the other constants; the count given
+    header.write_text(
+        header.read_text() + "constexpr int kModeCount = 5;\nconstexpr int kParamCount = 12;\n"
+        "// constexpr int kOld = kModeCount + 3;\nconstexpr int kTwoSidedFast = kModeCount;\n"
+        "constexpr int kTailFast = kModeCount + 1;\n"
+    )
+    assert sb.read_cuda_modes(header, sb.read_modes(header)) == {5: "two_sided_fast", 6: "tail_fast"}
+    extra = sb.read_cuda_modes(ROOT / "csrc" / "include" / "tinit" / "transform.h", real)
+    assert extra == {len(real): "two_sided_unclamped"}, extra
 
 
 def test_describe_demangled_names():
