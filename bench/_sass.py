@@ -505,8 +505,14 @@ class Analyzer:
         outside the loop of a block of the path (the header's own instructions count again when
         the loop is left from it: a top-tested loop); 0 without a loop, or when it is left by a
         predicated EXIT inside (that is the last trip's)."""
+        return self._leave(path) or 0
+
+    def _leave(self, path: Path, targets=None) -> int | None:
+        """Fewest instructions from leaving the loop of path to a block of targets (both counted;
+        None: to an EXIT, as ``epilogue`` counts), every other loop in zero trips; None when the
+        loop has no exit that reaches one."""
         if path.header is None:
-            return 0
+            return None
         best = None
         for k, u in enumerate(path.blocks):
             # Left where the trip still has work after u (a loop tested at its top): the blocks up
@@ -517,10 +523,35 @@ class Analyzer:
             for v in self.fn.blocks[u].succs:
                 if v in path.region:
                     continue
-                rest = self.dag_insts([v])
+                rest = self.dag_insts([v], targets)
                 if rest is not None and (best is None or prefix + rest < best):
                     best = prefix + rest
-        return best or 0
+        return best
+
+    def enclosing(self, header: int) -> int | None:
+        """Header of the innermost loop that holds the loop at header (a grouped kernel's walk over
+        the entries of its table), or None."""
+        every = loops(self.fn)
+        inner = every.get(header, {header})
+        around = [h for h, body in every.items() if h != header and inner < body]
+        return min(around, key=lambda h: len(every[h]), default=None)
+
+    def crossing(self, path: Path) -> int | None:
+        """Instructions from leaving the loop of path back to its header through one trip of the
+        loop around it (``enclosing``): for a grouped kernel, from the end of one entry's part to
+        the loop of the next entry of the same mode (the walk's tests, the entry and record loads,
+        the mode switch, the loop's set-up). The loop's exit is counted as ``epilogue`` counts it,
+        then to a latch of the enclosing loop, then from its header to path's header (excluded),
+        every other loop in zero trips. None without an enclosing loop or such a path."""
+        outer = None if path.header is None else self.enclosing(path.header)
+        if outer is None:
+            return None
+        _, back = self._dag()
+        leave = self._leave(path, {u for u, v in back if v == outer})
+        enter = self.dag_insts([outer], [path.header])
+        if leave is None or enter is None:
+            return None
+        return leave + enter - self.weight(path.header)[-1]
 
     def cycle_insts(self, header: int) -> int:
         """Fewest instructions of one trip of the loop at header (header to a latch)."""
@@ -613,7 +644,8 @@ class Analyzer:
             "shifted": the fast paths of its mode's loops that realign misaligned units
             (``shifted_loops``); "search": [(header, instructions a trip)] of
             ``search_loops``; "prologue" and "epilogue": instruction counts (``prologue``,
-            ``epilogue``).
+            ``epilogue``); "entry": the instructions from the loop's exit back to its header
+            through the loop around it (``crossing``), or None.
         """
         own = self.fast_path(path.header, kind="edge") if path.header is not None else self.fast_path(kind="edge")
         edge = own if own is not None and own.stores() else None
@@ -638,6 +670,7 @@ class Analyzer:
             else [],
             "prologue": self.prologue(path.header),
             "epilogue": self.epilogue(path),
+            "entry": self.crossing(path),
         }
 
     def slow_insts(self, path: Path, others: set[int] = frozenset()) -> int:

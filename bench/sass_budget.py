@@ -21,7 +21,9 @@ template argument that is a type gives the dtype (float fp32, double fp64,
 __nv_bfloat16 bf16, __half fp16, unsigned int words), the first integer (or
 enumerator) argument the transform mode, named from ``enum TransformMode``
 of transform.h (read with a regex: modes are reported as the enum has
-them). Triton: _sass_triton compiles every ``*_kernel`` for GPUTarget("cuda",
+them) and, for CUDA only, from the constants set past it
+(``kTwoSidedUnclamped = kModeCount``: two_sided_unclamped; read_cuda_modes),
+which Triton does not compile. Triton: _sass_triton compiles every ``*_kernel`` for GPUTarget("cuda",
 90 or 80, 32) with the argument types its launcher passes, once per dtype
 and mode, and the grouped kernel once per tensor count (1, 256, 4096).
 
@@ -43,9 +45,13 @@ Columns (_sass states the CFG rules), per element a thread stores:
   every unit (marked "(edge)").
 - set-up: instructions from the entry to the hot loop's header (prologue)
   plus from its exit to EXIT (epilogue), every other loop passed in zero
-  trips; for the grouped CUDA kernel also the trip of its table search loop
-  ("P + S/step"); for the Triton grouped kernel the figure of each tensor
-  count's compile. Steady state: interior + set-up amortised (STEADY_TEXT).
+  trips; for the grouped CUDA kernel, per warp, also the trip of its table
+  search loop and the crossing from one entry to the next (the hot loop's
+  exit back to its header through the loop over the entries):
+  "P + S/step + E/entry"; for the Triton grouped kernel the figure of each
+  tensor count's compile. Steady state: interior + set-up amortised
+  (STEADY_TEXT; the grouped CUDA warps from launch_grouped's one wave of
+  resident blocks at the kernel's registers, MODELS' SM count).
 - tbl ld: LDG/LD/indexed LDC on the interior path (the ndtri table);
   smem+bar: LDS/LDSM/STS/STSM/BAR on it (Triton layout conversions).
 - slow: static instructions of the loop's other blocks and of the
@@ -123,11 +129,15 @@ STEADY_TEXT = (
     "steady state = interior + set-up / elements a thread writes per set-up, for 2^28 elements: "
     "CUDA single, one tensor, set-up = prologue + epilogue once per thread, 4 ceil(2^26 / threads) "
     "elements, threads = 256 x min(blocks needed, SMs x resident blocks at its registers); "
-    "CUDA grouped, equal tensors (1, 256, 4096), set-up once per chunk and lane (launch_grouped gives "
-    "each warp one chunk: kernel entry included) + ceil(log2 tensors) x the search loop's trip, over "
-    "4 kChunkUnits / kLanes elements; Triton grouped, compiled at each count's LOG, set-up once per "
-    "program over REPS x 4 BLOCK / (32 num_warps) elements; Triton single, no loop: the interior "
-    "path runs entry to EXIT, set-up included"
+    "CUDA grouped, equal tensors (1, 256, 4096) of C = ceil(2^26 / tensors / kChunkUnits) chunks, "
+    "W = 256 / kLanes x min(ceil(chunks / (256 / kLanes)), SMs x resident blocks at its registers) "
+    "warps, warp w taking chunks [w q + min(w, r), (w + 1) q + min(w + 1, r)) (q, r = divmod(chunks, "
+    "W)): set-up once per warp and lane = prologue + epilogue + ceil(log2 tensors) x the search "
+    "loop's trip + the most entries a warp crosses x the crossing (loop exit to the next entry's "
+    "loop head), over the fewest chunks a warp takes x 4 kChunkUnits / kLanes elements; Triton "
+    "grouped, compiled at each count's LOG, set-up once per program over REPS x 4 BLOCK / "
+    "(32 num_warps) elements; Triton single, no loop: the interior path runs entry to EXIT, set-up "
+    "included"
 )
 TYPES = {
     "float": "fp32",
@@ -162,6 +172,11 @@ def _run(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
+def _snake(name: str) -> str:
+    """kTwoSidedFar -> two_sided_far."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name[1:]).lower()
+
+
 def read_modes(header: Path) -> dict[int, str]:
     """``enum TransformMode`` of transform.h as {value: snake name}: kTwoSidedFar = 2 -> {2: "two_sided_far"}."""
     body = re.search(r"enum\s+(?:class\s+)?TransformMode\b[^{]*\{(.*?)\}", header.read_text(), re.DOTALL)
@@ -170,8 +185,27 @@ def read_modes(header: Path) -> dict[int, str]:
     modes, value = {}, -1
     for name, given in re.findall(r"\b(k\w+)\s*(?:=\s*(\d+))?\s*,?", re.sub(r"//[^\n]*", "", body.group(1))):
         value = int(given) if given else value + 1
-        modes[value] = re.sub(r"(?<!^)(?=[A-Z])", "_", name[1:]).lower()
+        modes[value] = _snake(name)
     return modes
+
+
+def read_cuda_modes(header: Path, modes: dict[int, str]) -> dict[int, str]:
+    """The CUDA kernels' modes outside ``enum TransformMode``, as {value: snake name}: the
+    ``constexpr int`` constants of transform.h set to ``kModeCount`` (+ n), the first value past
+    the enum's (``constexpr int kTwoSidedUnclamped = kModeCount;`` -> {4: "two_sided_unclamped"}).
+    Never packed and unknown to Triton (whose kernels refuse modes they lack), so only the CUDA
+    kernels' names use them.
+
+    Args:
+        header: transform.h.
+        modes: its enum (``read_modes``); kModeCount, when the header does not give it a number,
+            is one past the enum's largest value.
+    """
+    text = re.sub(r"//[^\n]*", "", header.read_text())
+    count = re.search(r"constexpr\s+int\s+kModeCount\s*=\s*(\d+)\s*;", text)
+    base = int(count[1]) if count else max(modes, default=-1) + 1
+    found = re.findall(r"constexpr\s+int\s+(k\w+)\s*=\s*kModeCount\s*(?:\+\s*(\d+))?\s*;", text)
+    return {base + int(extra or 0): _snake(name) for name, extra in found if base + int(extra or 0) not in modes}
 
 
 def nvcc_flags(root: Path) -> list[str]:
@@ -322,7 +356,8 @@ def resident_blocks(regs: int | None, arch: str = ARCH) -> int:
 
 
 def grouped_chunk(root: Path) -> tuple[int, int] | None:
-    """(kLanes, kChunkUnits) of the grouped CUDA kernel, read from its source; None if not found."""
+    """(kLanes, kChunkUnits) of the grouped CUDA kernel, read from its source; None if not found.
+    Its warps are THREADS / kLanes a block (kWarps)."""
     try:
         text = (root / CU_FILES[1]).read_text()
     except OSError:
@@ -339,14 +374,49 @@ def search_steps(tensors: int) -> int:
     return max(0, (tensors - 1).bit_length())
 
 
+def warp_ranges(chunks_per_tensor: int, tensors: int, warps: int) -> tuple[int, int]:
+    """How the grouped CUDA kernel's warps split equal tensors (grouped_thread): warp w of W
+    takes chunks [w q + min(w, r), (w + 1) q + min(w + 1, r)), q, r = divmod(chunks, W), and
+    walks the entries they belong to in table order.
+
+    Args:
+        chunks_per_tensor: chunks of each tensor (C >= 1).
+        tensors: how many (n >= 1).
+        warps: warps of the grid (W >= 1).
+
+    Returns:
+        (the fewest chunks a warp with work takes, the most entries a warp crosses: the entry
+        of its last chunk minus that of its first).
+    """
+    chunks = chunks_per_tensor * tensors
+    q, r = divmod(chunks, warps)
+    crossed = 0
+    for w in range(min(warps, chunks)):
+        first = w * q + min(w, r)
+        last = first + q + (w < r) - 1
+        crossed = max(crossed, last // chunks_per_tensor - first // chunks_per_tensor)
+    return max(q, 1), crossed
+
+
+def grouped_warps(chunks: int, regs: int | None, arch: str, lanes: int) -> int:
+    """Warps of launch_grouped's grid for a table of chunks: grid_size's min(blocks needed, SMs x
+    blocks resident at once), the blocks needed ceil(chunks / kWarps) (one chunk a warp at
+    least), the resident ones from the kernel's registers (``resident_blocks``: what
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor gives a kernel without shared memory)."""
+    per_block = THREADS // lanes
+    return per_block * min(-(-chunks // per_block), resident_blocks(regs, arch))
+
+
 def steady_state(case: dict, arch: str, chunk: tuple[int, int] | None) -> None:
     """Add the steady state (STEADY_TEXT) to a case.
 
     Args:
         case: a row of ``cases_of`` (interior and set-up columns), changed in place: it gains
             ``setup_per`` {tensors: set-up instructions}, ``elems_per_setup`` {tensors: elements
-            a thread writes per set-up} and ``steady_per_elem`` {tensors: SASS per element}.
-        arch: its target (resident blocks of the single CUDA kernel).
+            a thread writes per set-up} and ``steady_per_elem`` {tensors: SASS per element};
+            a grouped CUDA case also ``grouped_warps`` {tensors: W} and ``entries_crossed``
+            {tensors: the most entries a warp crosses}.
+        arch: its target (SMs of MODELS; resident blocks at the case's registers).
         chunk: (kLanes, kChunkUnits) of the grouped CUDA kernel, or None.
     """
     interior, setup = case["sass_per_elem"], case.get("setup_insts")
@@ -358,9 +428,18 @@ def steady_state(case: dict, arch: str, chunk: tuple[int, int] | None) -> None:
         per[1], elems[1] = setup, 4 * -(-units // threads)
     elif case["backend"] == "cuda" and grouped and setup is not None and chunk:
         lanes, units = chunk
+        crossed, warps_of = {}, {}
         for n in TENSOR_COUNTS:
-            per[n] = setup + search_steps(n) * (case.get("search_step_insts") or 0)
-            elems[n] = 4 * units // lanes
+            per_tensor = -(-(TOTAL_ELEMENTS // n // 4) // units)
+            warps_of[n] = grouped_warps(per_tensor * n, case.get("regs"), arch, lanes)
+            fewest, crossed[n] = warp_ranges(per_tensor, n, warps_of[n])
+            per[n] = (
+                setup
+                + search_steps(n) * (case.get("search_step_insts") or 0)
+                + crossed[n] * (case.get("entry_insts") or 0)
+            )
+            elems[n] = fewest * 4 * units // lanes
+        case["grouped_warps"], case["entries_crossed"] = warps_of, crossed
     elif case["backend"] == "triton" and grouped:
         for n, found in sorted(case.get("setup_by_tensors", {}).items()):
             per[n], elems[n] = found, (case.get("reps") or 1) * case["elems"]
@@ -450,6 +529,8 @@ def cases_of(functions, usage, ptxas, names, backend, elems_of, refs, arch=ARCH)
             row["prologue_insts"], row["epilogue_insts"] = rel["prologue"], rel["epilogue"]
             row["setup_insts"] = rel["prologue"] + rel["epilogue"] if path.header is not None else None
             row["search_step_insts"] = sum(c for _, c in rel["search"]) if rel["search"] else None
+            # a kernel that searches a table walks its entries: the cost of crossing into the next
+            row["entry_insts"] = rel["entry"] if rel["search"] else None
             if dist is not None:
                 row["match_d"] = round(dist, 3)
             elif m is not None:
@@ -472,7 +553,8 @@ def cuda_cases(
 
     Args:
         source: the .cu file (under csrc/cuda of its tree).
-        modes: {value: name} of ``enum TransformMode``.
+        modes: {value: name} of ``enum TransformMode`` and of the CUDA-only modes
+            (``read_cuda_modes``).
         work: folder for the cubin.
         keep: folder to keep SASS and ptxas logs in, or None.
         refs: the single-mode histograms (``cases_of``).
@@ -646,10 +728,12 @@ COLUMNS = [
 
 
 def _setup_cell(c: dict) -> str:
-    """Set-up instructions per thread: grouped CUDA "P + S/step" (per chunk), Triton grouped one
-    figure per tensor count, else the prologue and epilogue of the loop; "in path" without a loop."""
+    """Set-up instructions per thread: grouped CUDA "P + S/step + E/entry" (per warp, search step
+    and entry crossed), Triton grouped one figure per tensor count, else the prologue and epilogue
+    of the loop; "in path" without a loop."""
     if c.get("search_step_insts"):
-        return f"{c['setup_insts']} + {c['search_step_insts']}/step"
+        entry = f" + {c['entry_insts']}/entry" if c.get("entry_insts") is not None else ""
+        return f"{c['setup_insts']} + {c['search_step_insts']}/step{entry}"
     if c.get("setup_by_tensors"):
         return " / ".join(str(v) for v in c["setup_by_tensors"].values())
     return "in path" if c.get("setup_insts") is None else str(c["setup_insts"])
@@ -767,7 +851,10 @@ def run(
     Returns:
         The report (what --json writes).
     """
-    modes = read_modes(root / "csrc" / "include" / "tinit" / "transform.h")
+    header = root / "csrc" / "include" / "tinit" / "transform.h"
+    modes = read_modes(header)
+    cuda_only = read_cuda_modes(header, modes)
+    cuda_modes = {**modes, **cuda_only}
     cases, refs, skipped = [], {}, []
     with tempfile.TemporaryDirectory() as tmp:
         work = keep or Path(tmp)
@@ -778,7 +865,7 @@ def run(
             skipped.append("cuda: no nvcc on PATH")
         for arch in archs:
             for cu in CU_FILES if compiled else ():
-                cases += cuda_cases(root / cu, modes, work, keep, refs, select, arch, compiled[(cu, arch)])
+                cases += cuda_cases(root / cu, cuda_modes, work, keep, refs, select, arch, compiled[(cu, arch)])
             if triton:
                 try:
                     cases += triton_cases(root, modes, work, keep, refs, select, arch)
@@ -787,7 +874,7 @@ def run(
                     triton = False
     p_diverge = p_diverge or {}
     for c in cases:
-        c["mode_name"] = modes.get(c["mode"]) if c.get("mode") is not None else None
+        c["mode_name"] = cuda_modes.get(c["mode"]) if c.get("mode") is not None else None
         if "error" in c:
             continue
         c.update(throughput(c["sass_per_elem"], c["dtype"], c["arch"]))
@@ -810,6 +897,7 @@ def run(
         "versions": versions(),
         "nvcc_flags": nvcc_flags(root),
         "modes": modes,
+        "cuda_only_modes": cuda_only,
         "model": MODEL_TEXT,
         "model_constants": {arch: MODELS[arch] for arch in archs},
         "steady_model": STEADY_TEXT,

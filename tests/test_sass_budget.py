@@ -8,6 +8,9 @@
   block into the aligned path. No tool is needed for it.
 - A loop left by a predicated CALL to a local label (ptxas for sm_80) is a
   loop with an exit, not a subroutine call.
+- A hand-written walk over a table's entries (a search loop, then a loop
+  over entries around the loop of stores): the crossing from one entry's
+  loop to the next entry's, counted by construction.
 - A Triton oracle of that shape compiled for sm_90 (skipped without
   triton's NVIDIA backend): the interior path holds the two vector stores
   and none of the masked ones; the edge path holds the masked ones.
@@ -17,9 +20,12 @@
   branch is a slow path off the fast one; an unrolled loop is measured on its
   main loop (16 elements a trip), not its remainder; a loop of interior
   vector stores is hot, not the loop of edge units beside it.
-- The enum of transform modes is read from the header, new modes included.
+- The enum of transform modes is read from the header, new modes included,
+  and the CUDA-only modes set past it (kTwoSidedUnclamped).
 - The steady-state model on figures of known value (set-up amortised over
-  a thread's elements, search steps per tensor count, resident blocks).
+  a thread's elements, search steps per tensor count, resident blocks; for
+  the grouped CUDA kernel the warps of one wave, their ranges of chunks and
+  the entries they cross, against a brute-force split of small tables).
 - trunc_normal_kernel<float, first mode> (and, where triton can compile for
   sm_90, _trunc_normal_kernel fp32) gives positive, finite figures in every
   column; the CLI writes its JSON and markdown (for sm_80: sm_90 is the
@@ -137,13 +143,93 @@ def test_local_call_is_a_loop_exit():
     assert (rel["prologue"], rel["epilogue"], rel["edge"]) == (1, 1, None), rel
 
 
+# The grouped shape with its walk over entries, by hand: entry (5; @P3 skips the search), the
+# search loop (4 a trip), the loop over entries, whose header loads the entry and sets up (3), the
+# loop of stores (4 a trip), the walk's latch (3), then EXIT (1).
+WALK = """
+\t.section\t.text.walk,"ax",@progbits
+.text.walk:
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   ISETP.GE.AND P0, PT, R0, 0x10, PT ;
+        /*0020*/               @P0 EXIT ;
+        /*0030*/                   ISETP.GE.AND P3, PT, R0, 0x1, PT ;
+        /*0040*/               @P3 BRA `(.L_entry) ;
+.L_search:
+        /*0050*/                   LDG.E R2, desc[UR4][R4.64] ;
+        /*0060*/                   IADD3 R1, R1, 0x1, RZ ;
+        /*0070*/                   ISETP.LT.AND P1, PT, R1, R3, PT ;
+        /*0080*/               @P1 BRA `(.L_search) ;
+.L_entry:
+        /*0090*/                   LDG.E R5, desc[UR4][R10.64] ;
+        /*00a0*/                   IMAD R5, R0, 0x4, R5 ;
+        /*00b0*/                   MOV R6, RZ ;
+.L_loop:
+        /*00c0*/                   STG.E.128 desc[UR4][R8.64], R12 ;
+        /*00d0*/                   IADD3 R6, R6, 0x1, RZ ;
+        /*00e0*/                   ISETP.LT.AND P0, PT, R6, R5, PT ;
+        /*00f0*/               @P0 BRA `(.L_loop) ;
+.L_next:
+        /*0100*/                   IADD3 R1, R1, 0x1, RZ ;
+        /*0110*/                   ISETP.LT.AND P2, PT, R1, R7, PT ;
+        /*0120*/               @P2 BRA `(.L_entry) ;
+        /*0130*/                   EXIT ;
+"""
+
+
+def test_synthetic_walk_over_entries():
+    fn = _sass.parse(WALK)["walk"]
+    an = _sass.Analyzer(fn)
+    (path,) = _sass.paths_of(an, per_mode=False)
+    assert len(path.insts) == 4 and path.header == fn.labels[".L_loop"], [i.op for i in path.insts]
+    assert an.enclosing(path.header) == fn.labels[".L_entry"]
+    rel = an.related(path)
+    # prologue: entry and the entry's set-up; epilogue: the walk's latch and EXIT; the next entry:
+    # the latch, then the entry's set-up (3 + 3)
+    assert (rel["prologue"], rel["epilogue"], rel["entry"]) == (8, 4, 6), rel
+    assert rel["search"] == [(fn.labels[".L_search"], 4)], rel
+    # without a loop around it (the SYNTHETIC shape) there is no crossing
+    synth = _sass.Analyzer(_sass.parse(SYNTHETIC)["synth"])
+    assert synth.related(_sass.paths_of(synth, per_mode=False)[0])["entry"] is None
+
+
+def _split(chunks_per_tensor: int, tensors: int, warps: int) -> tuple[int, int]:
+    """The oracle of sb.warp_ranges: deal the chunks out in contiguous runs, the first
+    chunks % warps warps one more, and list each run's entries."""
+    owners = [c // chunks_per_tensor for c in range(chunks_per_tensor * tensors)]
+    sizes = [len(owners) // warps + (w < len(owners) % warps) for w in range(warps)]
+    runs, at = [], 0
+    for size in sizes:
+        if size:
+            runs.append(owners[at : at + size])
+        at += size
+    return min(map(len, runs)), max(len(set(run)) - 1 for run in runs)
+
+
+@pytest.mark.parametrize(
+    ("per_tensor", "tensors", "warps"), [(3, 4, 5), (2, 2, 10), (1, 7, 3), (64, 16, 21), (5, 1, 4), (4, 9, 9)]
+)
+def test_warp_ranges_against_split(per_tensor, tensors, warps):
+    assert sb.warp_ranges(per_tensor, tensors, warps) == _split(per_tensor, tensors, warps)
+
+
 def test_steady_state_model():
-    # Grouped CUDA: 147 set-up + 22 a search step per chunk, over 4 x 256 / 32 = 32 elements a lane.
-    case = {"backend": "cuda", "kernel": "grouped_kernel", "sass_per_elem": 48.5}
-    case.update(setup_insts=147, search_step_insts=22)
+    # Grouped CUDA, sm_90: 128 registers, 2 blocks of 8 warps an SM, 132 x 2 x 8 = 2112 warps over
+    # 2^28 / 1024 = 262144 chunks: 124 or 125 each, the fewest 124 x 8 x 4 = 3968 elements a lane.
+    # 256 tensors of 1024 chunks: a warp crosses at most 1 entry; 4096 of 64: at most 2.
+    assert sb.grouped_warps(1 << 18, 128, "sm_90", 32) == 2112 and sb.grouped_warps(100, 128, "sm_90", 32) == 104
+    case = {"backend": "cuda", "kernel": "grouped_kernel", "sass_per_elem": 41.75, "regs": 128}
+    case.update(setup_insts=240, search_step_insts=22, entry_insts=136)
     sb.steady_state(case, "sm_90", (32, 256))
-    assert case["setup_per"] == {1: 147, 256: 147 + 8 * 22, 4096: 147 + 12 * 22}, case
-    assert case["steady_per_elem"] == pytest.approx({1: 48.5 + 147 / 32, 256: 48.5 + 323 / 32, 4096: 48.5 + 411 / 32})
+    assert case["grouped_warps"] == {1: 2112, 256: 2112, 4096: 2112}, case
+    assert case["entries_crossed"] == {1: 0, 256: 1, 4096: 2}, case
+    assert case["setup_per"] == {1: 240, 256: 240 + 8 * 22 + 136, 4096: 240 + 12 * 22 + 2 * 136}, case
+    assert case["elems_per_setup"] == {1: 3968, 256: 3968, 4096: 3968}, case
+    assert case["steady_per_elem"] == pytest.approx(
+        {1: 41.75 + 240 / 3968, 256: 41.75 + 552 / 3968, 4096: 41.75 + 776 / 3968}
+    )
+    # sm_80: 108 x 2 x 8 = 1728 warps, 151 or 152 chunks each; 4096 tensors of 64: 3 crossings.
+    sb.steady_state(case, "sm_80", (32, 256))
+    assert case["entries_crossed"] == {1: 0, 256: 1, 4096: 3} and case["elems_per_setup"][1] == 151 * 32, case
     # Single CUDA: 64 registers, 4 blocks an SM; 2^26 units over 132 x 4 x 256 threads.
     assert sb.resident_blocks(59, "sm_90") == 132 * 4 and sb.resident_blocks(32, "sm_80") == 108 * 8
     single = {"backend": "cuda", "kernel": "trunc_normal_kernel", "sass_per_elem": 46.25, "setup_insts": 100}
@@ -337,6 +423,15 @@ def test_modes_read_from_header(tmp_path):
     assert sb.read_modes(header) == {0: "two_sided", 1: "tail", 3: "central", 4: "uniform"}
     real = sb.read_modes(ROOT / "csrc" / "include" / "tinit" / "transform.h")
     assert real and all(isinstance(v, int) and name for v, name in real.items()), real
+    # CUDA-only modes: the constants set past the enum, not the other constants; the count given
+    header.write_text(
+        header.read_text() + "constexpr int kModeCount = 5;\nconstexpr int kParamCount = 12;\n"
+        "// constexpr int kOld = kModeCount + 3;\nconstexpr int kTwoSidedFast = kModeCount;\n"
+        "constexpr int kTailFast = kModeCount + 1;\n"
+    )
+    assert sb.read_cuda_modes(header, sb.read_modes(header)) == {5: "two_sided_fast", 6: "tail_fast"}
+    extra = sb.read_cuda_modes(ROOT / "csrc" / "include" / "tinit" / "transform.h", real)
+    assert extra == {len(real): "two_sided_unclamped"}, extra
 
 
 def test_describe_demangled_names():
@@ -452,10 +547,14 @@ def test_cli_writes_json_and_markdown(tmp_path, capsys):
         assert case["setup_insts"] > 0 and case["edge_per_elem"] > case["sass_per_elem"], case
         steady = {int(n): v for n, v in case["steady_per_elem"].items()}
         if kernel == "grouped_kernel":
-            # one chunk a warp: the binary search over the table, a trip per step, then the chunk
-            assert 4 <= case["search_step_insts"] <= 40, case
+            # one wave of warps: a binary search over the table a warp, a crossing an entry
+            assert 4 <= case["search_step_insts"] <= 40 and 10 <= case["entry_insts"] <= 400, case
             assert sorted(steady) == [1, 256, 4096] and steady[1] < steady[256] < steady[4096], case
-            assert steady[256] - steady[1] == pytest.approx(8 * case["search_step_insts"] / 32), case
+            elems = {int(n): v for n, v in case["elems_per_setup"].items()}
+            crossed = {int(n): v for n, v in case["entries_crossed"].items()}
+            assert crossed[1] == 0 and crossed[256] >= 1 and elems[1] == elems[256] >= 32, case
+            grown = 8 * case["search_step_insts"] + crossed[256] * case["entry_insts"]
+            assert steady[256] - steady[1] == pytest.approx(grown / elems[256]), case
         else:
             assert case["search_step_insts"] is None and list(steady) == [1], case
             assert case["sass_per_elem"] < steady[1] < case["sass_per_elem"] + 1, case
