@@ -600,8 +600,8 @@ def case_triton(args, device: torch.device, budget: Budget, rows: list[dict]) ->
 def _triton(width: int, blocks: int, dtype_name: str, device: torch.device, budget: Budget, base: dict) -> list[dict]:
     cuda = device.type == "cuda"
     dtype = DTYPES[dtype_name]
-    single = importlib.import_module(dispatch.TRITON_MODULE)
-    grouped_module = importlib.import_module(dispatch.TRITON_GROUPED_MODULE)
+    single = importlib.import_module("tinit.triton_kernels.trunc_normal")
+    grouped_module = importlib.import_module("tinit.triton_kernels.trunc_normal_grouped")
     model = _build(width, blocks, dtype, device)
     summary = tinit.init_model_(model, "gpt2", seed=bench_grouped.SEED)
     named = dict(model.named_parameters())

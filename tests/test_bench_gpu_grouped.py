@@ -121,3 +121,19 @@ def test_large_rows_carry_the_sass_estimate_of_their_kernel(tmp_path):
     ]
     bench_gpu_grouped.add_estimates(rows, estimates)
     assert [r.get("est_gelem_s") for r in rows] == [600.0, 500.0, 500.0, None, None]
+
+
+def test_the_triton_case_runs_where_the_triton_backend_fills(tmp_path, monkeypatch):
+    """The triton case (the model's truncated-normal tensors, per tensor and grouped) on the CPU under
+    the interpreter, the session's choice (conftest): its grouped fill equal to its per-tensor one."""
+    from tinit import dispatch
+
+    why = dispatch.BACKENDS["triton"].why_not(torch.empty(4))
+    if why is not None:
+        pytest.skip(f"triton backend unavailable: {why}")
+    monkeypatch.delenv("OUT", raising=False)
+    argv = [*TINY, "--cases", "triton", "--dtypes", "f32", "--out-dir", str(tmp_path)]
+    assert bench_gpu_grouped.main(argv) == 0
+    rows = {r["method"]: r for r in _report(tmp_path)["results"] if r["case"] == "triton"}
+    assert "setup" not in rows, rows.get("setup")
+    assert rows["triton_grouped"]["validation"]["bits"] == "equal to triton_per_tensor"
