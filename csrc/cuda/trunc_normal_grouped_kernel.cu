@@ -119,6 +119,12 @@ TINIT_HD void values_span(const GroupView& t, const PhiloxKeys& keys, const Grou
   using T = typename Out<out_t>::T;
   const TruncNormalParams<T> P = static_cast<const TruncNormalParams<T>*>(t.params)[e.params];
   auto* out = static_cast<out_t*>(e.out);
+#if defined(__CUDA_ARCH__)
+  // The table's pointers are global memory (GroupedLaunch::add takes CUDA
+  // tensors): said so, the stores are STG rather than generic ST, which
+  // would check the address window at every store.
+  __builtin_assume(__isGlobal(out));
+#endif
   const bool vec = e.vec_ok != 0;
   switch (kernel_mode(P)) {
     case kUniform:
