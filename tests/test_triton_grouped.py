@@ -436,6 +436,11 @@ def test_gpu_code_compiles_without_inexact_math():
         inexact = sorted({i for i in insts if any(t in i for t in ("approx", "full", "ftz", "rcp", "lg2", "ex2"))})
         assert not inexact, f"DTYPE {dtype}: inexact instructions {inexact}"
         assert all(".rn" in i for i in insts if i.startswith(("div.", "sqrt."))), sorted(set(insts))
+        # bf16 stores round in hardware when compiled (transform.store_values): to nearest even,
+        # as tinit::float_to_bf16_bits, never truncating.
+        to_bf16 = [i for i in insts if i.startswith("cvt.") and ".bf16" in i]
+        assert (len(to_bf16) > 0) == (int(dtype) == tg._DTYPE_CODES[torch.bfloat16]), (dtype, sorted(set(insts)))
+        assert all(i.startswith(("cvt.rn.bf16.f32", "cvt.rn.bf16x2.f32")) for i in to_bf16), sorted(set(to_bf16))
         fmas = insts.count("fma.rn.f32") / per_thread
         conversions = insts.count("cvt.rn.f32.u32") / per_thread
         copies = [

@@ -24,7 +24,7 @@ from collections import namedtuple
 from tinit._ndtri_table import ROW as _ROW
 from tinit.params import PARAM_COUNT, Mode, TruncNormalParams, valid_params
 
-from ._host import f32, i32_bits, tl, triton
+from ._host import f32, i32_bits, is_interpreted, tl, triton
 
 # The transform's device functions and the kernels' record, shared by this package's kernels: no API.
 __all__: list[str] = []
@@ -361,9 +361,20 @@ if triton is not None:
     def store_values(out_ptr, local, x, mask):
         """Store values ``x`` at ``out_ptr + local`` (where ``mask``): fp32 rounded once to the output dtype."""
         if out_ptr.dtype.element_ty == tl.bfloat16:
-            # tinit::float_to_bf16_bits: round to nearest even, once.
-            u = x.to(tl.uint32, bitcast=True)
-            r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-            tl.store(out_ptr + local, r.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask)
+            if _INTERPRETED:
+                # tinit::float_to_bf16_bits: round to nearest even, once, in integer operations:
+                # the interpreter's own fp32 -> bf16 conversion rounds ties away from even.
+                u = x.to(tl.uint32, bitcast=True)
+                r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+                tl.store(out_ptr + local, r.to(tl.uint16).to(tl.bfloat16, bitcast=True), mask=mask)
+            else:
+                # cvt.rn.bf16.f32, the same round to nearest even in hardware (two values an
+                # F2FP.BF16.F32.PACK_AB), as the CUDA kernels' __floats2bfloat162_rn: values are
+                # never NaN, and subnormals are kept (no .ftz).
+                tl.store(out_ptr + local, x.to(tl.bfloat16, fp_downcast_rounding="rtne"), mask=mask)
         else:
             tl.store(out_ptr + local, x.to(out_ptr.dtype.element_ty), mask=mask)
+
+    # Whether this module's kernels run in the Triton interpreter (TRITON_INTERPRET=1 when they
+    # were created), as a constexpr so store_values compiles only its own branch.
+    _INTERPRETED = tl.constexpr(is_interpreted(store_values))

@@ -97,7 +97,7 @@ _CONST_WORDS = len(ROW_FIELDS) // 2  # int64 words per constants row
 _MIN_BLOCK = 16
 # Sub-blocks of BLOCK counter blocks per program (a loop in the kernel): the
 # entry search and the constants row are loaded once per REPS sub-blocks.
-_REPS = 8
+_REPS = 32
 _MAX_GRID = 2**31 - 1  # CUDA grid x-dimension limit
 
 
