@@ -9,32 +9,44 @@ CPU build; on a GPU machine use the torch already there. Without ninja on
 PATH (or beside the running Python, as a venv's `pip install ninja` puts it)
 torch falls back to compiling one file at a time.
 
+Stable ABI: the extension uses only torch's stable C++ API (torch/csrc/stable,
+torch/headeronly) and CPython's limited API, so one build loads into every
+torch from TORCH_TARGET on (-DTORCH_TARGET_VERSION, the default and only
+build: tests/test_stable_abi.py checks it) and every CPython from 3.10 (an
+abi3 wheel, tagged cp310). It links libtorch_cpu (the stable C shim) and
+never libtorch_python; the installed torch gives only the headers and that
+library, whichever torch it is.
+
 CUDA: the extension also gets the CUDA kernels (csrc/cuda/) when a CUDA toolkit
 is found ($CUDA_HOME or $CUDA_PATH, else the nvcc on PATH, else /usr/local/cuda:
-a folder with bin/nvcc and include/cuda_runtime.h) AND the installed torch is
-a CUDA build (torch.version.cuda is set). No GPU needs to be visible.
-TORCH_CUDA_ARCH_LIST picks the targets, e.g. "9.0" or "8.0;9.0"; without it and without a visible GPU the build targets
-DEFAULT_CUDA_ARCHS.
+a folder with bin/nvcc and include/cuda_runtime.h). The installed torch may be
+a CPU build: nvcc compiles the kernels, the bindings use the stable API, and
+the extension links the toolkit's static CUDA runtime, not torch's CUDA
+libraries (a CppExtension, not a CUDAExtension). No GPU needs to be visible.
+TORCH_CUDA_ARCH_LIST picks the targets, e.g. "9.0" or "8.0;9.0"; without it
+and without a GPU that torch sees, the build targets DEFAULT_CUDA_ARCHS.
 
 Environment:
     DEBUG=1                 -O0 -g instead of -O3 (device code: -G)
     TINIT_NO_EXTENSION=1    pure-Python install (reference backend only)
-    TINIT_NO_CUDA=1         CPU-only extension even where CUDA is found
+    TINIT_NO_CUDA=1         CPU-only extension even where a CUDA toolkit is found
     TINIT_FORCE_CUDA=1      build the CUDA kernels or fail saying why (no
                             silent CPU-only build)
     TORCH_CUDA_ARCH_LIST    CUDA targets (read by torch.utils.cpp_extension)
+    CUDA_HOME, CUDA_PATH    the CUDA toolkit (else the nvcc on PATH, else /usr/local/cuda)
     TINIT_EXTRA_CXXFLAGS    appended to the host compiler's flags (e.g. "-ffp-contract=fast":
                             the sources turn contraction off themselves, tests/test_isa.py)
 The default build is portable: no host-specific -march flag. The CPU kernels carry
 one set of entries per engine (scalar, AVX2, AVX-512: csrc/cpu/isa.h), one engine
 chosen per process at the first op.
 
-CPU_KERNEL_SOURCES and cxx_flags(target_machine) are module-level and side-effect free
-(setup() runs only as __main__), so tests and the portability check import them.
+CPU_KERNEL_SOURCES, cxx_flags(target_machine) and stable_abi_flags() are module-level and
+side-effect free (setup() runs only as __main__), so tests and the portability check import them.
 """
 
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -46,16 +58,30 @@ from setuptools import setup
 ROOT = Path(__file__).resolve().parent
 DEBUG = os.environ.get("DEBUG", "0") == "1"
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
-# Every .cpp and .cu under csrc/cuda/ (test_setup_lists_every_cuda_source checks it): the torch bindings,
-# compiled by the host compiler, and the torch-free kernels, compiled by nvcc.
+# The oldest torch the extension loads into: the stable-ABI version its headers target
+# (TORCH_TARGET_VERSION; a stable API newer than it does not compile). Every stable API the
+# extension uses is there from 2.10 (torch::stable::parallel_for and get_num_threads,
+# Tensor::mutable_data_ptr, TORCH_BOX's int[], float[], Tensor[], str and str[] conversions, all
+# behind TORCH_FEATURE_VERSION >= TORCH_VERSION_2_10_0). 2.11, not 2.10: the CUDA grouped ops pack
+# their launch table in pinned memory of torch's caching host allocator, which keeps a block
+# allocated during a CUDA-graph capture for the graph only from 2.11 on; a build no longer knows
+# the torch it will run with, so the floor is where a captured fill is safe. 2.11 is also the
+# oldest torch the GPU checks run on. tinit.ops refuses the extension under an older torch.
+TORCH_TARGET = (2, 11)
+# CPython's limited API of 3.10 (requires-python in pyproject.toml): one abi3 extension, and
+# wheel, for 3.10 and every later CPython.
+PY_LIMITED_API = "0x030A0000"
+PY_LIMITED_API_TAG = "cp310"
+# Every .cpp and .cu under csrc/cuda/ (test_setup_lists_every_cuda_source checks it): the stable-ABI
+# bindings, compiled by the host compiler, and the torch-free kernels, compiled by nvcc.
 CUDA_SOURCES = [
     "csrc/cuda/bindings.cpp",
     "csrc/cuda/trunc_normal_kernel.cu",
     "csrc/cuda/trunc_normal_grouped_kernel.cu",
 ]
 
-# The torch-free CPU kernel sources (c10 headers only, no torch library), which the
-# cross-compile test and the portability check build for foreign targets; on a
+# The torch-free CPU kernel sources (header-only torch at most: torch/headeronly, no torch
+# library), which the cross-compile test and the portability check build for foreign targets; on a
 # non-x86 target transform_avx2.cpp and transform_avx512.cpp compile to their fallbacks (no entries).
 CPU_KERNEL_SOURCES = [
     "csrc/cpu/isa.cpp",
@@ -64,7 +90,7 @@ CPU_KERNEL_SOURCES = [
     "csrc/cpu/transform_avx2.cpp",
     "csrc/cpu/transform_avx512.cpp",
 ]
-# The op sources (torch's dispatcher and at::parallel_for).
+# The op sources (torch's stable ABI: STABLE_TORCH_LIBRARY, torch::stable::parallel_for).
 CPU_OP_SOURCES = ["csrc/ops.cpp", "csrc/cpu/trunc_normal.cpp", "csrc/cpu/trunc_normal_grouped.cpp"]
 
 
@@ -91,10 +117,16 @@ def cxx_flags(target_machine: str, debug: bool = False) -> list[str]:
     if _is_x86(target_machine):
         # The avx512 engine's entries may use 512-bit vectors (no effect on the others).
         flags.append("-mprefer-vector-width=512")
-    # at::parallel_for is OpenMP in torch's CPU builds; without this flag
-    # its pragmas compile away and the op runs on one thread.
-    flags.append("-fopenmp")
+    # No -fopenmp: torch::stable::parallel_for runs torch's own at::parallel_for inside
+    # libtorch_cpu, so the extension has no OpenMP pragma of its own.
     return flags
+
+
+def stable_abi_flags(target: tuple[int, int] = TORCH_TARGET) -> list[str]:
+    """The defines of the stable-ABI build: torch's headers for the ``target`` (major, minor)
+    torch (torch/csrc/stable/version.h's encoding) and CPython's limited API."""
+    major, minor = target
+    return [f"-DTORCH_TARGET_VERSION=0x{major:02x}{minor:02x}000000000000", f"-DPy_LIMITED_API={PY_LIMITED_API}"]
 
 
 def target_machine() -> str:
@@ -130,31 +162,37 @@ def _find_toolkit() -> str | None:
     return None
 
 
-def _cuda_build() -> bool:
-    """Whether to build the CUDA kernels: by toolkit and torch build, not by a visible GPU."""
-    if _flag("TINIT_NO_CUDA"):
-        return False
-    toolkit = _find_toolkit()
-    if toolkit is not None:
-        # Before torch.utils.cpp_extension reads it: torch's own guess takes
-        # the grandparent of the nvcc on PATH, wrong for a wrapper script.
-        os.environ.setdefault("CUDA_HOME", toolkit)
-    import torch
+def _unstable_bindings() -> list[str]:
+    """The CUDA binding sources that include torch's unstable C++ API (ATen, c10, torch/library.h):
+    under TORCH_TARGET_VERSION those headers refuse to compile."""
+    unstable = re.compile(r"#include\s*<(ATen/|c10/|torch/(library|extension|all)\.h)")
+    return [s for s in CUDA_SOURCES if s.endswith(".cpp") and unstable.search((ROOT / s).read_text())]
 
+
+def _cuda_build() -> str | None:
+    """The CUDA toolkit to build the CUDA kernels with, or None: by toolkit, not by the torch
+    build (a CPU torch will do) or a visible GPU."""
+    if _flag("TINIT_NO_CUDA"):
+        return None
+    toolkit = _find_toolkit()
     missing = []
-    if torch.version.cuda is None:
-        missing.append(f"torch {torch.__version__} is not a CUDA build (torch.version.cuda is None)")
     if toolkit is None:
         missing.append("no CUDA toolkit found (set CUDA_HOME or put nvcc on PATH)")
+    unstable = _unstable_bindings()
+    if unstable:
+        missing.append(f"{', '.join(unstable)} use torch's unstable C++ API, which the stable-ABI build cannot compile")
     if missing and _flag("TINIT_FORCE_CUDA"):
         raise RuntimeError("TINIT_FORCE_CUDA=1 but the CUDA kernels cannot be built: " + "; ".join(missing))
     if missing:
         print("tinit setup: building the CPU-only extension: " + "; ".join(missing))
-        return False
+        return None
+    import torch
+
+    # A CPU torch sees no GPU (and has no arch list of its own): the default targets.
     if not os.environ.get("TORCH_CUDA_ARCH_LIST") and torch.cuda.device_count() == 0:
         os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_CUDA_ARCHS
         print(f"tinit setup: no GPU visible and TORCH_CUDA_ARCH_LIST unset; targeting {DEFAULT_CUDA_ARCHS}")
-    return True
+    return toolkit
 
 
 def _require_torch() -> None:
@@ -183,32 +221,48 @@ def _extensions():
         return [], {}
     _require_torch()
     _ninja_beside_python()
-    use_cuda = _cuda_build()  # first: it may set CUDA_HOME for torch.utils.cpp_extension
-    from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+    toolkit = _cuda_build()
+    from torch.utils import cpp_extension
 
-    cxx = cxx_flags(target_machine(), debug=DEBUG) + shlex.split(os.environ.get("TINIT_EXTRA_CXXFLAGS", ""))
+    stable = stable_abi_flags()
+    cxx = cxx_flags(target_machine(), debug=DEBUG) + stable + shlex.split(os.environ.get("TINIT_EXTRA_CXXFLAGS", ""))
     sources = CPU_OP_SOURCES + CPU_KERNEL_SOURCES
-    kwargs = {
-        "name": "tinit._C",
-        "include_dirs": [str(ROOT / "csrc" / "include")],
-        "extra_link_args": ["-fopenmp"],
-        "py_limited_api": False,
-    }
-    if use_cuda:
-        nvcc = (["-O0", "-g", "-G"] if DEBUG else ["-O3"]) + [
+    compile_args = {"cxx": cxx}
+    include_dirs = [str(ROOT / "csrc" / "include")]
+    library_dirs, libraries, link_args = [], [], []
+    if toolkit is not None:
+        # torch.utils.cpp_extension looks for a toolkit only under a CUDA torch; it compiles the
+        # .cu sources of any extension with the nvcc of its CUDA_HOME.
+        cpp_extension.CUDA_HOME = toolkit
+        sources += CUDA_SOURCES
+        compile_args["nvcc"] = (["-O0", "-g", "-G"] if DEBUG else ["-O3"]) + [
             "-std=c++17",
             # Bit-identical to the CPU kernel: no FMA contraction (the shared
             # headers spell each fused step as an explicit fma_rn).
             "--fmad=false",
+            *stable,
         ]
-        ext = CUDAExtension(
-            sources=sources + CUDA_SOURCES,
-            extra_compile_args={"cxx": cxx, "nvcc": nvcc},
-            **kwargs,
-        )
-    else:
-        ext = CppExtension(sources=sources, extra_compile_args={"cxx": cxx}, **kwargs)
-    return [ext], {"build_ext": _one_line_failure(BuildExtension.with_options(use_ninja=True))}
+        include_dirs.append(str(Path(toolkit) / "include"))
+        lib = next((d for d in ("lib64", "lib") if (Path(toolkit) / d / "libcudart_static.a").exists()), "lib64")
+        library_dirs.append(str(Path(toolkit) / lib))
+        # The static runtime: no libcudart.so.<major> of one toolkit among the extension's
+        # dependencies, whatever CUDA the user's torch was built with (the kernels run on the
+        # streams torch gives, through the driver both runtimes share).
+        libraries += ["cudart_static"]
+        link_args += ["-ldl", "-lpthread", "-lrt"]
+    ext = cpp_extension.CppExtension(
+        name="tinit._C",
+        sources=sources,
+        include_dirs=include_dirs,
+        library_dirs=library_dirs,
+        extra_compile_args=compile_args,
+        extra_link_args=link_args,
+        py_limited_api=True,
+    )
+    # The stable C shim (aoti_torch_*, torch_*) is in libtorch_cpu; CppExtension would also link
+    # libc10 and libtorch, which the extension does not use.
+    ext.libraries = ["torch_cpu", *libraries]
+    return [ext], {"build_ext": _one_line_failure(cpp_extension.BuildExtension.with_options(use_ninja=True))}
 
 
 NO_EXTENSION_HINT = (
@@ -270,4 +324,6 @@ def _one_line_failure(build_ext):
 if __name__ == "__main__":  # setuptools runs setup.py as __main__; importing it builds nothing
     ext_modules, cmdclass = _extensions()
     # Name, version (tinit.__version__), packages, dependencies and entry points: pyproject.toml.
-    setup(ext_modules=ext_modules, cmdclass=cmdclass)
+    # An abi3 wheel (tagged cp310-abi3) when the extension is built; a pure one without it.
+    options = {"bdist_wheel": {"py_limited_api": PY_LIMITED_API_TAG}} if ext_modules else {}
+    setup(ext_modules=ext_modules, cmdclass=cmdclass, options=options)

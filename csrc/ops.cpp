@@ -1,13 +1,19 @@
 // Every tinit op schema, defined once; backend files only add implementations.
 // The public ops are the `tinit` library; ops only the benchmarks call are the
 // separate `tinit_bench` library, so they are not part of the public schema.
-// Python registers the fake (meta) kernels in tinit.ops.
+// Python registers the fake (meta) kernels and, for the ops that write their
+// first argument, the ADInplaceOrView kernels that bump its version counter
+// (tinit.ops: torch's stable ABI has no ADInplaceOrView kernel).
+//
+// Built on torch's stable ABI only (STABLE_TORCH_LIBRARY, header-only torch
+// and the C shim): the extension imports no at::, c10:: or torch:: symbol, so
+// one build serves every torch from the floor of setup.py's
+// TORCH_TARGET_VERSION on, and every Python from 3.10 (Py_LIMITED_API).
 #include "tinit/fp_contract.h"
 // (first: contraction off)
 
 #include <Python.h>
-#include <torch/csrc/autograd/VariableTypeUtils.h>
-#include <torch/library.h>
+#include <torch/csrc/stable/library.h>
 
 // An importable module so `import tinit._C` loads the op registrations.
 PyMODINIT_FUNC PyInit__C(void) {
@@ -15,7 +21,7 @@ PyMODINIT_FUNC PyInit__C(void) {
   return PyModule_Create(&module);
 }
 
-TORCH_LIBRARY(tinit, m) {
+STABLE_TORCH_LIBRARY(tinit, m) {
   // Fills `self` in place with the truncated normal of tinit::trunc_normal_value.
   // Element j of `self` (row-major) takes stream index offset + j.
   // `transform` holds the kParamCount constants of tinit.params.TruncNormalParams
@@ -64,43 +70,11 @@ TORCH_LIBRARY(tinit, m) {
   m.def("cpu_isas() -> str[]");
 }
 
-TORCH_LIBRARY(tinit_bench, m) {
+STABLE_TORCH_LIBRARY(tinit_bench, m) {
   // trunc_normal_ computing every value but storing none (the contents of
   // `self` are then unspecified): benchmarks time it to tell compute-bound
   // from memory-bound fills. Implemented for CUDA only.
   m.def(
       "trunc_normal_compute_only_(Tensor(a!) self, int seed, int stream, "
       "int offset, float[] transform) -> ()");
-}
-
-namespace {
-
-// In-place ops must bump the version counter of the tensor they write, as
-// every ATen in-place op does, so autograd refuses a backward through values
-// that were overwritten (instead of silently computing wrong gradients).
-void write_self_then_bump_version(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  const at::Tensor self = (*stack)[0].toTensor();
-  op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
-  torch::autograd::increment_version(self);
-}
-
-void write_list_then_bump_versions(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  const std::vector<at::Tensor> tensors = (*stack)[0].toTensorVector();
-  op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
-  for (const at::Tensor& t : tensors) torch::autograd::increment_version(t);
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(tinit, ADInplaceOrView, m) {
-  for (const char* name : {"trunc_normal_", "philox_", "trunc_normal_runs_", "philox_runs_"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&write_self_then_bump_version>());
-  }
-  for (const char* name : {"trunc_normal_grouped_", "trunc_normal_grouped_runs_"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&write_list_then_bump_versions>());
-  }
-}
-
-TORCH_LIBRARY_IMPL(tinit_bench, ADInplaceOrView, m) {
-  m.impl("trunc_normal_compute_only_", torch::CppFunction::makeFromBoxedFunction<&write_self_then_bump_version>());
 }

@@ -1,6 +1,6 @@
 // Torch-free driver of the CPU kernels for the portability check
 // (portability_check.build): it is linked with the project's own CPU kernel
-// sources (setup.py's CPU_KERNEL_SOURCES), built against the c10 stand-ins,
+// sources (setup.py's CPU_KERNEL_SOURCES), built against the torch/headeronly stand-ins,
 // cross-compiled and run under qemu-user, and its bytes are compared with the
 // extension's.
 //
@@ -90,15 +90,15 @@ void fill(char* base, int64_t numel, uint64_t seed, uint64_t stream, uint64_t of
   }
 }
 
-bool parse_dtype(const char* name, c10::ScalarType& dtype) {
+bool parse_dtype(const char* name, torch::headeronly::ScalarType& dtype) {
   if (std::strcmp(name, "f32") == 0) {
-    dtype = c10::kFloat;
+    dtype = torch::headeronly::ScalarType::Float;
   } else if (std::strcmp(name, "bf16") == 0) {
-    dtype = c10::kBFloat16;
+    dtype = torch::headeronly::ScalarType::BFloat16;
   } else if (std::strcmp(name, "f16") == 0) {
-    dtype = c10::kHalf;
+    dtype = torch::headeronly::ScalarType::Half;
   } else if (std::strcmp(name, "f64") == 0) {
-    dtype = c10::kDouble;
+    dtype = torch::headeronly::ScalarType::Double;
   } else {
     return false;
   }
@@ -120,7 +120,7 @@ bool run_case(const std::string& line, int number, std::vector<char>& out) {
     return false;
   }
   end += used;
-  c10::ScalarType dtype;
+  torch::headeronly::ScalarType dtype;
   if (!parse_dtype(dtype_name, dtype) || numel < 0 || (ftz != 0 && ftz != 1)) {
     std::fprintf(stderr, "portability_harness: case %d: bad dtype '%s', numel or ftz\n", number, dtype_name);
     return false;

@@ -403,6 +403,72 @@ def test_opcheck_philox():
     torch.library.opcheck(torch.ops.tinit.philox_.default, (torch.empty(1029, dtype=torch.int32), -7, 2**62, 3))
 
 
+_CENTRAL = list(transform_constants(0.0, 1.0, -2.0, 2.0, torch.float32))
+# Each native op that writes its first argument (tinit.ops.WRITING_OPS), called on an 8-element float32
+# tensor: its values, its words (an int32 view: same storage, same version counter), or a list of it; the
+# runs ops as 2 rows of 4 elements.
+WRITES = {
+    "trunc_normal_": lambda t: torch.ops.tinit.trunc_normal_(t, 1, 2, 0, _CENTRAL),
+    "philox_": lambda t: torch.ops.tinit.philox_(t.view(torch.int32), 1, 2, 0),
+    "trunc_normal_runs_": lambda t: torch.ops.tinit.trunc_normal_runs_(t, 1, 2, 0, 4, [2], [0, 100], _CENTRAL),
+    "philox_runs_": lambda t: torch.ops.tinit.philox_runs_(t.view(torch.int32), 1, 2, 0, 4, [2], [0, 100]),
+    "trunc_normal_grouped_": lambda t: torch.ops.tinit.trunc_normal_grouped_([t], 1, [2], [0], _CENTRAL),
+    "trunc_normal_grouped_runs_": lambda t: torch.ops.tinit.trunc_normal_grouped_runs_(
+        [t], 1, [2], [0], [4], [1], [2], [0, 100], _CENTRAL
+    ),
+}
+
+
+def test_every_writing_op_is_checked():
+    from tinit import ops
+
+    assert set(WRITES) == set(ops.WRITING_OPS["tinit"])
+
+
+@pytest.mark.parametrize("overwritten", ["leaf", "saved"])
+@pytest.mark.parametrize("op", list(WRITES))
+def test_native_writes_bump_version_so_autograd_refuses_stale_graphs(op, overwritten):
+    """Every caller of torch.ops.tinit.* (not only tinit's front ends) moves the version counter of the
+    tensor it writes, as ATen's in-place ops do (the ADInplaceOrView kernels of tinit.ops), so a backward
+    through an overwritten leaf, or through a value autograd saved, raises instead of giving wrong grads."""
+    from tinit import ops
+
+    if not ops.native_available():
+        pytest.skip(f"native extension not built: {ops.native_load_error()}")
+    w = torch.ones(8, requires_grad=True)
+    written = w if overwritten == "leaf" else w * 2
+    loss = (written * written).sum()  # saves `written` for the backward
+    before = written._version
+    with torch.no_grad():
+        WRITES[op](written)
+    assert written._version > before, f"{op}: version {before} -> {written._version}"
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+@pytest.mark.parametrize(
+    "op,args",
+    [
+        pytest.param("trunc_normal_runs_", lambda t: (t, 3, -5, 7, 4, [2], [0, 2**40]), id="runs"),
+        pytest.param("philox_runs_", lambda t: (t.view(torch.int32), 3, -5, 7, 4, [2], [0, 2**40]), id="philox_runs"),
+        pytest.param("trunc_normal_grouped_", lambda t: ([t, t.new_empty(5)], 3, [1, 2], [7, 0]), id="grouped"),
+        pytest.param(
+            "trunc_normal_grouped_runs_",
+            lambda t: ([t, t.new_empty(5)], 3, [1, 2], [7, 0], [4, 5], [1, 0], [2], [0, 2**40]),
+            id="grouped_runs",
+        ),
+    ],
+)
+def test_opcheck_runs_and_grouped(op, args):
+    tensor = torch.empty(8, dtype=torch.float32)
+    call = args(tensor)
+    if op.startswith("trunc_normal_grouped"):
+        call = (*call, _CENTRAL * 2)
+    elif op == "trunc_normal_runs_":
+        call = (*call, _CENTRAL)
+    torch.library.opcheck(getattr(torch.ops.tinit, op).default, call)
+
+
 def test_in_place_fill_bumps_version_so_autograd_refuses_stale_graphs(backend):
     """Like every ATen in-place op: the version counter moves, and a backward
     through a value that was overwritten raises instead of giving wrong grads."""

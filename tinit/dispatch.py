@@ -38,7 +38,7 @@ from tinit.params import SUPPORTED_DTYPES
 __all__ = ["AUTO_ORDER", "BACKENDS", "Backend", "select"]
 
 _CUDA_BUILD_HINT = (
-    "rebuild it with its CUDA kernels: install a CUDA build of torch and the CUDA toolkit (nvcc), then "
+    "rebuild it with its CUDA kernels: install the CUDA toolkit (nvcc; the build needs no CUDA torch), then "
     "`TINIT_FORCE_CUDA=1 pip install --no-build-isolation --no-deps -e .` from the tinit checkout"
 )
 _TRITON_MODULE = "tinit.triton_kernels.trunc_normal"

@@ -2,15 +2,18 @@
 
 Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
 
-The native extension ``tinit._C`` registers the ops (``TORCH_LIBRARY(tinit, m)``); this
-module loads it if it was built and registers the fake kernels that let the
-ops run under FakeTensorMode, meta tensors and ``torch.compile``.
+The native extension ``tinit._C`` registers the ops (``STABLE_TORCH_LIBRARY(tinit, m)``, on
+torch's stable ABI); this module loads it if it was built and registers, for each op, the fake
+kernel that lets it run under FakeTensorMode, meta tensors and ``torch.compile``, and for each op
+that writes its first argument the ADInplaceOrView kernel that bumps its version counter (the
+stable ABI registers no such kernel).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import re
 
 import torch
 
@@ -22,18 +25,32 @@ __all__ = [
     "trunc_normal_compute_only",
 ]
 
-try:
-    from tinit import _C  # noqa: F401  (loading it registers torch.ops.tinit)
+# The oldest torch the extension loads into: setup.py's TORCH_TARGET, the stable-ABI version
+# it is built for (tests/test_stable_abi.py ties the two).
+TORCH_FLOOR = (2, 11)
 
-    _LOAD_ERROR: str | None = None
-except ImportError as exc:
-    # No _C file is an install without it (the import then reads as a circular import: "cannot
-    # import name '_C' from partially initialized module 'tinit'"); a file that does not load is
-    # a broken build (a torch other than the one it was built against, a missing library).
-    if importlib.util.find_spec("tinit._C") is None:
-        _LOAD_ERROR = "tinit was installed without its native extension (TINIT_NO_EXTENSION=1, or its build failed)"
-    else:
-        _LOAD_ERROR = f"the native extension tinit._C does not load ({exc})"
+
+def torch_floor_problem(version: str) -> str | None:
+    """Why the native extension cannot run under torch ``version`` ("2.10.0+cu128"), or None."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if found is not None and tuple(map(int, found.groups())) >= TORCH_FLOOR:
+        return None
+    floor = ".".join(map(str, TORCH_FLOOR))
+    return f"the native extension needs torch >= {floor} (its stable-ABI floor), found torch {version}"
+
+
+_LOAD_ERROR: str | None = torch_floor_problem(torch.__version__)
+if _LOAD_ERROR is None:
+    try:
+        from tinit import _C  # noqa: F401  (loading it registers torch.ops.tinit)
+    except ImportError as exc:
+        # No _C file is an install without it (the import then reads as a circular import:
+        # "cannot import name '_C' from partially initialized module 'tinit'"); a file that does
+        # not load is a broken build (a missing library, a torch without the stable API it uses).
+        if importlib.util.find_spec("tinit._C") is None:
+            _LOAD_ERROR = "tinit was installed without its native extension (TINIT_NO_EXTENSION=1, or its build failed)"
+        else:
+            _LOAD_ERROR = f"the native extension tinit._C does not load ({exc})"
 
 BUILD_HINT = "build it with `pip install --no-build-isolation -e .` from the tinit checkout"
 
@@ -72,7 +89,7 @@ def native_has_cuda() -> bool:
     """True when the loaded C++ extension was built with its CUDA kernels.
 
     Asks torch's dispatcher whether ``tinit::trunc_normal_`` has a CUDA kernel,
-    which the CUDA binding registers (``TORCH_LIBRARY_IMPL(tinit, CUDA, m)``); needs no GPU.
+    which the CUDA binding registers for the CUDA dispatch key; needs no GPU.
 
     Returns:
         False when the extension is missing or was built CPU-only.
@@ -108,10 +125,54 @@ if native_available():
     ):
         return None
 
-    # The benchmarks' op, in its own library (``TORCH_LIBRARY(tinit_bench, m)``), outside the public schema.
+    # The benchmarks' op, in its own library (``STABLE_TORCH_LIBRARY(tinit_bench, m)``), outside the public schema.
     @torch.library.register_fake("tinit_bench::trunc_normal_compute_only_")
     def _trunc_normal_compute_only_fake(self, seed, stream, offset, transform):
         return None
+
+
+# The ops that write their first argument (``Tensor(a!) self`` or ``Tensor(a!)[] tensors``), by library.
+WRITING_OPS = {
+    "tinit": (
+        "trunc_normal_",
+        "philox_",
+        "trunc_normal_runs_",
+        "philox_runs_",
+        "trunc_normal_grouped_",
+        "trunc_normal_grouped_runs_",
+    ),
+    "tinit_bench": ("trunc_normal_compute_only_",),
+}
+
+
+def _version_bump_kernel(op):
+    """The ADInplaceOrView kernel of ``op``: the write below it, then its first argument's version
+    counter moves, as after every ATen in-place op, so that autograd refuses a backward through
+    values that were overwritten (instead of silently computing wrong gradients). Every caller
+    of ``torch.ops.tinit.*`` goes through it (inference_mode skips it, as it skips ATen's)."""
+    below = torch._C._after_ADInplaceOrView_keyset
+    bump = torch.autograd.graph.increment_version
+
+    def kernel(keyset, written, *args):
+        op.redispatch(keyset & below, written, *args)
+        bump(written)  # a tensor, or the list of the grouped ops
+
+    return kernel
+
+
+def _register_version_bumps() -> list[torch.library.Library]:
+    libraries = []
+    for namespace, names in WRITING_OPS.items():
+        library = torch.library.Library(namespace, "IMPL")
+        for name in names:
+            op = getattr(getattr(torch.ops, namespace), name).default
+            library.impl(name, _version_bump_kernel(op), "ADInplaceOrView", with_keyset=True)
+        libraries.append(library)
+    return libraries
+
+
+# Kept alive: a torch.library.Library takes its kernels back when it is collected.
+_VERSION_BUMPS = _register_version_bumps() if native_available() else []
 
 
 _U64, _I63 = 2**64, 2**63

@@ -2,7 +2,7 @@
 // (torch.set_flush_denormal(True), -ffast-math's crtfastmath, a library
 // that sets MXCSR) flushes subnormal operands and results to zero and would
 // change the values of windows near zero. One guard per worker thread's
-// chunk (at::parallel_for body): it saves the thread's control register,
+// chunk (torch::stable::parallel_for body): it saves the thread's control register,
 // clears the flush bits and restores the register on exit.
 //   x86: MXCSR FTZ (bit 15) and DAZ (bit 6).
 //   aarch64: FPCR FZ (bit 24) and FZ16 (bit 19).

@@ -16,8 +16,10 @@ namespace cpu {
 
 // `outer_starts` holds, dim after dim, one stream index contribution per
 // position of each outer dim.
-inline RunMap runs_map(const at::Tensor& self, int64_t offset, int64_t run, at::IntArrayRef outer_sizes,
-                       at::IntArrayRef outer_starts, const char* op) {
+template <typename Tensor>
+RunMap runs_map(const Tensor& self, int64_t offset, int64_t run,
+                torch::headeronly::HeaderOnlyArrayRef<int64_t> outer_sizes,
+                torch::headeronly::HeaderOnlyArrayRef<int64_t> outer_starts, const char* op) {
   check_runs(self, offset, run, outer_sizes, outer_starts, op);
   RunMap map;
   map.base = static_cast<uint64_t>(offset);

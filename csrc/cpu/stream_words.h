@@ -20,7 +20,7 @@ namespace tinit {
 namespace cpu {
 
 constexpr int64_t kChunk = 1024;     // elements per inner step
-constexpr int64_t kGrain = 1 << 15;  // at::parallel_for grain, elements
+constexpr int64_t kGrain = 1 << 15;  // torch::stable::parallel_for grain, elements
 
 // Room gather_words needs in `buf`: a chunk, a block's worth of skipped
 // words and the 4 KiB alias shift of word_shift_from.

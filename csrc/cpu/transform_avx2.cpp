@@ -25,9 +25,9 @@
 
 #if defined(__GNUC__) && defined(__x86_64__)
 
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 #include <immintrin.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 #include <cstring>
 
@@ -38,6 +38,9 @@
 namespace tinit {
 namespace cpu {
 namespace {
+
+using torch::headeronly::BFloat16;
+using torch::headeronly::Half;
 
 TINIT_AVX2_FMA inline __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
 
@@ -245,13 +248,13 @@ TINIT_AVX2_FMA inline __m256i bf16_bits(__m256 x) {
 }
 
 TINIT_AVX2_FMA inline void store8(float* out, __m256 x) { _mm256_storeu_ps(out, x); }
-TINIT_AVX2_FMA inline void store8(c10::BFloat16* out, __m256 x) {
+TINIT_AVX2_FMA inline void store8(BFloat16* out, __m256 x) {
   const __m256i r = bf16_bits(x);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
                    _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
 }
-// Round to nearest even, as c10::Half(float).
-TINIT_AVX2_FMA inline void store8(c10::Half* out, __m256 x) {
+// Round to nearest even, as torch's Half(float).
+TINIT_AVX2_FMA inline void store8(Half* out, __m256 x) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
@@ -264,7 +267,7 @@ TINIT_AVX2_FMA inline void store16(out_t* out, __m256 x0, __m256 x1) {
   store8(out + 8, x1);
 }
 template <>
-TINIT_AVX2_FMA inline void store16(c10::BFloat16* out, __m256 x0, __m256 x1) {
+TINIT_AVX2_FMA inline void store16(BFloat16* out, __m256 x0, __m256 x1) {
   const __m256i packed = _mm256_packus_epi32(bf16_bits(x0), bf16_bits(x1));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute4x64_epi64(packed, 0xD8));
 }
@@ -326,14 +329,14 @@ TINIT_AVX2_FMA void two_sided_range(void* out, const uint32_t* w, int64_t n, con
 
 }  // namespace
 
-ChunkFn two_sided_avx2(c10::ScalarType dtype, bool precise) {
+ChunkFn two_sided_avx2(ScalarType dtype, bool precise) {
   switch (dtype) {
-    case c10::kFloat:
+    case ScalarType::Float:
       return precise ? two_sided_range<float, true> : two_sided_range<float, false>;
-    case c10::kBFloat16:
-      return precise ? two_sided_range<c10::BFloat16, true> : two_sided_range<c10::BFloat16, false>;
-    case c10::kHalf:
-      return precise ? two_sided_range<c10::Half, true> : two_sided_range<c10::Half, false>;
+    case ScalarType::BFloat16:
+      return precise ? two_sided_range<BFloat16, true> : two_sided_range<BFloat16, false>;
+    case ScalarType::Half:
+      return precise ? two_sided_range<Half, true> : two_sided_range<Half, false>;
     default:
       return nullptr;
   }
@@ -346,7 +349,7 @@ ChunkFn two_sided_avx2(c10::ScalarType dtype, bool precise) {
 
 namespace tinit {
 namespace cpu {
-ChunkFn two_sided_avx2(c10::ScalarType, bool) { return nullptr; }
+ChunkFn two_sided_avx2(ScalarType, bool) { return nullptr; }
 }  // namespace cpu
 }  // namespace tinit
 

@@ -16,9 +16,9 @@
 
 #if defined(__GNUC__) && defined(__x86_64__)
 
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 #include <immintrin.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 #include "tinit/transform.h"
 
@@ -27,6 +27,9 @@
 namespace tinit {
 namespace cpu {
 namespace {
+
+using torch::headeronly::BFloat16;
+using torch::headeronly::Half;
 
 // Coefficient k of rows 0..31, as two 16-float halves, in reverse: position
 // p holds row 31 - p. A lane's row is 255 - (bits(s) >> 22), so for rows
@@ -152,14 +155,14 @@ TINIT_AVX512 inline __m512 finish(const Lanes& l, const Poly& p, const Consts16&
 
 TINIT_AVX512 inline void store16(float* out, __m512 x, __mmask16 m) { _mm512_mask_storeu_ps(out, m, x); }
 // float_to_bf16_bits, sixteen at a time.
-TINIT_AVX512 inline void store16(c10::BFloat16* out, __m512 x, __mmask16 m) {
+TINIT_AVX512 inline void store16(BFloat16* out, __m512 x, __mmask16 m) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
   _mm256_mask_storeu_epi16(out, m, _mm512_cvtepi32_epi16(r));
 }
-// Round to nearest even, as c10::Half(float).
-TINIT_AVX512 inline void store16(c10::Half* out, __m512 x, __mmask16 m) {
+// Round to nearest even, as torch's Half(float).
+TINIT_AVX512 inline void store16(Half* out, __m512 x, __mmask16 m) {
   _mm256_mask_storeu_epi16(out, m, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
@@ -179,7 +182,7 @@ TINIT_AVX512 inline __m512i bf16_rounded_high(__m512 x) {
   return _mm512_mask_add_epi32(r, odd, r, _mm512_set1_epi32(1));
 }
 template <>
-TINIT_AVX512 inline void store32(c10::BFloat16* out, __m512 x0, __m512 x1) {
+TINIT_AVX512 inline void store32(BFloat16* out, __m512 x0, __m512 x1) {
   const __m512i high =
       _mm512_setr_epi32(0x00030001, 0x00070005, 0x000b0009, 0x000f000d, 0x00130011, 0x00170015, 0x001b0019, 0x001f001d,
                         0x00230021, 0x00270025, 0x002b0029, 0x002f002d, 0x00330031, 0x00370035, 0x003b0039, 0x003f003d);
@@ -268,14 +271,14 @@ TINIT_AVX512 void two_sided_range(void* out, const uint32_t* w, int64_t n, const
 
 }  // namespace
 
-ChunkFn two_sided_avx512(c10::ScalarType dtype, bool precise) {
+ChunkFn two_sided_avx512(ScalarType dtype, bool precise) {
   switch (dtype) {
-    case c10::kFloat:
+    case ScalarType::Float:
       return precise ? two_sided_range<float, true> : two_sided_range<float, false>;
-    case c10::kBFloat16:
-      return precise ? two_sided_range<c10::BFloat16, true> : two_sided_range<c10::BFloat16, false>;
-    case c10::kHalf:
-      return precise ? two_sided_range<c10::Half, true> : two_sided_range<c10::Half, false>;
+    case ScalarType::BFloat16:
+      return precise ? two_sided_range<BFloat16, true> : two_sided_range<BFloat16, false>;
+    case ScalarType::Half:
+      return precise ? two_sided_range<Half, true> : two_sided_range<Half, false>;
     default:
       return nullptr;
   }
@@ -288,7 +291,7 @@ ChunkFn two_sided_avx512(c10::ScalarType dtype, bool precise) {
 
 namespace tinit {
 namespace cpu {
-ChunkFn two_sided_avx512(c10::ScalarType, bool) { return nullptr; }
+ChunkFn two_sided_avx512(ScalarType, bool) { return nullptr; }
 }  // namespace cpu
 }  // namespace tinit
 

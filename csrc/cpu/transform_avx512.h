@@ -7,16 +7,14 @@
 #include "tinit/fp_contract.h"
 // (first: contraction off)
 
-#include <c10/core/ScalarType.h>
-
 #include "transform_kernels.h"
 
 namespace tinit {
 namespace cpu {
 
-// The entry for `dtype` (kFloat, kBFloat16, kHalf) in kTwoSided
+// The entry for `dtype` (Float, BFloat16, Half) in kTwoSided
 // (precise = false) or kTwoSidedPrecise; nullptr for other dtypes.
-ChunkFn two_sided_avx512(c10::ScalarType dtype, bool precise);
+ChunkFn two_sided_avx512(ScalarType dtype, bool precise);
 
 }  // namespace cpu
 }  // namespace tinit

@@ -10,9 +10,8 @@
 
 #include "transform_kernels.h"
 
-#include <c10/util/BFloat16.h>
-#include <c10/util/Exception.h>
-#include <c10/util/Half.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +22,7 @@
 #include "isa.h"
 #include "known_answers.h"
 #include "stream_words.h"
+#include "tinit/check.h"
 #include "transform_avx2.h"
 #include "transform_avx512.h"
 
@@ -47,13 +47,16 @@ namespace tinit {
 namespace cpu {
 namespace {
 
+using torch::headeronly::BFloat16;
+using torch::headeronly::Half;
+
 template <typename out_t, typename T>
 TINIT_HD out_t store_cast(T x) {
   return static_cast<out_t>(x);
 }
 template <>
-TINIT_HD c10::BFloat16 store_cast<c10::BFloat16, float>(float x) {
-  return c10::BFloat16(float_to_bf16_bits(x), c10::BFloat16::from_bits());
+TINIT_HD BFloat16 store_cast<BFloat16, float>(float x) {
+  return BFloat16(float_to_bf16_bits(x), BFloat16::from_bits());
 }
 
 // Inlined into each engine's entry, so it is compiled for that engine.
@@ -77,12 +80,12 @@ TINIT_HD void transform_range(out_t* __restrict out, const uint32_t* __restrict 
   TINIT_TRANSFORM_ENTRY(attr, prefix##_two, out_t, T, kTwoSided)            \
   TINIT_TRANSFORM_ENTRY(attr, prefix##_precise, out_t, T, kTwoSidedPrecise) \
   TINIT_TRANSFORM_ENTRY(attr, prefix##_tail, out_t, T, kTail)
-#define TINIT_TRANSFORM_DTYPES(attr, engine)                        \
-  namespace engine {                                                \
-  TINIT_TRANSFORM_MODES(attr, transform_f32, float, float)          \
-  TINIT_TRANSFORM_MODES(attr, transform_bf16, c10::BFloat16, float) \
-  TINIT_TRANSFORM_MODES(attr, transform_f16, c10::Half, float)      \
-  TINIT_TRANSFORM_MODES(attr, transform_f64, double, double)        \
+#define TINIT_TRANSFORM_DTYPES(attr, engine)                   \
+  namespace engine {                                           \
+  TINIT_TRANSFORM_MODES(attr, transform_f32, float, float)     \
+  TINIT_TRANSFORM_MODES(attr, transform_bf16, BFloat16, float) \
+  TINIT_TRANSFORM_MODES(attr, transform_f16, Half, float)      \
+  TINIT_TRANSFORM_MODES(attr, transform_f64, double, double)   \
   }
 TINIT_TRANSFORM_DTYPES(, scalar)
 #if defined(TINIT_X86_ENGINES)
@@ -107,16 +110,16 @@ struct ModeSet {
   }
 
 // The entries of `dtype` for `isa` (an unsupported dtype: all null).
-ModeSet mode_set(c10::ScalarType dtype, Isa isa) {
+ModeSet mode_set(ScalarType dtype, Isa isa) {
 #define TINIT_ENGINE_SETS(ns)                            \
   switch (dtype) {                                       \
-    case c10::kFloat:                                    \
+    case ScalarType::Float:                              \
       return ModeSet TINIT_MODE_SET(ns, transform_f32);  \
-    case c10::kBFloat16:                                 \
+    case ScalarType::BFloat16:                           \
       return ModeSet TINIT_MODE_SET(ns, transform_bf16); \
-    case c10::kHalf:                                     \
+    case ScalarType::Half:                               \
       return ModeSet TINIT_MODE_SET(ns, transform_f16);  \
-    case c10::kDouble:                                   \
+    case ScalarType::Double:                             \
       return ModeSet TINIT_MODE_SET(ns, transform_f64);  \
     default:                                             \
       return ModeSet{};                                  \
@@ -134,7 +137,7 @@ ModeSet mode_set(c10::ScalarType dtype, Isa isa) {
 // The hand-vectorised entry of a two-sided mode for the engine (two_sided_avx512 for avx512,
 // two_sided_avx2 for avx2), or nullptr: the compiled entries. TINIT_CPU_PORTABLE=1 keeps the
 // compiled entries (the tests compare both, in one process: read per tensor, not once).
-ChunkFn hand_two_sided(c10::ScalarType dtype, bool precise, Isa isa) {
+ChunkFn hand_two_sided(ScalarType dtype, bool precise, Isa isa) {
   const char* v = std::getenv("TINIT_CPU_PORTABLE");
   if (v != nullptr && v[0] == '1') return nullptr;
   if (isa == Isa::kAvx512) return two_sided_avx512(dtype, precise);
@@ -150,12 +153,12 @@ std::string self_test_failure(Isa isa) {
   if (tiny * half == 0.0f) {
     return "subnormal arithmetic flushes to zero (FTZ/DAZ set, and DenormalGuard cannot clear it on this target)";
   }
-  const ModeSet set = mode_set(c10::kFloat, isa);
+  const ModeSet set = mode_set(ScalarType::Float, isa);
   for (const KnownAnswer& k : kKnownAnswers) {
     const TruncNormalParams<float> P = TruncNormalParams<float>::from_packed(k.packed);
     ChunkFn fn = set[P.mode];
     if (P.mode == kTwoSided || P.mode == kTwoSidedPrecise) {
-      if (ChunkFn hand = hand_two_sided(c10::kFloat, P.mode == kTwoSidedPrecise, isa)) fn = hand;
+      if (ChunkFn hand = hand_two_sided(ScalarType::Float, P.mode == kTwoSidedPrecise, isa)) fn = hand;
     }
     float x = 0.0f;
     fn(&x, &k.word, 1, &P);
@@ -179,25 +182,25 @@ void require_cpu_engine(const char* op) {
   try {
     isa = chosen_isa();
   } catch (const std::runtime_error& err) {
-    TORCH_CHECK(false, op, ": ", err.what());
+    check_failed(op, ": ", err.what());
   }
   static const std::string failure = self_test_failure(isa);
-  TORCH_CHECK(failure.empty(), op, ": refused: the CPU self-test failed on engine ", isa_name(isa), ": ", failure,
+  TINIT_CHECK(failure.empty(), op, ": refused: the CPU self-test failed on engine ", isa_name(isa), ": ", failure,
               " (every CPU op refuses: its values would differ from the stream's)");
 }
 
-ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed, const char* op) {
+ChunkTransform make_chunk_transform(ScalarType dtype, const double* packed, const char* op) {
   ChunkTransform t;
   require_cpu_engine(op);
   const Isa isa = chosen_isa();
   const ModeSet set = mode_set(dtype, isa);
-  TORCH_CHECK(set.fn[0] != nullptr, op, ": unsupported dtype ", dtype,
+  TINIT_CHECK(set.fn[0] != nullptr, op, ": unsupported dtype ", dtype,
               " (expected float32, float64, bfloat16 or float16)");
-  t.is_double = dtype == c10::kDouble;
+  t.is_double = dtype == ScalarType::Double;
   // An unknown mode would index past ModeSet: the callers' check_record refused it; this guard stays
   // with the table it protects.
-  TORCH_CHECK(valid_mode(packed[kPackedMode]) && valid_params(packed), op, ": invalid transform record");
-  t.elem_size = static_cast<int64_t>(c10::elementSize(dtype));
+  TINIT_CHECK(valid_mode(packed[kPackedMode]) && valid_params(packed), op, ": invalid transform record");
+  t.elem_size = dtype == ScalarType::Double ? 8 : dtype == ScalarType::Float ? 4 : 2;
   if (t.is_double) {
     t.pd = TruncNormalParams<double>::from_packed(packed);
     t.fn = set[t.pd.mode];

@@ -6,7 +6,7 @@
 #include "tinit/fp_contract.h"
 // (first: contraction off)
 
-#include <c10/core/ScalarType.h>
+#include <torch/headeronly/core/ScalarType.h>
 
 #include <cstdint>
 #include <string>
@@ -17,6 +17,8 @@
 
 namespace tinit {
 namespace cpu {
+
+using ScalarType = torch::headeronly::ScalarType;
 
 // Writes n values of the tensor's dtype to out from words w[0..n).
 using ChunkFn = void (*)(void* out, const uint32_t* w, int64_t n, const void* params);
@@ -34,11 +36,11 @@ struct ChunkTransform {
 };
 
 // The transform for a tensor of `dtype` with the kParamCount packed
-// constants of tinit.params.transform_constants. TORCH_CHECK-fails for other dtypes.
-ChunkTransform make_chunk_transform(c10::ScalarType dtype, const double* packed, const char* op);
+// constants of tinit.params.transform_constants. TINIT_CHECK-fails for other dtypes.
+ChunkTransform make_chunk_transform(ScalarType dtype, const double* packed, const char* op);
 
 // The engine of this process (isa.h), checked once by self_test_failure:
-// TORCH_CHECK-fails, naming `op` and the cause, for a bad TINIT_CPU_ISA or a
+// TINIT_CHECK-fails, naming `op` and the cause, for a bad TINIT_CPU_ISA or a
 // failed self-test (at this and every later call). make_chunk_transform calls it.
 void require_cpu_engine(const char* op);
 

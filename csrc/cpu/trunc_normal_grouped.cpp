@@ -4,7 +4,7 @@
 // trunc_normal_runs_ lays out one tensor (a shard split along an inner dim).
 // Its other backends, callers, tests and benchmarks: CONTRIBUTING.md, "Where each op lives".
 //
-// The tensors' elements are laid end to end and at::parallel_for splits that
+// The tensors' elements are laid end to end and torch::stable::parallel_for splits that
 // range, so a model's thousands of small tensors share the threads and pay
 // one dispatch, not one each. Each element's value is the one
 // tinit::trunc_normal_ gives it alone: the word of element j of tensor t is
@@ -12,13 +12,16 @@
 #include "tinit/fp_contract.h"
 // (first: contraction off)
 
-#include <ATen/Parallel.h>
-#include <torch/library.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/util/HeaderOnlyArrayRef.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "tinit/check.h"
 #include "../checks.h"
 #include "denormal_guard.h"
 #include "run_map.h"
@@ -29,6 +32,9 @@ namespace tinit {
 namespace cpu {
 namespace {
 
+using torch::headeronly::HeaderOnlyArrayRef;
+using torch::stable::Tensor;
+
 struct Entry {
   char* out;
   RunMap map;
@@ -37,9 +43,9 @@ struct Entry {
 
 // Writes every entry; first[t] is where tensor t's element 0 sits in the
 // elements laid end to end (first.back(): all of them).
-void fill_entries(const std::vector<Entry>& entries, const std::vector<int64_t>& first, at::IntArrayRef streams,
-                  uint64_t seed) {
-  at::parallel_for(0, first.back(), kGrain, [&](int64_t begin, int64_t end) {
+void fill_entries(const std::vector<Entry>& entries, const std::vector<int64_t>& first,
+                  HeaderOnlyArrayRef<int64_t> streams, uint64_t seed) {
+  torch::stable::parallel_for(0, first.back(), kGrain, [&](int64_t begin, int64_t end) {
     const DenormalGuard gradual_underflow;  // this worker's FTZ/DAZ off, restored on exit
     alignas(64) uint32_t storage[kWordBuffer];
     alignas(64) uint32_t scratch[kScratch];
@@ -60,8 +66,8 @@ void fill_entries(const std::vector<Entry>& entries, const std::vector<int64_t>&
   });
 }
 
-void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed, at::IntArrayRef streams, at::IntArrayRef offsets,
-                              at::ArrayRef<double> transforms) {
+void trunc_normal_grouped_cpu(const std::vector<Tensor>& tensors, int64_t seed, HeaderOnlyArrayRef<int64_t> streams,
+                              HeaderOnlyArrayRef<int64_t> offsets, HeaderOnlyArrayRef<double> transforms) {
   // The record's checks and its fp32 conversion (subnormal bounds, scale) on this thread too.
   const DenormalGuard gradual_underflow;
   const char* op = "tinit::trunc_normal_grouped_";
@@ -71,14 +77,14 @@ void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed, at::IntArray
   std::vector<int64_t> first{0};  // first[t]: position of tensor t's element 0
   entries.reserve(n);
   for (int64_t t = 0; t < n; ++t) {
-    const at::Tensor& x = tensors[t];
+    const Tensor& x = tensors[t];
     const Where where{op, t};
     const double* packed = transforms.data() + t * kParamCount;
-    check_target(x, c10::DeviceType::CPU, where);
+    check_target(x, torch::headeronly::DeviceType::CPU, where);
     check_offset(offsets[t], x.numel(), where);
     check_record(packed, where);
     check_dtype(x, where);
-    entries.push_back({static_cast<char*>(x.data_ptr()),
+    entries.push_back({static_cast<char*>(x.mutable_data_ptr()),
                        RunMap::contiguous(static_cast<uint64_t>(offsets[t]), x.numel()),
                        make_chunk_transform(x.scalar_type(), packed, op)});
     first.push_back(first.back() + x.numel());
@@ -89,16 +95,17 @@ void trunc_normal_grouped_cpu(at::TensorList tensors, int64_t seed, at::IntArray
 // Tensor t: rows of runs[t] elements from stream index offsets[t], its
 // outer_dims[t] outer sizes the next ones of outer_sizes, their starts the
 // next ones of outer_starts (trunc_normal_runs_'s layout, lists concatenated).
-void trunc_normal_grouped_runs_cpu(at::TensorList tensors, int64_t seed, at::IntArrayRef streams,
-                                   at::IntArrayRef offsets, at::IntArrayRef runs, at::IntArrayRef outer_dims,
-                                   at::IntArrayRef outer_sizes, at::IntArrayRef outer_starts,
-                                   at::ArrayRef<double> transforms) {
+void trunc_normal_grouped_runs_cpu(const std::vector<Tensor>& tensors, int64_t seed,
+                                   HeaderOnlyArrayRef<int64_t> streams, HeaderOnlyArrayRef<int64_t> offsets,
+                                   HeaderOnlyArrayRef<int64_t> runs, HeaderOnlyArrayRef<int64_t> outer_dims,
+                                   HeaderOnlyArrayRef<int64_t> outer_sizes, HeaderOnlyArrayRef<int64_t> outer_starts,
+                                   HeaderOnlyArrayRef<double> transforms) {
   // The record's checks and its fp32 conversion (subnormal bounds, scale) on this thread too.
   const DenormalGuard gradual_underflow;
   const char* op = "tinit::trunc_normal_grouped_runs_";
   const auto n = static_cast<int64_t>(tensors.size());
   check_grouped_lists(n, streams, offsets, transforms, op);
-  TORCH_CHECK(static_cast<int64_t>(runs.size()) == n && static_cast<int64_t>(outer_dims.size()) == n, op,
+  TINIT_CHECK(static_cast<int64_t>(runs.size()) == n && static_cast<int64_t>(outer_dims.size()) == n, op,
               ": expected one run and one outer dim count per tensor, got ", n, " tensors, ", runs.size(), " runs and ",
               outer_dims.size(), " outer dim counts");
   std::vector<Entry> entries;
@@ -106,42 +113,42 @@ void trunc_normal_grouped_runs_cpu(at::TensorList tensors, int64_t seed, at::Int
   entries.reserve(n);
   size_t dim_at = 0, start_at = 0;
   for (int64_t t = 0; t < n; ++t) {
-    const at::Tensor& x = tensors[t];
+    const Tensor& x = tensors[t];
     const Where where{op, t};
     const double* packed = transforms.data() + t * kParamCount;
-    check_target(x, c10::DeviceType::CPU, where);
+    check_target(x, torch::headeronly::DeviceType::CPU, where);
     check_record(packed, where);
     check_dtype(x, where);
-    TORCH_CHECK(outer_dims[t] >= 0 && static_cast<size_t>(outer_dims[t]) <= outer_sizes.size() - dim_at, op,
+    TINIT_CHECK(outer_dims[t] >= 0 && static_cast<size_t>(outer_dims[t]) <= outer_sizes.size() - dim_at, op,
                 ": tensor ", t, ": ", outer_dims[t], " outer dims, ", outer_sizes.size() - dim_at, " sizes left");
-    const at::IntArrayRef sizes = outer_sizes.slice(dim_at, outer_dims[t]);
+    const HeaderOnlyArrayRef<int64_t> sizes = outer_sizes.slice(dim_at, outer_dims[t]);
     dim_at += sizes.size();
     size_t count = 0;
     for (const int64_t size : sizes) {
-      TORCH_CHECK(size > 0 && static_cast<size_t>(size) <= outer_starts.size() - start_at - count, op, ": tensor ", t,
+      TINIT_CHECK(size > 0 && static_cast<size_t>(size) <= outer_starts.size() - start_at - count, op, ": tensor ", t,
                   ": outer size ", size, " is not > 0 or exceeds the starts left");
       count += static_cast<size_t>(size);
     }
-    const at::IntArrayRef starts = outer_starts.slice(start_at, count);
+    const HeaderOnlyArrayRef<int64_t> starts = outer_starts.slice(start_at, count);
     start_at += count;
     if (x.numel() == 0) {
       entries.push_back({nullptr, RunMap::contiguous(0, 0), make_chunk_transform(x.scalar_type(), packed, op)});
     } else {
-      entries.push_back({static_cast<char*>(x.data_ptr()), runs_map(x, offsets[t], runs[t], sizes, starts, op),
+      entries.push_back({static_cast<char*>(x.mutable_data_ptr()), runs_map(x, offsets[t], runs[t], sizes, starts, op),
                          make_chunk_transform(x.scalar_type(), packed, op)});
     }
     first.push_back(first.back() + x.numel());
   }
-  TORCH_CHECK(dim_at == outer_sizes.size() && start_at == outer_starts.size(), op, ": ", outer_sizes.size() - dim_at,
+  TINIT_CHECK(dim_at == outer_sizes.size() && start_at == outer_starts.size(), op, ": ", outer_sizes.size() - dim_at,
               " outer sizes and ", outer_starts.size() - start_at, " outer starts belong to no tensor");
   fill_entries(entries, first, streams, static_cast<uint64_t>(seed));
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(tinit, CPU, m) {
-  m.impl("trunc_normal_grouped_", &trunc_normal_grouped_cpu);
-  m.impl("trunc_normal_grouped_runs_", &trunc_normal_grouped_runs_cpu);
+STABLE_TORCH_LIBRARY_IMPL(tinit, CPU, m) {
+  m.impl("trunc_normal_grouped_", TORCH_BOX(&trunc_normal_grouped_cpu));
+  m.impl("trunc_normal_grouped_runs_", TORCH_BOX(&trunc_normal_grouped_runs_cpu));
 }
 
 }  // namespace cpu

@@ -1,5 +1,6 @@
-// Torch-free stand-in for c10::Half, for the portability harness: the
-// float -> half conversion as c10's, bit for bit. c10 converts through the
+// Torch-free stand-in for torch/headeronly's Half (c10::Half, also named
+// torch::headeronly::Half), for the portability harness: the float -> half
+// conversion as torch's, bit for bit. torch converts through the
 // native float16_t on aarch64, and elsewhere (host code not compiled with
 // -mf16c, as the extension is) with fp16_ieee_from_fp32_value, copied below
 // from torch's Half.h (Maratyszcza's FP16 library, MIT licence).
@@ -57,3 +58,9 @@ struct alignas(2) Half {
 };
 
 }  // namespace c10
+
+namespace torch {
+namespace headeronly {
+using c10::Half;
+}  // namespace headeronly
+}  // namespace torch
