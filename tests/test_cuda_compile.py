@@ -5,10 +5,15 @@
   flags of the extension build: --fmad=false, -O3, torch's defines).
 - The launch structs' header (launch.h) compiles as host C++ without any
   torch header.
-- The bindings (the .cpp files of CUDA_SOURCES) pass the host compiler's
-  syntax and template checks (-fsyntax-only) against the installed torch's
-  headers (c10/cuda, ATen) and the toolkit's: a CPU-only torch does not build
-  them, and nothing else here would notice a binding that no longer compiles.
+- The bindings (the .cpp files of CUDA_SOURCES), on torch's stable ABI only,
+  compile with the host compiler (-Wall -Werror) for TORCH_TARGET_VERSION 2.10,
+  2.11 and the installed torch's own, against the installed torch's stable
+  headers and the toolkit's: a CPU-only torch does not build them, and nothing
+  else here would notice a binding that no longer compiles. Linked with the
+  kernels and cudart into a shared object, as the extension links them, they
+  import no at::, c10:: or torch:: C++ symbol: only torch's C shims (each one
+  declared by a stable header; the ones a CPU torch lacks are the CUDA shims),
+  the CUDA runtime and the C/C++ runtime.
 - The kernel's per-thread code (fill_blocks / philox_fill_blocks), run on the
   host by tests/cuda_host_harness.cu as an emulated grid-stride launch of a
   FillLaunch, writes
@@ -24,11 +29,12 @@
   does not grow with the element count; the plan refuses a bad mode or
   stream range.
 
-The device arithmetic, and whether the bindings link and run, need a CUDA
-torch and a GPU (tests/test_gpu.py).
+The device arithmetic, and whether the bindings load into a CUDA torch and
+run, need a CUDA torch and a GPU (tests/test_gpu.py).
 
 Skipped, saying so, where no nvcc exists; the C++ checks also where no g++
-exists or torch ships no c10/cuda headers.
+exists or torch ships no stable-ABI headers (before 2.10), the link check
+where no nm or libcudart.so is found.
 """
 
 from __future__ import annotations
@@ -36,10 +42,11 @@ from __future__ import annotations
 import ast
 import math
 import os
+import re
 import shutil
 import subprocess
-import sysconfig
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -92,26 +99,38 @@ def _cuda_include() -> Path:
     pytest.skip(f"no include/cuda_runtime_api.h beside {NVCC}")
 
 
+@pytest.fixture(scope="module")
+def kernel_objects(tmp_path_factory) -> dict[str, Path]:
+    """Each kernel .cu compiled once, position-independent as in the extension, for both checks below."""
+    folder = tmp_path_factory.mktemp("kernels")
+    objects = {}
+    for kernel in (KERNEL, GROUPED_KERNEL):
+        obj = folder / f"{kernel.stem}.o"
+        _run(
+            [
+                NVCC,
+                "-c",
+                str(kernel),
+                "-o",
+                str(obj),
+                *COMMON,
+                *TORCH_NVCC_DEFINES,
+                "-Xcompiler",
+                "-fPIC",
+                "-gencode",
+                "arch=compute_90,code=sm_90",
+                "-gencode",
+                "arch=compute_80,code=sm_80",
+            ],
+            f"nvcc -c {kernel.name} for sm_90 and sm_80",
+        )
+        objects[kernel.stem] = obj
+    return objects
+
+
 @pytest.mark.parametrize("kernel", [KERNEL, GROUPED_KERNEL], ids=lambda k: k.stem)
-def test_kernel_compiles_for_sm90_and_sm80(tmp_path, kernel):
-    obj = tmp_path / f"{kernel.stem}.o"
-    _run(
-        [
-            NVCC,
-            "-c",
-            str(kernel),
-            "-o",
-            str(obj),
-            *COMMON,
-            *TORCH_NVCC_DEFINES,
-            "-gencode",
-            "arch=compute_90,code=sm_90",
-            "-gencode",
-            "arch=compute_80,code=sm_80",
-        ],
-        f"nvcc -c {kernel.name} for sm_90 and sm_80",
-    )
-    assert obj.stat().st_size > 0
+def test_kernel_compiles_for_sm90_and_sm80(kernel_objects, kernel):
+    assert kernel_objects[kernel.stem].stat().st_size > 0
 
 
 def _cuda_sources() -> list[str]:
@@ -171,32 +190,110 @@ def test_launch_header_is_torch_free(tmp_path):
     )
 
 
-def _binding_flags() -> list[str]:
-    """What torch.utils.cpp_extension gives the host compiler for a .cpp of a CUDAExtension.
+# The stable ABI versions the bindings are compiled for: TORCH_TARGET_VERSION as torch/csrc/stable/version.h
+# spells it (major in the top byte, minor in the next), and the installed torch's own (no target).
+STABLE_TARGETS = {"target-2.10": (2, 10), "target-2.11": (2, 11), "installed-torch": None}
 
-    include_paths("cuda") would add the toolkit's include folder, but a CPU-only torch finds no CUDA_HOME;
-    the folder of the nvcc on PATH is added instead. Skips, saying why, when torch ships no CUDA headers.
-    """
+
+def _stable_flags(target: tuple[int, int] | None) -> list[str]:
+    """The host compiler's flags for the bindings on torch's stable ABI: torch's headers (only its stable and
+    header-only ones are included), the toolkit's, tinit's; no ATen define. Skips, saying why, before torch 2.10."""
     from torch.utils import cpp_extension
 
-    includes = cpp_extension.include_paths()
-    torch_include = Path(includes[0])
-    if not (torch_include / "c10" / "cuda" / "CUDAStream.h").exists():
-        pytest.skip(f"torch {torch.__version__} ships no c10/cuda headers to check the bindings against")
-    flags = ["-std=c++17", "-fsyntax-only", "-DTORCH_EXTENSION_NAME=_C", "-DTORCH_API_INCLUDE_EXTENSION_H"]
-    flags.append(f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}")
-    if not (torch_include / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").exists():
-        # A CPU wheel lacks this generated header (in a CUDA build it defines only
-        # C10_CUDA_BUILD_SHARED_LIBS, for Windows exports); c10's own switch skips it.
-        flags.append("-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE")
-    for folder in [*includes, str(_cuda_include()), sysconfig.get_paths()["include"]]:
-        flags += ["-isystem", folder]
+    torch_include = Path(cpp_extension.include_paths()[0])
+    if not (torch_include / "torch" / "csrc" / "stable" / "library.h").exists():
+        pytest.skip(f"torch {torch.__version__} ships no stable-ABI headers (torch/csrc/stable, torch >= 2.10)")
+    flags = ["-std=c++17", "-fPIC", "-O2", "-Wall", "-Werror"]
+    if target is not None:
+        flags.append(f"-DTORCH_TARGET_VERSION={(target[0] << 56) | (target[1] << 48):#018x}")
+    for folder in [torch_include, torch_include / "torch" / "csrc" / "api" / "include", _cuda_include()]:
+        flags += ["-isystem", str(folder)]
     return flags + ["-I", str(ROOT / "csrc" / "include")]
 
 
-@pytest.mark.parametrize("binding", [s for s in _cuda_sources() if s.endswith(".cpp")])
-def test_bindings_compile_against_torch_cuda_headers(binding):
-    _run([_host_cxx(), *_binding_flags(), str(ROOT / binding)], f"g++ -fsyntax-only {binding}")
+@pytest.fixture(scope="module")
+def binding_objects(tmp_path_factory) -> Callable[[str], list[Path]]:
+    """Each target's objects of the bindings (the .cpp files of CUDA_SOURCES), compiled on first use."""
+    folder = tmp_path_factory.mktemp("bindings")
+    built: dict[str, list[Path]] = {}
+
+    def build(target_id: str) -> list[Path]:
+        if target_id not in built:
+            objects = []
+            for binding in (s for s in _cuda_sources() if s.endswith(".cpp")):
+                obj = folder / f"{target_id}-{Path(binding).stem}.o"
+                flags = _stable_flags(STABLE_TARGETS[target_id])
+                _run([_host_cxx(), *flags, "-c", str(ROOT / binding), "-o", str(obj)], f"g++ -c {binding} {target_id}")
+                objects.append(obj)
+            built[target_id] = objects
+        return built[target_id]
+
+    return build
+
+
+@pytest.mark.parametrize("target_id", list(STABLE_TARGETS))
+def test_bindings_compile_on_the_stable_abi(binding_objects, target_id):
+    assert all(obj.stat().st_size > 0 for obj in binding_objects(target_id))
+
+
+def _shim_declarations() -> tuple[set[str], set[str]]:
+    """The C shims torch's stable headers declare: (all of them, those only a CUDA torch has: under USE_CUDA)."""
+    from torch.utils import cpp_extension
+
+    root = Path(cpp_extension.include_paths()[0]) / "torch" / "csrc"
+    every, cuda = set(), set()
+    for header in (root / "inductor" / "aoti_torch" / "c" / "shim.h", root / "stable" / "c" / "shim.h"):
+        text = header.read_text()
+        every |= set(re.findall(r"\b((?:aoti_)?torch_\w+)\(", text))
+        for block in re.findall(r"#ifdef USE_CUDA\n(.*?)#endif // USE_CUDA", text, re.DOTALL):
+            cuda |= set(re.findall(r"\b((?:aoti_)?torch_\w+)\(", block))
+    return every, cuda
+
+
+def _torch_exports() -> set[str]:
+    lib = Path(torch.__file__).parent / "lib"
+    names = set()
+    for so in lib.glob("lib*.so*"):
+        out = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True, check=False)
+        names |= {line.split()[-1].split("@")[0] for line in out.stdout.splitlines() if line.strip()}
+    return names
+
+
+# What the linked object may import besides the C shims: the CUDA runtime and the C/C++ runtime, by symbol version.
+SYSTEM_VERSIONS = ("@libcudart.so", "@GLIBC_", "@GLIBCXX_", "@CXXABI_", "@GCC_")
+
+
+def test_stable_bindings_import_no_torch_cpp_symbols(tmp_path, binding_objects, kernel_objects):
+    """The bindings (target 2.10) linked with the kernels and cudart into a shared object, as the extension
+    is: it imports no at::, c10:: or torch:: C++ symbol, only torch's C shims (every one declared by the stable
+    headers; those the installed torch lacks are the CUDA ones, declared under USE_CUDA), the CUDA runtime and
+    the C/C++ runtime."""
+    if shutil.which("nm") is None:
+        pytest.skip("no nm on PATH (binutils) to read the shared object's imports")
+    cudart = _cuda_include().parent / "lib64"
+    if not any(cudart.glob("libcudart.so*")):
+        pytest.skip(f"no libcudart.so in {cudart} to link against")
+    shared = tmp_path / "tinit_cuda.so"
+    objects = [*binding_objects("target-2.10"), *kernel_objects.values()]
+    _run([_host_cxx(), "-shared", "-o", str(shared), *map(str, objects), f"-L{cudart}", "-lcudart"], "link")
+    listing = _run(["nm", "-D", "--undefined-only", str(shared)], "nm -D").stdout.split("\n")
+    demangled = _run(["nm", "-D", "--undefined-only", "-C", str(shared)], "nm -D -C").stdout
+    cxx = re.findall(r"^.*\b(?:at|c10|torch)::.*$", demangled, re.MULTILINE)
+    assert not cxx, f"{len(cxx)} torch C++ symbols imported:\n" + "\n".join(cxx[:20])
+    imports = [line.split() for line in listing if line.strip()]
+    shims = {name for kind, name in imports if name.startswith(("aoti_torch_", "torch_"))}
+    others = [n for kind, n in imports if kind != "w" and n not in shims and not any(v in n for v in SYSTEM_VERSIONS)]
+    assert not others, f"imports outside the C shims, cudart and the C/C++ runtime: {others[:20]}"
+    declared, cuda_only = _shim_declarations()
+    assert shims <= declared, f"shims no stable header declares: {sorted(shims - declared)}"
+    missing = shims - _torch_exports()
+    if torch.version.cuda is None:
+        assert missing <= cuda_only, (
+            f"shims this CPU torch lacks that are not CUDA shims: {sorted(missing - cuda_only)}"
+        )
+    else:
+        assert not missing, f"shims this CUDA torch does not export: {sorted(missing)}"
+    print(f"{len(shims)} C shims imported, {len(missing)} of them a CUDA torch's only: {sorted(missing)}")
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,8 @@ cases of the ``backend`` fixture or on the CUDA ops directly:
   most one kernel per dtype, an 8,192-row shard one kernel; neither syncs the
   host; bad arguments raise before anything is written; both, captured in
   one CUDA graph, replay the eager values bit for bit, also after other
-  grouped calls have run between capture and replay;
+  grouped calls have run between capture and replay; graphs captured in
+  each capture mode and destroyed in turn leave the later calls right;
 - every GPU fill of the cuda and triton backends (one tensor, a shard's runs,
   a grouped list, grouped shards where a backend has them, the raw stream
   words) runs under ``set_sync_debug_mode("error")`` and, all captured in one
@@ -376,13 +377,50 @@ def test_grouped_and_runs_fills_replay_in_a_cuda_graph():
         t.fill_(7.0)
     others = [torch.empty(n, device="cuda") for n in (5, 4099, 10**5)]
     other_constants = [transform_constants(*WINDOWS["shifted"], torch.float32)] * len(others)
-    for k in range(4):  # new tables through the host allocator's pinned blocks
+    for k in range(4):  # new tables through the pinned pool (TableStaging), whose graph-owned blocks stay out
         ops.trunc_normal_grouped_native(others, SEED + 1 + k, [1, 2, 3], [0, 0, 0], other_constants)
         torch.ops.tinit.trunc_normal_runs_(shard, *shard_args[:1], 12 + k, *shard_args[2:])
     graph.replay()
     torch.cuda.synchronize()
     for t, (g, w) in enumerate(zip(outputs, want, strict=True)):
         assert_same_bits(g, w, f"output {t} replayed after other grouped and runs calls")
+
+
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_grouped_tables_of_destroyed_graphs_serve_later_calls(mode):
+    """A captured grouped call's pinned table is its graph's until the graph is destroyed, then the pool's
+    again: graphs captured (in each capture mode) and destroyed in turn, eager calls between capture and
+    replay, each replay its own seed's values; the eager calls after a graph is gone get theirs."""
+    _require_cuda_op("trunc_normal_grouped_")
+    gpu, streams, offsets, constants, _ = _mixed_group("cuda")
+    flat = [v for c in constants for v in c]
+
+    def fill(seed):
+        torch.ops.tinit.trunc_normal_grouped_(
+            gpu, ops.as_int64(seed), [ops.as_int64(s) for s in streams], offsets, flat
+        )
+
+    seeds = [SEED + k for k in range(3)]
+    want = {}
+    for seed in [*seeds, SEED + 10]:
+        fill(seed)
+        torch.cuda.synchronize()
+        want[seed] = [t.clone() for t in gpu]
+    for seed in seeds:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode=mode):
+            fill(seed)
+        for k in range(3):  # eager tables while the graph holds its own
+            fill(SEED + 20 + k)
+        graph.replay()
+        torch.cuda.synchronize()
+        for t, (g, w) in enumerate(zip(gpu, want[seed], strict=True)):
+            assert_same_bits(g, w, f"{mode} capture of seed {seed}: output {t} after a replay")
+        del graph
+        fill(SEED + 10)
+        torch.cuda.synchronize()
+        for t, (g, w) in enumerate(zip(gpu, want[SEED + 10], strict=True)):
+            assert_same_bits(g, w, f"eager call after the {mode} graph of seed {seed} is gone: output {t}")
 
 
 def test_opcheck_cuda_grouped_and_runs():
@@ -550,7 +588,7 @@ def test_every_gpu_fill_replays_in_a_cuda_graph(backend):
 
     runs = ShardLayout.from_offsets((300, 70), (300, 34), (0, 36)).runs(11)
     shard = torch.empty(300, 34, device="cuda")
-    for k in range(4):  # new tables through the host allocator's pinned blocks
+    for k in range(4):  # new tables through other pinned blocks (tinit's pool, or torch's host allocator)
         impl.fill_grouped(others, SEED + 1 + k, [1, 2, 3], [0, 0, 0], other_constants)
         impl.fill_runs(shard, SEED + 1 + k, 12 + k, runs, other_constants[0])
     graph.replay()
