@@ -23,6 +23,9 @@ __all__ = [
 ]
 
 try:
+    from tinit._torch_floor import require_supported_torch
+
+    require_supported_torch()  # a torch this build cannot load is refused here, naming both versions
     from tinit import _C  # noqa: F401  (loading it registers torch.ops.tinit)
 
     _LOAD_ERROR: str | None = None
