@@ -214,3 +214,51 @@ def test_fresh_venv_installs_and_passes_the_known_answers(cpu_wheel, tmp_path, c
     assert re.search(r"\d+ passed", summary) and "failed" not in summary, tests.stdout[-3000:]
     with capsys.disabled():
         print(f"\nfresh venv: wheel install + import + {len(INSTALLED_TESTS)} test files: {seconds:.1f} s ({summary})")
+
+
+# ------------------------------------------------------------------------- the other variants' builds
+
+
+def _elf_header(wheel: Path) -> tuple[str, bytes]:
+    """The extension's name in the wheel and its first 20 bytes (e_machine is at offset 18)."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if re.fullmatch(r"tinit/_C\.[\w.-]*so", n)]
+        with archive.open(name) as extension:
+            return name, extension.read(20)
+
+
+@pytest.mark.wheel
+@pytest.mark.skipif(not shutil.which("aarch64-linux-gnu-g++"), reason="no aarch64-linux-gnu-g++ (.ci/run installs it)")
+def test_aarch64_cpu_wheel_cross_builds(tmp_path):
+    """The CPU wheel for aarch64 Linux, cross-compiled here: an aarch64 extension, the manylinux
+    aarch64 tag, and the same NEEDED torch libraries as a native build."""
+    done = _script("--cpu", "--arch", "aarch64", out=tmp_path, timeout=1800)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    (wheel,) = (tmp_path / "cpu").glob("tinit-*.whl")
+    assert re.search(r"-manylinux_2_\d+_aarch64\.whl$", wheel.name), wheel.name
+    name, header = _elf_header(wheel)
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183, f"{name} is not aarch64"
+    assert name.endswith((".abi3.so", "-aarch64-linux-gnu.so")), name
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extract(name, tmp_path / "x")
+    dynamic = _run(["readelf", "-d", str(tmp_path / "x" / name)]).stdout
+    assert "[libtorch_cpu.so]" in dynamic and "[libc10.so]" in dynamic, dynamic
+
+
+@pytest.mark.wheel
+def test_cu13_wheel_builds_against_this_torch(tmp_path):
+    """The CUDA 13 wheel (sm_80, sm_90 and PTX): built with nvcc 13 and the torch installed here, a CPU
+    one included once the extension is on the stable ABI; its version and build record name the variant."""
+    done = _script("--cuda", "13", out=tmp_path, timeout=1800)
+    skipped = re.search(r"cu13: (skipped: .*|no CUDA 13 toolkit found.*)", done.stderr)
+    if skipped:
+        pytest.skip(skipped.group(1))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    (wheel,) = (tmp_path / "cu13").glob("tinit-*.whl")
+    assert wheel.name.startswith(f"tinit-{tinit.__version__}+cu13-"), wheel.name
+    record = _read(wheel, "tinit/_build.py")
+    assert "VARIANT = 'cu13'" in record and "CUDA: str | None = '13." in record, record
+    name, _ = _elf_header(wheel)
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extract(name, tmp_path / "x")
+    assert ".nv_fatbin" in _run(["readelf", "-S", str(tmp_path / "x" / name)]).stdout, "no device code"
