@@ -59,15 +59,22 @@ ROOT = Path(__file__).resolve().parent
 DEBUG = os.environ.get("DEBUG", "0") == "1"
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
 # The oldest torch the extension loads into: the stable-ABI version its headers target
-# (TORCH_TARGET_VERSION; a stable API newer than it does not compile). Every stable API the
-# extension uses is there from 2.10 (torch::stable::parallel_for and get_num_threads,
-# Tensor::mutable_data_ptr, TORCH_BOX's int[], float[], Tensor[], str and str[] conversions, all
-# behind TORCH_FEATURE_VERSION >= TORCH_VERSION_2_10_0). 2.11, not 2.10: the CUDA grouped ops pack
-# their launch table in pinned memory of torch's caching host allocator, which keeps a block
-# allocated during a CUDA-graph capture for the graph only from 2.11 on; a build no longer knows
-# the torch it will run with, so the floor is where a captured fill is safe. 2.11 is also the
-# oldest torch the GPU checks run on. tinit.ops refuses the extension under an older torch.
-TORCH_TARGET = (2, 11)
+# (TORCH_TARGET_VERSION; a stable API newer than it does not compile), read from
+# tinit._torch_floor.TORCH_FLOOR, which also refuses an older torch at import (one constant).
+# Every stable API the extension uses is there from 2.10 (torch::stable::parallel_for and
+# get_num_threads, TORCH_BOX's list and str conversions, the accelerator DeviceGuard and
+# aoti_torch_get_current_cuda_stream; tests/test_cuda_compile.py compiles the CUDA bindings for
+# 2.10 too). The floor is 2.11 all the same: it is the oldest torch any tinit check runs on (the
+# GPU machine's, where bench/gpu_check.sh loads this build), and the Triton grouped ops are
+# graph-capturable only from 2.11 (their table in torch's caching host allocator); 2.10 would be a
+# claim no run has made.
+def _torch_floor() -> tuple[int, int]:
+    text = (ROOT / "tinit" / "_torch_floor.py").read_text()
+    major, minor = re.search(r'^TORCH_FLOOR = "(\d+)\.(\d+)"$', text, re.M).groups()
+    return int(major), int(minor)
+
+
+TORCH_TARGET = _torch_floor()
 # CPython's limited API of 3.10 (requires-python in pyproject.toml): one abi3 extension, and
 # wheel, for 3.10 and every later CPython.
 PY_LIMITED_API = "0x030A0000"

@@ -6,7 +6,8 @@
   it is the abi3 file of the limited API (``_C.abi3.so``).
 - The floor: setup.py's ``stable_abi_flags()`` define ``TORCH_TARGET_VERSION`` for
   ``TORCH_TARGET`` in torch's encoding (torch/csrc/stable/version.h) and ``Py_LIMITED_API`` for
-  CPython 3.10, and ``tinit.ops.TORCH_FLOOR`` refuses the extension under an older torch.
+  CPython 3.10, and ``tinit._torch_floor.TORCH_FLOOR`` (the same version) refuses the extension
+  under an older torch.
 - The floor build is the default build (setup.py's ``_extensions`` passes ``stable_abi_flags()``
   to every compile, host and nvcc); here the op sources also compile with exactly the floor's
   flags, so a stable API newer than the floor (hidden by torch's ``TORCH_FEATURE_VERSION``
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tinit import ops
+from tinit import _torch_floor, ops
 
 ROOT = Path(__file__).resolve().parent.parent
 # A name in torch's C++ namespaces, demangled (also inside a template or a signature) or mangled
@@ -102,7 +103,7 @@ def test_is_the_limited_api_file(extension):
 
 
 def test_floor_is_one_version_everywhere():
-    assert tuple(SETUP.TORCH_TARGET) == ops.TORCH_FLOOR
+    assert tuple(SETUP.TORCH_TARGET) == _torch_floor._release(_torch_floor.TORCH_FLOOR)
     flags = SETUP.stable_abi_flags()
     (target,) = [f.split("=", 1)[1] for f in flags if f.startswith("-DTORCH_TARGET_VERSION=")]
     major, minor = SETUP.TORCH_TARGET
@@ -148,7 +149,7 @@ def test_op_sources_compile_at_the_floor(source):
     [("2.10.0+cu128", True), ("1.13.1", True), ("2.11.0", False), ("2.13.0+cpu", False), ("3.0.0a0", False)],
 )
 def test_torch_below_the_floor_is_refused(version, refused):
-    problem = ops.torch_floor_problem(version)
+    problem = _torch_floor.torch_problem(version, "_C.abi3.so", None)
     assert (problem is not None) is refused, problem
     if refused:
-        assert version in problem and f">= {ops.TORCH_FLOOR[0]}.{ops.TORCH_FLOOR[1]}" in problem
+        assert version in problem and f">= {_torch_floor.TORCH_FLOOR}" in problem

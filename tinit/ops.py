@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import re
 
 import torch
 
@@ -25,32 +24,20 @@ __all__ = [
     "trunc_normal_compute_only",
 ]
 
-# The oldest torch the extension loads into: setup.py's TORCH_TARGET, the stable-ABI version
-# it is built for (tests/test_stable_abi.py ties the two).
-TORCH_FLOOR = (2, 11)
+_LOAD_ERROR: str | None = None
+try:
+    from tinit._torch_floor import require_supported_torch
 
-
-def torch_floor_problem(version: str) -> str | None:
-    """Why the native extension cannot run under torch ``version`` ("2.10.0+cu128"), or None."""
-    found = re.match(r"(\d+)\.(\d+)", version)
-    if found is not None and tuple(map(int, found.groups())) >= TORCH_FLOOR:
-        return None
-    floor = ".".join(map(str, TORCH_FLOOR))
-    return f"the native extension needs torch >= {floor} (its stable-ABI floor), found torch {version}"
-
-
-_LOAD_ERROR: str | None = torch_floor_problem(torch.__version__)
-if _LOAD_ERROR is None:
-    try:
-        from tinit import _C  # noqa: F401  (loading it registers torch.ops.tinit)
-    except ImportError as exc:
-        # No _C file is an install without it (the import then reads as a circular import:
-        # "cannot import name '_C' from partially initialized module 'tinit'"); a file that does
-        # not load is a broken build (a missing library, a torch without the stable API it uses).
-        if importlib.util.find_spec("tinit._C") is None:
-            _LOAD_ERROR = "tinit was installed without its native extension (TINIT_NO_EXTENSION=1, or its build failed)"
-        else:
-            _LOAD_ERROR = f"the native extension tinit._C does not load ({exc})"
+    require_supported_torch()  # a torch this build cannot load is refused here, naming both versions
+    from tinit import _C  # noqa: F401  (loading it registers torch.ops.tinit)
+except ImportError as exc:
+    # No _C file is an install without it (the import then reads as a circular import: "cannot
+    # import name '_C' from partially initialized module 'tinit'"); a file that does not load is
+    # a broken build (a missing library), or a torch older than the stable-ABI floor.
+    if importlib.util.find_spec("tinit._C") is None:
+        _LOAD_ERROR = "tinit was installed without its native extension (TINIT_NO_EXTENSION=1, or its build failed)"
+    else:
+        _LOAD_ERROR = f"the native extension tinit._C does not load ({exc})"
 
 BUILD_HINT = "build it with `pip install --no-build-isolation -e .` from the tinit checkout"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 import tinit
-from tinit import dispatch, ops
+from tinit import _build, _torch_floor, dispatch, ops
 
 __all__ = [
     "backend_info",
@@ -93,10 +93,18 @@ def build_info() -> dict[str, object]:
     Returns:
         tinit, python, torch and torch CUDA versions, whether the native
         extension loaded and has its CUDA kernels, the Triton version (None
-        when missing), nvcc (None when not found) and the CPU engine (cpu_engine).
+        when missing), nvcc (None when not found), the CPU engine (cpu_engine),
+        the variant ("source", or a wheel's "cpu", "cu12", "cu13"), the CUDA release
+        and torch a wheel was built with, whether the extension is built on torch's stable ABI
+        (``_C.abi3.so``) and the oldest torch such a build loads on.
     """
     return {
         "tinit": tinit.__version__,
+        "variant": _build.VARIANT,
+        "variant_cuda": _build.CUDA,
+        "built_with_torch": _build.TORCH,
+        "stable_abi": ".abi3." in (_torch_floor.extension_file() or ""),
+        "torch_floor": _torch_floor.TORCH_FLOOR,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
@@ -165,6 +173,18 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _variant_line(build: dict[str, object]) -> str:
+    """Which build this is (a checkout's or a wheel's variant) and which torch releases it loads on."""
+    if build["variant"] == "source":
+        made = "built from source"
+    else:
+        cuda = f" (CUDA {build['variant_cuda']})" if build["variant_cuda"] else ""
+        made = f"{build['variant']} wheel{cuda}, compiled against torch {build['built_with_torch']}"
+    if build["stable_abi"]:
+        return f"{made}; stable ABI: loads on torch >= {build['torch_floor']}"
+    return f"{made}; full C++ API: loads on the torch release it was compiled against"
+
+
 def report() -> str:
     """The whole report as text (what ``python -m tinit.tools.info`` prints)."""
     build = build_info()
@@ -188,6 +208,7 @@ def report() -> str:
     lines += [
         "build",
         f"  tinit {build['tinit']}, python {build['python']}",
+        "  " + _variant_line(build),
         f"  torch {build['torch']}, torch CUDA {build['torch_cuda'] or 'none (CPU-only build)'}",
         f"  native extension: {'loaded' if build['native_extension'] else 'missing: ' + str(build['native_error'])}"
         + (
