@@ -11,7 +11,7 @@
 // Each op checks its arguments (the checks every binding shares, tinit::Where) before anything is written, picks
 // the kernels' element type (dispatch_dtype), fills the launch struct of
 // launch.h and calls its launcher under a device guard on the current
-// stream; every launch is checked (STD_CUDA_KERNEL_LAUNCH_CHECK). Nothing
+// stream; every launch is checked (check_cuda(cudaGetLastError())). Nothing
 // synchronises the host, so a fill can be captured in a CUDA graph.
 //
 // The grouped and runs ops turn a model's thousands of tensors, or a
@@ -23,14 +23,15 @@
 #include "tinit/fp_contract.h"
 // (first: contraction off)
 
-// The CUDA shims (aoti_torch_get_current_cuda_stream, torch_c10_cuda_check_msg
-// behind STD_CUDA_CHECK) are declared only under USE_CUDA, which
+// The CUDA shim's declaration (aoti_torch_get_current_cuda_stream, whose type
+// current_stream_shim names) is only under USE_CUDA, which
 // torch.utils.cpp_extension passes to nvcc but not to the host compiler.
 #ifndef USE_CUDA
 #define USE_CUDA
 #endif
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/device.h>
@@ -93,17 +94,41 @@ void dispatch_dtype(ScalarType dtype, const char* op, F&& f) {
 
 uint64_t bits(int64_t x) { return static_cast<uint64_t>(x); }
 
+// torch's C shim of the current CUDA stream, looked up in the libtorch_cuda.so
+// that a CUDA torch has already loaded. Not linked: the extension builds
+// against a CPU torch (whose libtorch_cpu has no CUDA shims) and names only
+// libtorch_cpu among its dependencies, and torch loads its libraries
+// RTLD_LOCAL, so an import of the symbol would fail to bind at load time.
+// Under a CPU torch there is no CUDA tensor to reach this code with.
+using CurrentStreamShim = AOTITorchError (*)(int32_t, void**);
+
+CurrentStreamShim current_stream_shim() {
+  static const CurrentStreamShim shim = [] {
+    void* lib = dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_NOLOAD);
+    return lib == nullptr ? nullptr
+                          : reinterpret_cast<CurrentStreamShim>(dlsym(lib, "aoti_torch_get_current_cuda_stream"));
+  }();
+  return shim;
+}
+
 cudaStream_t current_stream(torch::stable::accelerator::DeviceIndex device) {
+  const CurrentStreamShim shim = current_stream_shim();
+  TINIT_CHECK(shim != nullptr, "tinit: torch's CUDA library (libtorch_cuda.so) is not loaded: a CUDA op needs a CUDA torch");
   void* stream = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device, &stream));
+  TINIT_CHECK(shim(device, &stream) == AOTI_TORCH_SUCCESS, "tinit: torch could not give the current CUDA stream of device ",
+              static_cast<int>(device));
   return static_cast<cudaStream_t>(stream);
 }
+
+// A CUDA runtime error as a RuntimeError (STD_CUDA_CHECK's words; its shims live in
+// libtorch_cuda, which the extension does not link: current_stream_shim).
+void check_cuda(cudaError_t err) { TINIT_CHECK(err == cudaSuccess, "CUDA error: ", cudaGetErrorString(err)); }
 
 template <typename out_t>
 void run_fill(const Tensor& self, const FillLaunch<out_t>& launch) {
   const torch::stable::accelerator::DeviceGuard guard(self.get_device_index());
-  STD_CUDA_CHECK(launch_fill(launch, current_stream(self.get_device_index())));
-  STD_CUDA_KERNEL_LAUNCH_CHECK();
+  check_cuda(launch_fill(launch, current_stream(self.get_device_index())));
+  check_cuda(cudaGetLastError());
 }
 
 void fill(const Tensor& self, int64_t seed, int64_t stream, int64_t offset, ArrayRef<double> transform,
@@ -161,15 +186,15 @@ void launch_plan(GroupPlan& plan, uint64_t seed, const torch::stable::Device& de
   check_built(layout > 0 ? cudaSuccess : cudaErrorInvalidValue, op);
   const cudaStream_t stream = current_stream(device.index());
   TableStaging staging;
-  STD_CUDA_CHECK(staging.take(layout, device.index(), stream));
+  check_cuda(staging.take(layout, device.index(), stream));
   check_built(plan.pack(staging.host()), op);
   const Tensor table = torch::stable::empty(static_cast<int64_t>(layout), ScalarType::Byte, std::nullopt, device);
-  STD_CUDA_CHECK(staging.copy_to(table.mutable_data_ptr()));
+  check_cuda(staging.copy_to(table.mutable_data_ptr()));
   const auto* base = static_cast<const char*>(table.const_data_ptr());
   plan.for_each([&](const auto& group) {
     if (group.empty()) return;
-    STD_CUDA_CHECK(launch_grouped(group, base + group.table_offset, seed, stream));
-    STD_CUDA_KERNEL_LAUNCH_CHECK();
+    check_cuda(launch_grouped(group, base + group.table_offset, seed, stream));
+    check_cuda(cudaGetLastError());
   });
 }
 
