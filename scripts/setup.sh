@@ -106,6 +106,9 @@ if [[ "${TINIT_REBUILD:-0}" != "1" && -f "$STAMP" && "$(cat "$STAMP")" == "$want
   exit 0
 fi
 rm -f "$STAMP"
+# A version-specific build left by an older checkout (tinit/_C.cpython-311-*.so, before the
+# stable ABI) would shadow the abi3 one: Python tries that suffix first.
+rm -f tinit/_C.cpython-*.so
 # .venv/bin on PATH: the venv's ninja (setup.py also finds it beside the venv's Python).
 PATH="$VENV/bin:$PATH" "${PIP[@]}" install --no-build-isolation --no-deps -e .
 check_install
