@@ -58,6 +58,8 @@ from setuptools import setup
 ROOT = Path(__file__).resolve().parent
 DEBUG = os.environ.get("DEBUG", "0") == "1"
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
+
+
 # The oldest torch the extension loads into: the stable-ABI version its headers target
 # (TORCH_TARGET_VERSION; a stable API newer than it does not compile), read from
 # tinit._torch_floor.TORCH_FLOOR, which also refuses an older torch at import (one constant).
@@ -70,7 +72,7 @@ DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
 # claim no run has made.
 def _torch_floor() -> tuple[int, int]:
     text = (ROOT / "tinit" / "_torch_floor.py").read_text()
-    major, minor = re.search(r'^TORCH_FLOOR = "(\d+)\.(\d+)"$', text, re.M).groups()
+    major, minor = re.search(r'^TORCH_FLOOR = "(\d+)\.(\d+)"$', text, re.MULTILINE).groups()
     return int(major), int(minor)
 
 

@@ -113,10 +113,11 @@ CurrentStreamShim current_stream_shim() {
 
 cudaStream_t current_stream(torch::stable::accelerator::DeviceIndex device) {
   const CurrentStreamShim shim = current_stream_shim();
-  TINIT_CHECK(shim != nullptr, "tinit: torch's CUDA library (libtorch_cuda.so) is not loaded: a CUDA op needs a CUDA torch");
+  TINIT_CHECK(shim != nullptr,
+              "tinit: torch's CUDA library (libtorch_cuda.so) is not loaded: a CUDA op needs a CUDA torch");
   void* stream = nullptr;
-  TINIT_CHECK(shim(device, &stream) == AOTI_TORCH_SUCCESS, "tinit: torch could not give the current CUDA stream of device ",
-              static_cast<int>(device));
+  TINIT_CHECK(shim(device, &stream) == AOTI_TORCH_SUCCESS,
+              "tinit: torch could not give the current CUDA stream of device ", static_cast<int>(device));
   return static_cast<cudaStream_t>(stream);
 }
 
@@ -175,7 +176,7 @@ void philox_cuda(Tensor self, int64_t seed, int64_t stream, int64_t offset) {
 
 void check_built(cudaError_t err, const char* op) {
   TINIT_CHECK(err == cudaSuccess, op, ": the launch table was refused (", cudaGetErrorString(err),
-                  ") after the arguments passed their checks");
+              ") after the arguments passed their checks");
 }
 
 // Packs, copies and launches `plan` on `device`'s current stream (the caller
@@ -211,7 +212,7 @@ void trunc_normal_grouped_cuda(ArrayRef<Tensor> tensors, int64_t seed, ArrayRef<
     const Where where{op, t};
     check_target(x, DeviceType::CUDA, where);
     TINIT_CHECK(x.device() == device, where, " is on ", device_name(x.device()), " but tensor 0 on ",
-                    device_name(device), " (one device per call)");
+                device_name(device), " (one device per call)");
     check_offset(offsets[t], x.numel(), where);
     const double* packed = transforms.data() + t * kParamCount;
     check_record(packed, where);
