@@ -8,7 +8,12 @@ values are ``mantissa_fp32``'s emulation, bit for bit the kernels' arithmetic.
 - ``row_study``: each row's worst error, fp32 single (``ndtri_table``) and pair
   (``ndtri_table_pair``: z_hi + z_lo), today's and the prototype's inverse on the same s.
   Today's central rows are given q = s - 1/2 exactly (it is, in fp32, for s in [1/4, 1]).
-- ``centre_study``: s -> 1/2, where z -> 0: z at s = 1/2, wrong signs, order, relative error.
+- ``centre_study``: s -> 1/2, where z -> 0: z at s = 1/2, wrong signs, order, relative error,
+  the antisymmetry about 1/2.
+- ``row3_fits``: row 3 fitted on the whole half binade, its first half (the prototype's) and a
+  narrow range.
+- ``end_to_end`` and ``mirror_check``: the two-sided values of stream words, against the fp64
+  oracle; word ~w against word w in symmetric windows.
 """
 
 from __future__ import annotations
@@ -111,8 +116,11 @@ def centre_study() -> dict:
     ref = phi_inv(s)
     steps = 0.5 - 2.0 ** -np.arange(2, 26)
     ref_k = phi_inv(steps)
+    d = np.arange(1, 17) * 2.0**-24
     out = {}
     for name, (single, _) in inverses().items():
+        up = single((0.5 + d).astype(np.float32), d.astype(np.float32)).astype(np.float64)
+        down = single((0.5 - d).astype(np.float32), (-d).astype(np.float32)).astype(np.float64)
         z = single(s.astype(np.float32), (s - 0.5).astype(np.float32)).astype(np.float64)
         zk = single(steps.astype(np.float32), (steps - 0.5).astype(np.float32)).astype(np.float64)
         with mpmath.workdps(DPS):
@@ -123,8 +131,35 @@ def centre_study() -> dict:
             "decreasing": int(np.sum(np.diff(z) < 0)),
             "worst": float(errors(z, ref).max()),
             "relative_by_k": dict(zip(range(2, 26), rel, strict=True)),
+            "antisymmetry": float(np.max(np.abs(up + down)) / UNIT),  # |z(1/2 + d) + z(1/2 - d)|, d = k 2^-24
         }
     return out
+
+
+def row3_fits() -> dict:
+    """Row 3 (s in [1/2, 3/4)) fitted on r in [-1/4, r_hi) for r_hi = 1/4 (the whole half binade),
+    0 (its first half: the prototype's) and -1/4 + 2^-12 (s < 1/2 + 2^-13): the worst fp32 error on
+    [1/2, 3/4), on [1/2, 5/8) and on the s a rounding reaches (1/2 + k 2^-24, k < 64), single and
+    pair."""
+    reach = 0.5 + np.arange(64) * 2.0**-24
+    s = np.unique(np.concatenate([row_samples(3, 1024), reach]))
+    ref = phi_inv(s)
+    found = {}
+    for r_hi in (0.25, 0.0, -0.25 + 2.0**-12):
+        rows = mantissa_fit.mantissa_rows().copy()
+        rows[3] = mantissa_fit.fit_row(126, 1.25, r_hi)
+        table = fp.by_top(rows)
+        single = errors(fp.ndtri_mantissa(table, s.astype(np.float32)), ref)
+        hi, lo = fp.ndtri_mantissa_pair(table, s.astype(np.float32))
+        pair = errors(hi.astype(np.float64) + lo.astype(np.float64), ref)
+        near = s < reach[-1] * (1 + 1e-12)
+        found[r_hi] = {
+            "whole_row": float(single.max()),
+            "first_half": float(single[s < 0.625].max()),
+            "reach_single": float(single[near].max()),
+            "reach_pair": float(pair[near].max()),
+        }
+    return found
 
 
 # (mean, std, a, b) of the end-to-end study: tests/test_accuracy.py's two-sided windows and a
@@ -149,6 +184,26 @@ def window_words(packed, n: int, seed: int = 20240601) -> np.ndarray:
     split = int(packed[2])
     centre = np.arange(max(split - 4095, 0), min(split + 4097, 2**32), dtype=np.int64)
     return np.concatenate([philox_words(n, seed, 3).numpy(), centre, [0, 2**32 - 1]])
+
+
+def mirror_check(n: int = 2**18) -> dict:
+    """Words w and ~w of the symmetric windows of WINDOWS (mean 0, a = -b): how many values of
+    n stream words and the 8192 around the split have x(~w) != -x(w), per inverse."""
+    import torch
+
+    from tinit.params import transform_constants
+
+    found = {}
+    for name, window in WINDOWS.items():
+        if window[0] != 0.0 or window[2] != -window[3]:
+            continue
+        packed = transform_constants(*window, torch.float32)
+        record, words = fp.Record.of(packed), window_words(packed, n)
+        found[name] = {
+            inv: int(np.sum(fp.two_sided((2**32 - 1) - words, record, *f) != -fp.two_sided(words, record, *f)))
+            for inv, f in inverses().items()
+        }
+    return found
 
 
 def end_to_end(n: int = 2**20) -> dict:

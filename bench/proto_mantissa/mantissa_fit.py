@@ -12,8 +12,8 @@ weight 1/max(|z|, 1), coefficients rounded to fp32 from the top down with refits
 - row 3: s in [1/2, 3/4) (E = 126, lower half), fitted on its first half, s in [1/2, 5/8)
   (r in [-1/4, 0), z in [0, 0.319)), the width of row 4: valid records keep s <= 1/2 + 2^-25
   (``valid_params``; ``tinit.params._lower_side_split``), so only its first values are ever read.
-  Over the whole half binade a degree-6 polynomial is 8.8 units off (2^-24 max(|z|, 1)), 7.9 at
-  s = 1/2; over its first half 0.47, and 0 at s = 1/2;
+  Over the whole half binade a degree-6 polynomial is 10 units off (2^-24 max(|z|, 1)), 7.9 at
+  s = 1/2; over its first half 0.47, and 0 at s = 1/2 (mantissa_accuracy.row3_fits);
 - rows 0..2 (s >= 3/4, which no valid record reaches; ``valid_params`` admits s <= 1.75 for memory
   safety only) repeat row 3, as rows 254 and 255 repeat row 253.
 

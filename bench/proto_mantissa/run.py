@@ -15,7 +15,7 @@
    AVX-512 and AVX2 transform, and the fill of a 2^24-element buffer beside its memset.
 
 Writes bench/results/proto_mantissa_<date>_<commit>.json (or --json) and prints a markdown
-summary (also --md). About 5 minutes on 2 shared cores, most of it the mpmath oracle and nvcc.
+summary (also --md). About 3 minutes on 2 shared cores, most of it the mpmath oracle and nvcc.
 """
 
 from __future__ import annotations
@@ -61,7 +61,14 @@ def emulation_check(words: int) -> dict:
 def accuracy(samples: int, words: int) -> dict:
     new = acc.row_study([row for row, *_ in fit.NEW_ROWS], 8 * samples)
     rest = acc.row_study(range(6, 254), samples)
-    return {"new_rows": new, "other_rows": rest, "centre": acc.centre_study(), "end_to_end": acc.end_to_end(words)}
+    return {
+        "new_rows": new,
+        "other_rows": rest,
+        "centre": acc.centre_study(),
+        "row3_fits": acc.row3_fits(),
+        "end_to_end": acc.end_to_end(words),
+        "mirror": acc.mirror_check(),
+    }
 
 
 def worst(rows: dict, inverse: str, kind: str) -> tuple[float, int]:
@@ -94,8 +101,15 @@ def _accuracy_md(a: dict) -> list[str]:
         rel = ", ".join(f"2^-{k}: {v:.3g}" for k, v in c["relative_by_k"].items() if k in (5, 10, 15, 20, 25))
         lines.append(
             f"- centre, {inv}: z(1/2) = {c['z_at_half']!r}, wrong signs {c['wrong_sign']}, decreasing steps "
-            f"{c['decreasing']}, worst {c['worst']:.3f}; relative error at s = 1/2 - 2^-k ({rel})"
+            f"{c['decreasing']}, worst {c['worst']:.3f}, |z(1/2 + d) + z(1/2 - d)| <= {c['antisymmetry']:.3f}; "
+            f"relative error at s = 1/2 - 2^-k ({rel})"
         )
+    for r_hi, f in a["row3_fits"].items():
+        lines.append(
+            f"- row 3 fitted on r < {r_hi}: whole row {f['whole_row']:.2f}, first half {f['first_half']:.2f}, "
+            f"reached s {f['reach_single']:.3f} / pair {f['reach_pair']:.3f}"
+        )
+    lines.append(f"- symmetric windows, values with x(~w) != -x(w): {a['mirror']}")
     lines += [
         "",
         "| window | today ulp | prototype ulp | rel. at 2^-10 std: today / prototype | changed fp32 | changed bf16 |",
