@@ -2,9 +2,14 @@
 # The GPU check, in one run on a fresh GPU machine (torch, triton,
 # nvcc already installed; no network, no scipy), inside TINIT_CHECK_BUDGET_S
 # (default 520 s, for a 560 s limit). Throughput numbers come first:
-#   1. build the extension with its CUDA kernels (sm_90 unless
-#      TORCH_CUDA_ARCH_LIST says otherwise; fails if CUDA cannot be built),
-#      at most 240 s,
+#   1. the extension: the prebuilt abi3 wheel's when one was carried
+#      (TINIT_CHECK_WHEEL, default dist/cu13/tinit-*.whl, built by
+#      `bash scripts/build_wheels.sh --cuda 13` against this machine's torch
+#      2.13 and sent with the run's carry: the first load of a stable-ABI build
+#      into another torch, e.g. the GPU machine's 2.11), its tinit/_C.abi3.so
+#      put into the checkout, which is installed without building; else a
+#      build with its CUDA kernels (sm_90 unless TORCH_CUDA_ARCH_LIST says
+#      otherwise; fails if CUDA cannot be built); at most 240 s,
 #   2. python -m tinit.tools.info,
 #   3. the static SASS budget of the CUDA kernels (bench/sass_budget.py
 #      --no-triton, ~10 s idle, at most 90 s): the estimate column of steps 4 and 5; the Triton
@@ -107,7 +112,33 @@ step() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || true
 } | tee -a "$LOG"
 
-if ! step "build (TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST)" 240 \
+# The prebuilt wheel (a rehearsal takes the CPU one): its extension, unpacked into the checkout that
+# the benchmarks and tests import, so that they run the wheel's binary, not a build made here.
+WHEEL_GLOB="${TINIT_CHECK_WHEEL:-dist/cu13/tinit-*.whl}"
+[[ "$CPU_REHEARSAL" == 1 && -z "${TINIT_CHECK_WHEEL:-}" ]] && WHEEL_GLOB="dist/cpu/tinit-*.whl"
+WHEEL="$(compgen -G "$WHEEL_GLOB" | head -n 1 || true)"
+install_wheel() {
+  rm -f tinit/_C*.so
+  "$PY" - "$1" <<'PY' || return 1
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    names = [n for n in wheel.namelist() if n.startswith("tinit/_C") and n.endswith(".so")]
+    assert names, f"no tinit/_C*.so in {sys.argv[1]}"
+    for name in names:
+        wheel.extract(name, ".")
+        print(f"gpu_check: {name} from {sys.argv[1]}")
+PY
+  TINIT_NO_EXTENSION=1 "$PY" -m pip install --no-build-isolation --no-deps --no-index -e .
+}
+if [[ -n "$WHEEL" ]]; then
+  # step runs its command under timeout, which runs programs, not shell functions.
+  export -f install_wheel
+  export PY
+  if ! step "install the prebuilt wheel's extension ($WHEEL)" 240 bash -c 'install_wheel "$1"' _ "$WHEEL"; then
+    echo "gpu_check: the wheel did not install; nothing else can run" | tee -a "$LOG"
+    exit 1
+  fi
+elif ! step "build (TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST)" 240 \
   env TINIT_FORCE_CUDA="$FORCE_CUDA" "$PY" -m pip install --no-build-isolation --no-deps --no-index -e . ; then
   echo "gpu_check: the build failed; nothing else can run" | tee -a "$LOG"
   exit 1
