@@ -242,13 +242,15 @@ def test_aarch64_cpu_wheel_cross_builds(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         archive.extract(name, tmp_path / "x")
     dynamic = _run(["readelf", "-d", str(tmp_path / "x" / name)]).stdout
-    assert "[libtorch_cpu.so]" in dynamic and "[libc10.so]" in dynamic, dynamic
+    # As the native stable-ABI build: torch's C shim library only, never libtorch_python.
+    assert "[libtorch_cpu.so]" in dynamic and "libtorch_python" not in dynamic, dynamic
 
 
 @pytest.mark.wheel
 def test_cu13_wheel_builds_against_this_torch(tmp_path):
-    """The CUDA 13 wheel (sm_80, sm_90 and PTX): built with nvcc 13 and the torch installed here, a CPU
-    one included once the extension is on the stable ABI; its version and build record name the variant."""
+    """The CUDA 13 wheel (sm_80, sm_90 and PTX): built with nvcc 13 and the (CPU) torch installed here;
+    its version and build record name the variant; it installs and imports on this machine, which has
+    no GPU, with its CUDA kernels registered."""
     done = _script("--cuda", "13", out=tmp_path, timeout=1800)
     skipped = re.search(r"cu13: (skipped: .*|no CUDA 13 toolkit found.*)", done.stderr)
     if skipped:
@@ -262,3 +264,21 @@ def test_cu13_wheel_builds_against_this_torch(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         archive.extract(name, tmp_path / "x")
     assert ".nv_fatbin" in _run(["readelf", "-S", str(tmp_path / "x" / name)]).stdout, "no device code"
+    dynamic = _run(["readelf", "-d", str(tmp_path / "x" / name)]).stdout
+    # The CUDA runtime is static and torch's CUDA libraries are not linked: the wheel loads into a
+    # CPU torch as into a CUDA one, with or without a GPU.
+    assert not re.search(r"\[lib(cudart|torch_cuda|c10_cuda)", dynamic), dynamic
+
+    # Installed into a fresh venv beside this (CPU) torch, no GPU, no compiler: it imports, its CUDA
+    # kernels register, and the CPU ops fill.
+    python = _fresh_venv(tmp_path / "venv")
+    env = _no_compiler_env(python.parent)
+    _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheel)], env=env, cwd=tmp_path)
+    probe = json.loads(_run([str(python), "-c", PROBE], env=env, cwd=tmp_path).stdout.strip().splitlines()[-1])
+    assert probe["native"] and probe["variant"] == "cu13" and probe["finite"], probe
+    cuda = _run(
+        [str(python), "-c", "import torch, tinit.ops; print(tinit.ops.has_kernel('trunc_normal_grouped_', 'CUDA'))"],
+        env=env,
+        cwd=tmp_path,
+    )
+    assert cuda.stdout.strip().splitlines()[-1] == "True", cuda.stdout + cuda.stderr
