@@ -23,6 +23,9 @@ def test_a_missing_or_broken_compiler_fails_in_one_line(tmp_path, cxx, cause):
     for name in ("setup.py", "pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "csrc", tmp_path / "csrc")
+    (tmp_path / "tinit").mkdir()  # setup.py reads the torch floor from tinit._torch_floor
+    for name in ("__init__.py", "_torch_floor.py"):  # and pyproject reads tinit.__version__
+        shutil.copy(ROOT / "tinit" / name, tmp_path / "tinit")
     env = {"PATH": "/usr/bin:/bin", "CXX": cxx, "TINIT_NO_CUDA": "1", "HOME": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "setup.py", "build_ext", "--inplace"],

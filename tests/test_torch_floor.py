@@ -73,11 +73,12 @@ def test_setup_targets_the_floor():
     assert (value >> 56, (value >> 48) & 0xFF) == _torch_floor._release(TORCH_FLOOR), literal.group(0)
 
 
-# A wheel built against torch 2.13.0 (its build record), loaded by a torch that says it is 2.12.1.
+# A stable-ABI wheel built against torch 2.13.0 (its build record), loaded by a torch that says it is
+# 2.10.1, below the floor.
 REFUSED = """
 import json, sys, types
 import torch
-torch.__version__ = "2.12.1"
+torch.__version__ = "2.10.1"
 sys.modules["tinit._build"] = types.SimpleNamespace(VARIANT="cpu", CUDA=None, TORCH="2.13.0+cpu")
 import tinit
 from tinit import ops
@@ -98,6 +99,6 @@ def test_a_refused_torch_leaves_the_torch_backend():
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert not result["native"]
-    assert "2.12.1" in result["error"] and "2.13.0+cpu" in result["error"], result["error"]
+    assert "2.10.1" in result["error"] and f">= {TORCH_FLOOR}" in result["error"], result["error"]
     assert result["error"] in result["report"]
     assert "torch" in done.stderr.lower(), "the fallback to the torch backend was silent"
