@@ -85,7 +85,8 @@ from tinit import ops
 from tinit.tools.info import report
 w = torch.empty(8)
 tinit.trunc_normal_at_(w, 0.0, 1.0, -2.0, 2.0, seed=1)
-print(json.dumps({"native": ops.native_available(), "error": ops.native_load_error(), "report": report()}))
+print(json.dumps({"native": ops.native_available(), "error": ops.native_load_error(), "report": report(),
+                  "hint": ops.BUILD_HINT}))
 """
 
 
@@ -101,4 +102,5 @@ def test_a_refused_torch_leaves_the_torch_backend():
     assert not result["native"]
     assert "2.10.1" in result["error"] and f">= {TORCH_FLOOR}" in result["error"], result["error"]
     assert result["error"] in result["report"]
+    assert result["hint"].startswith("upgrade torch"), result["hint"]  # rebuilding would not help
     assert "torch" in done.stderr.lower(), "the fallback to the torch backend was silent"

@@ -139,7 +139,8 @@ w = torch.empty(64)
 tinit.trunc_normal_at_(w, 0.0, 1.0, -2.0, 2.0, seed=7, backend="cpu")
 info = build_info()
 print(json.dumps({"file": tinit.__file__, "native": ops.native_available(), "error": ops.native_load_error(),
-                  "variant": info["variant"], "isa": info["cpu_isa"]["chosen"], "finite": bool(w.isfinite().all())}))
+                  "variant": info["variant"], "isa": info["cpu_isa"]["chosen"], "finite": bool(w.isfinite().all()),
+                  "hint": ops.BUILD_HINT}))
 """
 
 
@@ -210,6 +211,7 @@ def test_fresh_venv_installs_and_passes_the_known_answers(cpu_wheel, tmp_path, c
     assert site.name == "site-packages" and (tmp_path / "venv").resolve() in site.parents, probe["file"]
     assert probe["native"], f"the installed wheel's extension does not load: {probe['error']}"
     assert probe["variant"] == "cpu" and probe["isa"] and probe["finite"], probe
+    assert "prebuilt cpu wheel" in probe["hint"], probe["hint"]  # not the checkout's build command
     summary = tests.stdout.strip().splitlines()[-1]
     assert re.search(r"\d+ passed", summary) and "failed" not in summary, tests.stdout[-3000:]
     with capsys.disabled():

@@ -24,22 +24,31 @@ __all__ = [
     "trunc_normal_compute_only",
 ]
 
+from tinit import _build
+from tinit._torch_floor import require_supported_torch
+
 _LOAD_ERROR: str | None = None
+# What to do about _LOAD_ERROR: rebuild a checkout; pick another wheel; upgrade torch.
+if _build.VARIANT == "source":
+    BUILD_HINT = "build it with `pip install --no-build-isolation -e .` from the tinit checkout"
+else:
+    BUILD_HINT = f"this is tinit's prebuilt {_build.VARIANT} wheel: docs/install.md says which wheel fits this machine"
 try:
-    from tinit._torch_floor import require_supported_torch
-
     require_supported_torch()  # a torch this build cannot load is refused here, naming both versions
-    from tinit import _C  # noqa: F401  (loading it registers torch.ops.tinit)
 except ImportError as exc:
-    # No _C file is an install without it (the import then reads as a circular import: "cannot
-    # import name '_C' from partially initialized module 'tinit'"); a file that does not load is
-    # a broken build (a missing library), or a torch older than the stable-ABI floor.
-    if importlib.util.find_spec("tinit._C") is None:
-        _LOAD_ERROR = "tinit was installed without its native extension (TINIT_NO_EXTENSION=1, or its build failed)"
-    else:
-        _LOAD_ERROR = f"the native extension tinit._C does not load ({exc})"
-
-BUILD_HINT = "build it with `pip install --no-build-isolation -e .` from the tinit checkout"
+    _LOAD_ERROR = f"the native extension tinit._C does not load ({exc})"
+    BUILD_HINT = "upgrade torch (no build of this tinit loads into an older one)"
+else:
+    try:
+        from tinit import _C  # noqa: F401  (loading it registers torch.ops.tinit)
+    except ImportError as exc:
+        # No _C file is an install without it (the import then reads as a circular import:
+        # "cannot import name '_C' from partially initialized module 'tinit'"); a file that does
+        # not load is a broken build (a missing library).
+        if importlib.util.find_spec("tinit._C") is None:
+            _LOAD_ERROR = "tinit was installed without its native extension (TINIT_NO_EXTENSION=1, or its build failed)"
+        else:
+            _LOAD_ERROR = f"the native extension tinit._C does not load ({exc})"
 
 
 def native_available() -> bool:
