@@ -182,7 +182,7 @@ struct TruncNormalParams {
   // smaller s of word 0 of a side that a word can take (s = s0 + step w' is
   // one rounding of terms >= 0); Phi(-t) <= exp(-t^2/2) / 2 (t >= 0) bounds
   // |Phi^-1(s)| by t_max = sqrt(2 log(1 / (2 s_min))); ndtri_table is within
-  // ~1.5 2^-24 of max(|z|, 1) of it, far inside the 2^-10 added; the two
+  // 1.87 2^-24 of max(|z|, 1) of it, far inside the 2^-10 added; the two
   // fmas round by 2^-24 of |mean| + |x - mean| each (2^-20 allowed). A
   // libm's log or sqrt may differ by an ulp: that can move the decision,
   // never a value (the clamp is a no-op whenever this holds). Float compute
@@ -457,7 +457,7 @@ TINIT_HD float ndtri_poly(const float* c, float t) {
   return fma_rn(horner<float>(t, c[1], c[2], c[3], c[4], c[5], c[6]), t, c[0]);
 }
 
-// Phi^-1(s) <= 0 for s in [2^-125, 1/2], q = s - 1/2, to ~1.5 2^-24 of
+// Phi^-1(s) <= 0 for s in [2^-125, 1/2], q = s - 1/2, to 1.87 2^-24 of
 // max(|z|, 1), from one degree-6 polynomial per row: z = m P(t) with
 // m = q on row 0 and 1 on the others. No log, no branch, no division.
 TINIT_HD float ndtri_table(float s, float q, uint32_t one_bits) {
